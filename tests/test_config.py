@@ -1,0 +1,107 @@
+import pytest
+import yaml
+
+from unsloth_grpo.config import (
+    ConfigError,
+    RecipeConfig,
+    RewardSpec,
+    config_to_dict,
+    dump_config,
+    load_config,
+    parse_override,
+    validate,
+)
+from unsloth_grpo.recipes import gsm8k
+
+
+def test_round_trip_through_yaml(tmp_path):
+    cfg = gsm8k.RECIPE.resolve(preset="smoke", overrides=["training.max_steps=7"])
+    path = tmp_path / "c.yaml"
+    dump_config(cfg, path)
+    again = load_config(path)
+    assert again == cfg
+    assert again.training.max_steps == 7
+    assert isinstance(again.rewards[0], RewardSpec)
+    assert dump_config(again) == path.read_text()
+
+
+def test_every_shipped_recipe_config_loads_and_validates():
+    from pathlib import Path
+
+    files = sorted(Path(__file__).resolve().parents[1].glob("recipes/**/*.yaml"))
+    recipe_files = [f for f in files if "accelerate" not in f.parts]
+    assert recipe_files, "recipes/ holds no config files"
+    for f in recipe_files:
+        cfg = load_config(f)
+        assert validate(cfg) == [], f
+        first_line = f.read_text().splitlines()[0]
+        assert first_line.startswith("# ") and ("unsloth_grpo" in first_line or "unsloth-grpo" in first_line), f
+
+
+def test_gsm8k_yaml_matches_the_embedded_defaults():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "recipes" / "gsm8k.yaml"
+    assert load_config(path) == gsm8k.RECIPE.resolve()
+
+
+def test_unknown_key_is_rejected_with_a_suggestion():
+    with pytest.raises(ConfigError, match=r"unknown config key 'training.max_step'.*max_steps"):
+        load_config({"training": {"max_step": 3}})
+    with pytest.raises(ConfigError, match="unknown config key 'modle'"):
+        load_config({"modle": {}})
+
+
+def test_wrong_types_name_the_field():
+    with pytest.raises(ConfigError, match=r"training.max_steps: expected an integer, got 'ten'"):
+        load_config({"training": {"max_steps": "ten"}})
+    with pytest.raises(ConfigError, match=r"model.load_in_4bit: expected true or false"):
+        load_config({"model": {"load_in_4bit": "maybe"}})
+    with pytest.raises(ConfigError, match=r"rewards\[0\]"):
+        load_config({"rewards": [{"weight": 2.0}]})
+
+
+def test_overrides_parse_yaml_values():
+    assert load_config({}, overrides=["training.learning_rate=1e-5"]).training.learning_rate == 1e-5
+    assert parse_override("model.load_in_4bit=false") == {"model": {"load_in_4bit": False}}
+    cfg = load_config({}, overrides=["training.max_steps=3", "output_dir=/tmp/x"])
+    assert cfg.training.max_steps == 3 and cfg.output_dir == "/tmp/x"
+    with pytest.raises(ConfigError, match="section.key=value"):
+        parse_override("training.max_steps")
+
+
+def _cfg(**training):
+    cfg = load_config({"rewards": [{"name": "correctness", "weight": 2.0}], "training": training})
+    return cfg
+
+
+def test_validation_reports_every_problem_at_once():
+    cfg = _cfg(num_generations=6, per_device_train_batch_size=8, max_completion_length=2000, max_steps=0)
+    cfg.lora.max_lora_rank = 8
+    cfg.rewards.append(RewardSpec(name="no_such_reward"))
+    problems = validate(cfg)
+    text = "\n".join(problems)
+    assert "not divisible by training.num_generations=6" in text
+    assert "per_device_train_batch_size=6" in text  # the fix is named
+    assert "exceeds model.max_seq_length" in text
+    assert "lora.r=16 exceeds lora.max_lora_rank=8" in text
+    assert "training.max_steps=0" in text
+    assert "no_such_reward" in text
+    assert len(problems) >= 5
+
+
+def test_sound_default_config_has_no_problems():
+    assert validate(gsm8k.RECIPE.resolve()) == []
+    assert validate(gsm8k.RECIPE.resolve(preset="smoke")) == []
+
+
+def test_empty_rewards_and_one_generation_are_problems():
+    cfg = load_config({"training": {"num_generations": 1, "per_device_train_batch_size": 1}})
+    text = "\n".join(validate(cfg))
+    assert "rewards: the list is empty" in text
+    assert "num_generations=1" in text
+
+
+def test_unknown_preset_lists_the_valid_ones():
+    with pytest.raises(ConfigError, match="choose one of: smoke"):
+        gsm8k.RECIPE.resolve(preset="tiny")

@@ -1,0 +1,262 @@
+"""Evaluation: exact metrics from a scripted generator, plus real batched generation on the tiny model."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import types
+
+import pytest
+
+from unsloth_grpo.evaluate import (
+    compare,
+    evaluate,
+    pass_at_k,
+    pass_ks,
+    read_eval,
+    report_markdown,
+    write_eval,
+    write_report,
+)
+
+R = "<reasoning>work</reasoning>\n"
+
+
+def problem(q, gold):
+    return {"prompt": [{"role": "system", "content": "fmt"}, {"role": "user", "content": q}], "answer": gold}
+
+
+DATASET = [problem("q0", "18"), problem("q1", "5"), problem("q2", "7"), problem("q3", "100")]
+GOOD, BAD = "<answer>{}</answer>", "<answer>-1</answer>"
+# greedy: right + format, right without format, wrong with format, answer outside the tags
+GREEDY = {"q0": R + "<answer>18</answer>", "q1": "<answer>5</answer>", "q2": R + "<answer>8</answer>",
+          "q3": "The answer is 100"}
+CORRECT_SAMPLES = {"q0": 2, "q1": 0, "q2": 4, "q3": 1}
+
+
+class Scripted:
+    """A generator with known outputs that records how it was called."""
+
+    def __init__(self, greedy=GREEDY, correct=CORRECT_SAMPLES):
+        self.greedy, self.correct, self.calls = greedy, correct, []
+
+    def __call__(self, prompts, *, num_samples, temperature, top_p, max_new_tokens, batch_size, seed):
+        self.calls.append(dict(n=len(prompts), num_samples=num_samples, temperature=temperature, seed=seed,
+                               max_new_tokens=max_new_tokens, batch_size=batch_size))
+        out = []
+        for p in prompts:
+            q = p[-1]["content"]
+            if temperature == 0:
+                out.append([self.greedy[q]])
+            else:
+                gold = next(d["answer"] for d in DATASET if d["prompt"][-1]["content"] == q)
+                c = min(self.correct[q], num_samples)
+                out.append([R + GOOD.format(gold)] * c + [R + BAD] * (num_samples - c))
+        return out
+
+
+def test_pass_at_k_matches_brute_force():
+    for n, c, k in [(5, 2, 2), (4, 1, 3), (6, 0, 2), (6, 6, 1), (8, 3, 4)]:
+        subsets = list(itertools.combinations([True] * c + [False] * (n - c), k))
+        assert pass_at_k(n, c, k) == pytest.approx(sum(any(s) for s in subsets) / len(subsets))
+    with pytest.raises(ValueError, match="k=5"):
+        pass_at_k(4, 1, 5)
+    assert pass_ks(1) == [1] and pass_ks(4) == [1, 2, 4] and pass_ks(6) == [1, 2, 4, 6]
+
+
+def test_scripted_eval_exact_metrics():
+    gen = Scripted()
+    res = evaluate(None, None, DATASET, samples=4, temperature=0.9, seed=3, max_new_tokens=64, batch_size=8,
+                   generate_fn=gen)
+    assert res["n"] == 4
+    assert res["accuracy"] == 0.5  # q0, q1 (no tag fallback: q3's "The answer is 100" does not count)
+    assert res["format_compliance"] == 0.5  # q0, q2
+    assert res["pass@1"] == pytest.approx((2 / 4 + 0 + 1 + 1 / 4) / 4)
+    assert res["pass@2"] == pytest.approx((5 / 6 + 0 + 1 + 1 / 2) / 4)
+    assert res["pass@4"] == 0.75
+    assert res["mean_completion_chars"] == sum(len(t) for t in GREEDY.values()) / 4
+    assert res["mean_completion_tokens"] is None and res["truncated_ratio"] is None  # no tokenizer, plain strings
+    assert [r["correct"] for r in res["records"]] == [True, True, False, False]
+    assert [sum(r["samples_correct"]) for r in res["records"]] == [2, 0, 4, 1]
+    assert gen.calls == [
+        dict(n=4, num_samples=1, temperature=0.0, seed=3, max_new_tokens=64, batch_size=8),
+        dict(n=4, num_samples=4, temperature=0.9, seed=3, max_new_tokens=64, batch_size=8),
+    ]
+
+
+def test_single_sample_eval_has_no_pass_at_k_and_honours_limit():
+    gen = Scripted()
+    res = evaluate(None, None, DATASET, limit=2, generate_fn=gen)
+    assert res["n"] == 2 and res["accuracy"] == 1.0 and res["format_compliance"] == 0.5
+    assert not [k for k in res if k.startswith("pass@")]
+    assert len(gen.calls) == 1
+
+
+def test_eval_checks_its_inputs():
+    with pytest.raises(ValueError, match="samples=3 needs temperature > 0"):
+        evaluate(None, None, DATASET, samples=3, temperature=0.0, generate_fn=Scripted())
+    with pytest.raises(ValueError, match="missing answer"):
+        evaluate(None, None, [{"prompt": "x"}], generate_fn=Scripted())
+    with pytest.raises(ValueError, match="wrong shape"):
+        evaluate(None, None, DATASET, generate_fn=lambda prompts, **kw: [["x"]])
+
+
+def test_write_eval_accuracy_equals_share_of_correct_samples(tmp_path):
+    res = evaluate(None, None, DATASET, samples=2, generate_fn=Scripted())
+    write_eval(res, tmp_path, model="m", dataset="d")
+    summary = json.loads((tmp_path / "eval.json").read_text())
+    rows = [json.loads(x) for x in (tmp_path / "eval_samples.jsonl").read_text().splitlines()]
+    assert summary["model"] == "m" and "records" not in summary
+    assert summary["accuracy"] == sum(r["correct"] for r in rows) / len(rows)
+    assert {"prompt", "completion", "gold", "correct"} <= set(rows[0])
+    assert read_eval(tmp_path)["records"] == res["records"]
+
+
+def test_compare_lists_flips_both_ways(tmp_path):
+    base = evaluate(None, None, DATASET, generate_fn=Scripted())
+    better = dict(GREEDY, q1=R + "<answer>4</answer>", q2=R + "<answer>7</answer>", q3=R + "<answer>100</answer>")
+    trained = evaluate(None, None, DATASET, generate_fn=Scripted(greedy=better))
+    base["model"], trained["model"] = "base", "trained"
+    report = compare(base, trained)
+    assert [(f["index"], f["question"], f["gold"]) for f in report["fixed"]] == [(2, "q2", "7"), (3, "q3", "100")]
+    assert [(b["index"], b["gold"]) for b in report["broken"]] == [(1, "5")]
+    table = {row["metric"]: row for row in report["metrics"]}
+    assert table["accuracy"]["baseline"] == 0.5 and table["accuracy"]["trained"] == 0.75
+    assert table["accuracy"]["diff"] == 0.25 and table["format_compliance"]["diff"] == 0.5
+    md = report_markdown(report)
+    assert "| accuracy | 0.500 | 0.750 | +0.250 |" in md
+    assert "## Fixed (baseline wrong, trained right): 2" in md and "## Broken (baseline right, trained wrong): 1" in md
+    md_path, json_path = write_report(report, tmp_path)
+    assert json.loads(json_path.read_text())["fixed"][0]["trained_completion"] == R + "<answer>7</answer>"
+    with pytest.raises(ValueError, match="different problems"):
+        compare(base, evaluate(None, None, DATASET, limit=3, generate_fn=Scripted()))
+
+
+# ------------------------------------------------------------------ real generation (tiny model)
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = tiny_model_dir
+    return path, AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def test_batched_generation_equals_one_at_a_time(tiny):
+    from unsloth_grpo.generation import generate_detailed, render_prompts
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+
+    _, model, tok = tiny
+    prompts = list(load_gsm8k("synthetic", split="test", limit=12)["prompt"])
+    batched = generate_detailed(model, tok, prompts, max_new_tokens=16, batch_size=8)
+    single = [generate_detailed(model, tok, [p], max_new_tokens=16, batch_size=1)[0] for p in prompts]
+    assert batched == single
+    assert all(len(g) == 1 and 0 <= g[0].num_tokens <= 16 for g in batched)
+    assert all(g[0].finished == (g[0].num_tokens < 16) or g[0].num_tokens == 16 for g in batched)
+    assert render_prompts(tok, prompts[:1])[0].endswith("<|im_start|>assistant\n")
+    # the chat template is applied: a message list and its rendered text give the same completion
+    text = render_prompts(tok, prompts[:1])
+    assert generate_detailed(model, tok, text, max_new_tokens=16)[0] == batched[0]
+
+
+def test_sampling_is_seeded_and_shaped(tiny):
+    from unsloth_grpo.generation import generate
+
+    _, model, tok = tiny
+    prompts = ["Ann has 3 apples.", "Bob has 5 pens."]
+    a = generate(model, tok, prompts, max_new_tokens=10, num_samples=3, temperature=1.0, seed=7, batch_size=6)
+    b = generate(model, tok, prompts, max_new_tokens=10, num_samples=3, temperature=1.0, seed=7, batch_size=6)
+    assert a == b and [len(x) for x in a] == [3, 3]
+    assert len({s for x in a for s in x}) > 1
+    with pytest.raises(ValueError, match="temperature > 0"):
+        generate(model, tok, prompts, max_new_tokens=4, num_samples=2)
+
+
+def test_vllm_fast_path_is_used_when_the_model_has_an_engine(monkeypatch):
+    from unsloth_grpo.generation import generate_detailed
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=SamplingParams))
+    seen = {}
+
+    class FakeModel:
+        vllm_engine = object()
+
+        def fast_generate(self, texts, sampling_params, use_tqdm, lora_request=None):
+            seen.update(texts=texts, params=sampling_params.kw, lora=lora_request)
+            out = lambda t, n, r: types.SimpleNamespace(text=t, token_ids=[0] * n, finish_reason=r)  # noqa: E731
+            return [types.SimpleNamespace(outputs=[out(f"{t}!", 3, "stop"), out("x", 5, "length")]) for t in texts]
+
+    res = generate_detailed(FakeModel(), None, ["a", "b"], max_new_tokens=5, num_samples=2, temperature=0.5,
+                            seed=1, lora_request="LORA")
+    assert seen == {"texts": ["a", "b"], "lora": "LORA",
+                    "params": dict(n=2, temperature=0.5, top_p=1.0, max_tokens=5, seed=1)}
+    assert [tuple(g) for g in res[1]] == [("b!", 3, True), ("x", 5, False)]
+
+    class FakePeftModel(FakeModel):
+        peft_config = {"default": None}
+
+        def load_lora(self, name, load_tensors=False):
+            return ("live", name, load_tensors)
+
+    generate_detailed(FakePeftModel(), None, ["a"], max_new_tokens=5)  # the adapter's live weights
+    assert seen["lora"] == ("live", "unsloth_grpo_eval_lora", True)
+    assert seen["params"]["temperature"] == 0.0 and seen["params"]["n"] == 1
+
+
+def _gsm8k_file(path, n=16):
+    from unsloth_grpo.tasks.gsm8k import make_synthetic_problems
+
+    path.write_text("".join(json.dumps(p) + "\n" for p in make_synthetic_problems(n, seed=5)))
+    return path
+
+
+def _cli(argv):
+    from unsloth_grpo.evaluate import add_parser
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_eval_and_compare_cli_on_the_tiny_model_and_an_adapter(tiny, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    path, _, tok = tiny
+    data = _gsm8k_file(tmp_path / "gsm8k_test.jsonl")
+    out = tmp_path / "eval"
+    common = ["--dataset", str(data), "--limit", "16", "--max-new-tokens", "12", "--batch-size", "16"]
+    assert _cli(["eval", "--model", path, "--samples", "2", "--output", str(out), *common]) == 0
+    summary = json.loads((out / "eval.json").read_text())
+    rows = [json.loads(x) for x in (out / "eval_samples.jsonl").read_text().splitlines()]
+    assert summary["n"] == len(rows) == 16
+    assert summary["accuracy"] == sum(r["correct"] for r in rows) / 16
+    assert summary["format_compliance"] == sum(r["format_ok"] for r in rows) / 16
+    assert 0 < summary["mean_completion_tokens"] <= 12 and "pass@2" in summary
+    assert summary["model"] == path and summary["dataset"] == str(data)
+
+    # an adapter with non-zero LoRA weights, so its completions differ from the base model's
+    torch.manual_seed(0)
+    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(path),
+                                LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    adapter = tmp_path / "adapter"
+    peft_model.save_pretrained(adapter)
+    tok.save_pretrained(adapter)
+    cmp_dir = tmp_path / "cmp"
+    assert _cli(["compare", path, str(adapter), "--output", str(cmp_dir), *common]) == 0
+    report = json.loads((cmp_dir / "report.json").read_text())
+    base_rows = [json.loads(x) for x in (cmp_dir / "baseline" / "eval_samples.jsonl").read_text().splitlines()]
+    trained_rows = [json.loads(x) for x in (cmp_dir / "trained" / "eval_samples.jsonl").read_text().splitlines()]
+    assert [r["completion"] for r in base_rows] == [r["completion"] for r in rows]  # same problems, same greedy
+    assert [r["completion"] for r in trained_rows] != [r["completion"] for r in rows]
+    assert [f["index"] for f in report["fixed"]] == [
+        i for i, (b, t) in enumerate(zip(base_rows, trained_rows)) if t["correct"] and not b["correct"]]
+    assert (cmp_dir / "report.md").read_text().startswith("# Before / after")

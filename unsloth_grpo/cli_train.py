@@ -1,0 +1,47 @@
+"""``unsloth-grpo train``: the console twin of ``python -m unsloth_grpo.recipes.<task>``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+
+
+def available_recipes() -> list[str]:
+    import unsloth_grpo.recipes as pkg
+
+    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+
+
+def load_recipe(name: str):
+    return importlib.import_module(f"unsloth_grpo.recipes.{name}").RECIPE
+
+
+def add_parser(subparsers) -> None:
+    from unsloth_grpo.recipe import add_train_arguments
+
+    p = subparsers.add_parser("train", help="Train with GRPO (a recipe, a preset, a config file).")
+    p.add_argument("--recipe", default=None, choices=available_recipes(),
+                   help="Recipe whose defaults and presets to start from (default: the config's task, else gsm8k).")
+    add_train_arguments(p, None)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from unsloth_grpo.recipe import run_from_args
+
+    name = args.recipe
+    if name is None and args.config:
+        import yaml
+
+        try:
+            with open(args.config) as fh:
+                loaded = yaml.safe_load(fh)
+            name = loaded.get("task") if isinstance(loaded, dict) else None
+        except (OSError, yaml.YAMLError):
+            name = None  # the config loader reports the problem with the file
+    name = name or "gsm8k"
+    if name not in available_recipes():
+        print(f"error: no recipe named '{name}'; available: {', '.join(available_recipes())}")
+        return 2
+    return run_from_args(load_recipe(name), args)

@@ -1,0 +1,181 @@
+"""Datasets for GRPO: load a local file or a hub dataset, turn rows into chat prompts, check them.
+
+Every loader returns a ``datasets.Dataset`` with a ``prompt`` column (chat messages: the system
+message with the answer format, then the user's question) and an ``answer`` column (the reference
+answer as a clean string). TRL passes every other column to the reward functions by name.
+
+Example (the knowledge-base case: a CSV with ``question`` and ``expert_answer``)::
+
+    ds = load_qa_dataset("kb.csv", answer_column="expert_answer",
+                         system_prompt="Answer from the handbook.")
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+class DataError(ValueError):
+    """The dataset is malformed. The message names the row or column and the fix."""
+
+
+def load_gsm8k(*args, **kwargs):
+    """GSM8K as chat prompts + clean numeric answers; see :func:`unsloth_grpo.tasks.gsm8k.load_gsm8k`."""
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k as _load
+
+    return _load(*args, **kwargs)
+
+
+def looks_like_path(source: str) -> bool:
+    """A source is a local path when it has a known file suffix, a path separator that points
+    at something on disk, or starts with ``.``/``/``/``~``. Hub ids are ``owner/name``."""
+    if Path(source).suffix.lower() in LOCAL_FORMATS:
+        return True
+    if source.startswith((".", "/", "~")):
+        return True
+    return os.path.exists(source)
+
+
+def load_table(source: str, *, split: str = "train", subset: str | None = None):
+    """Load rows from a local file/directory or a hub dataset id, as a ``datasets.Dataset``.
+
+    A local path that does not exist is an error here, never a hub lookup: a typo must not
+    reach the network.
+    """
+    import datasets
+
+    if looks_like_path(source):
+        path = Path(source).expanduser()
+        if not path.exists():
+            raise DataError(f"dataset file '{source}' does not exist (check the path; local files must end in "
+                            f"{', '.join(LOCAL_FORMATS)})")
+        if path.is_dir():
+            return datasets.load_from_disk(str(path)) if (path / "dataset_info.json").exists() else \
+                datasets.load_dataset(str(path), split=split)
+        builder = LOCAL_FORMATS.get(path.suffix.lower())
+        if builder is None:
+            raise DataError(f"dataset file '{source}' has an unknown format; use one of {', '.join(LOCAL_FORMATS)}")
+        try:
+            return datasets.load_dataset(builder, data_files=str(path), split="train")
+        except Exception as exc:  # noqa: BLE001 - parse errors of every builder
+            raise DataError(f"could not read '{source}' as {builder}: {exc}") from exc
+    try:
+        return datasets.load_dataset(source, subset, split=split)
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(
+            f"could not load hub dataset '{source}' (subset={subset!r}, split={split!r}): {exc}. "
+            "Offline? Pass a local .jsonl/.json/.csv/.parquet file instead."
+        ) from exc
+
+
+def require_columns(ds, columns: list[str], source: str) -> None:
+    missing = [c for c in columns if c not in ds.column_names]
+    if missing:
+        raise DataError(
+            f"dataset '{source}' lacks column(s) {', '.join(missing)}; it has {', '.join(ds.column_names) or 'none'}. "
+            "Rename the columns or set data.question_column / data.answer_column."
+        )
+    if len(ds) == 0:
+        raise DataError(f"dataset '{source}' is empty")
+
+
+def chat_prompt(question: str, system_prompt: str | None) -> list[dict[str, str]]:
+    messages = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages.append({"role": "user", "content": question})
+    return messages
+
+
+def to_prompt_dataset(
+    rows,
+    *,
+    source: str,
+    system_prompt: str | None,
+    question_column: str = "question",
+    answer_column: str = "answer",
+    gold_parser: Callable[[str], str | None] | None = None,
+    limit: int | None = None,
+    keep_columns: list[str] | None = None,
+):
+    """Map rows to ``prompt`` + ``answer``; every unparseable gold answer is reported by row."""
+    import datasets
+
+    require_columns(rows, [question_column, answer_column], source)
+    if limit is not None:
+        rows = rows.select(range(min(limit, len(rows))))
+    questions = rows[question_column]
+    golds = rows[answer_column]
+    bad = []
+    out: dict[str, list[Any]] = {"prompt": [], "answer": []}
+    for i, (q, g) in enumerate(zip(questions, golds)):
+        if not isinstance(q, str) or not q.strip():
+            bad.append(f"row {i}: column '{question_column}' is empty")
+            continue
+        gold = gold_parser(str(g)) if gold_parser is not None else (None if g is None else str(g).strip())
+        if gold is None or gold == "":
+            bad.append(f"row {i}: cannot read a reference answer from column '{answer_column}': {str(g)[-80:]!r}")
+            continue
+        out["prompt"].append(chat_prompt(q.strip(), system_prompt))
+        out["answer"].append(gold)
+    if bad:
+        shown = "\n  ".join(bad[:5])
+        more = f"\n  ... and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise DataError(f"dataset '{source}' has {len(bad)} malformed row(s):\n  {shown}{more}")
+    for col in keep_columns or []:
+        if col in rows.column_names and col not in out:
+            out[col] = list(rows[col])
+    return datasets.Dataset.from_dict(out)
+
+
+def load_qa_dataset(
+    source: str,
+    *,
+    system_prompt: str | None = None,
+    question_column: str = "question",
+    answer_column: str = "answer",
+    split: str = "train",
+    subset: str | None = None,
+    limit: int | None = None,
+    gold_parser: Callable[[str], str | None] | None = None,
+    keep_columns: list[str] | None = None,
+):
+    """Any question/reference-answer dataset (local file or hub) as chat prompts."""
+    rows = load_table(source, split=split, subset=subset)
+    return to_prompt_dataset(
+        rows,
+        source=source,
+        system_prompt=system_prompt,
+        question_column=question_column,
+        answer_column=answer_column,
+        gold_parser=gold_parser,
+        limit=limit,
+        keep_columns=keep_columns,
+    )
+
+
+def prompt_lengths(ds, tokenizer) -> list[int]:
+    """Token count of each chat prompt as the model will see it (template + generation prompt)."""
+    return [
+        len(tokenizer.apply_chat_template(p, tokenize=True, add_generation_prompt=True))
+        if isinstance(p, list)
+        else len(tokenizer(p)["input_ids"])
+        for p in ds["prompt"]
+    ]
+
+
+def filter_long_prompts(ds, tokenizer, max_tokens: int, *, log: Callable[[str], None] = print):
+    """Drop prompts longer than ``max_tokens`` (TRL no longer truncates prompts) and say how many."""
+    lengths = prompt_lengths(ds, tokenizer)
+    keep = [i for i, n in enumerate(lengths) if n <= max_tokens]
+    dropped = len(lengths) - len(keep)
+    if dropped:
+        log(f"data: dropped {dropped} of {len(lengths)} prompts longer than {max_tokens} tokens "
+            f"(longest {max(lengths)}); raise data.max_prompt_tokens to keep them")
+    if not keep:
+        raise DataError(f"every prompt is longer than data.max_prompt_tokens={max_tokens}; raise it")
+    return ds.select(keep) if dropped else ds

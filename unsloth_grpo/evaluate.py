@@ -1,0 +1,418 @@
+"""Held-out evaluation and before/after comparison, graded exactly like the correctness reward.
+
+* :func:`evaluate` - greedy accuracy, format compliance, completion length and, with ``samples=K``
+  (K > 1), pass@k from K sampled completions per problem (the unbiased estimator of Chen et al.,
+  2021). Correctness is :func:`unsloth_grpo.answers.is_correct`, the function the correctness
+  reward calls, so evaluation and training cannot disagree about what a right answer is.
+* :func:`compare` - two evaluations on the same problems: a metric table with differences and the
+  problems that flipped either way.
+* :func:`make_eval_callback` - evaluation on a small held-out slice every N training steps, logged
+  as ``eval/accuracy`` etc. beside the training metrics.
+* Subcommands ``unsloth-grpo eval`` and ``unsloth-grpo compare``.
+
+Example::
+
+    loaded = load_for_inference("outputs/gsm8k/adapter")
+    result = evaluate(loaded.model, loaded.tokenizer, load_gsm8k("gsm8k_test.jsonl", limit=100))
+    write_eval(result, "outputs/gsm8k/eval")        # eval.json + eval_samples.jsonl
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+EVAL_FILE = "eval.json"
+EVAL_SAMPLES_FILE = "eval_samples.jsonl"
+
+#: Metrics compared by :func:`compare` (those present in both results), in table order.
+COMPARED = ("accuracy", "format_compliance", "mean_completion_tokens", "mean_completion_chars", "truncated_ratio")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` samples of which ``c`` are correct: 1 - C(n-c, k) / C(n, k)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_ks(samples: int) -> list[int]:
+    """The k reported for ``samples`` completions: powers of two up to ``samples``, and ``samples``."""
+    ks, k = [], 1
+    while k <= samples:
+        ks.append(k)
+        k *= 2
+    if ks[-1] != samples:
+        ks.append(samples)
+    return ks
+
+
+def _rows(dataset, limit: int | None) -> list[dict[str, Any]]:
+    n = len(dataset)
+    if limit is not None:
+        n = min(n, limit)
+    rows = [dataset[i] for i in range(n)]
+    if not rows:
+        raise ValueError("the evaluation dataset is empty; check the --dataset source, --split and --limit")
+    missing = [c for c in ("prompt", "answer") if c not in rows[0]]
+    if missing:
+        raise ValueError(f"evaluation rows need 'prompt' and 'answer' columns; missing {', '.join(missing)} "
+                         "(load the data with unsloth_grpo.tasks.gsm8k.load_gsm8k or a task loader)")
+    return rows
+
+
+def _question(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+    return str(users[-1]) if users else json.dumps(prompt)
+
+
+def evaluate(
+    model,
+    tokenizer,
+    dataset,
+    *,
+    samples: int = 1,
+    max_new_tokens: int = 256,
+    temperature: float = 0.7,
+    top_p: float = 1.0,
+    batch_size: int = 16,
+    seed: int = 0,
+    limit: int | None = None,
+    generate_fn: Callable[..., list[list[str]]] | None = None,
+    is_correct: Callable[[str, Any], bool] | None = None,
+    matches_format: Callable[[str], bool] | None = None,
+) -> dict[str, Any]:
+    """Evaluate on ``dataset`` (rows with ``prompt`` and ``answer``); returns metrics and per-problem records.
+
+    Accuracy and format compliance come from one greedy completion per problem. With
+    ``samples=K > 1`` K more completions are sampled at ``temperature`` for ``pass@k``
+    (k = 1, 2, 4, ..., K). ``generate_fn(prompts, *, num_samples, temperature, top_p,
+    max_new_tokens, batch_size, seed)`` replaces the model (scripted tests, other engines); by
+    default it is :func:`unsloth_grpo.generation.generate` on ``model`` and ``tokenizer``.
+    It returns strings or :class:`~unsloth_grpo.generation.Generation` items (which carry the
+    generated token count and whether generation ended at eos); strings are re-tokenized with
+    ``tokenizer`` to count tokens when one is given.
+
+    The result holds ``n``, ``accuracy``, ``format_compliance``, ``mean_completion_chars``,
+    ``mean_completion_tokens`` and ``truncated_ratio`` (share of greedy completions cut at
+    ``max_new_tokens``; None when unknown), ``pass@k`` keys when K > 1, ``settings``,
+    ``seconds`` and ``records`` (one dict per problem; :func:`write_eval` stores them apart).
+    """
+    if samples < 1:
+        raise ValueError(f"samples={samples}: use an integer >= 1 (completions per problem for pass@k)")
+    if samples > 1 and temperature <= 0:
+        raise ValueError(f"samples={samples} needs temperature > 0 (pass@k from greedy copies means nothing)")
+    if is_correct is None or matches_format is None:
+        from unsloth_grpo import answers
+
+        is_correct = is_correct or answers.is_correct
+        matches_format = matches_format or answers.matches_format
+    if generate_fn is None:
+        from unsloth_grpo.generation import generate_detailed
+
+        generate_fn = functools.partial(generate_detailed, model, tokenizer)
+
+    rows = _rows(dataset, limit)
+    prompts = [r["prompt"] for r in rows]
+    golds = [r["answer"] for r in rows]
+    common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
+    t0 = time.perf_counter()
+    greedy = generate_fn(prompts, num_samples=1, temperature=0.0, top_p=1.0, seed=seed, **common)
+    sampled = None
+    if samples > 1:
+        sampled = generate_fn(prompts, num_samples=samples, temperature=temperature, top_p=top_p,
+                              seed=seed, **common)
+    seconds = time.perf_counter() - t0
+    _check_shape("greedy", greedy, len(rows), 1)
+    if sampled is not None:
+        _check_shape("sampled", sampled, len(rows), samples)
+
+    records = []
+    for i, (prompt, gold) in enumerate(zip(prompts, golds)):
+        text, num_tokens, finished = _unpack(greedy[i][0], tokenizer)
+        rec: dict[str, Any] = {
+            "index": i,
+            "prompt": prompt,
+            "completion": text,
+            "gold": gold,
+            "correct": bool(is_correct(text, gold)),
+            "format_ok": bool(matches_format(text)),
+            "completion_chars": len(text),
+            "completion_tokens": num_tokens,
+            "finished": finished,
+        }
+        if sampled is not None:
+            texts = [_unpack(s, None)[0] for s in sampled[i]]
+            rec["samples"] = texts
+            rec["samples_correct"] = [bool(is_correct(s, gold)) for s in texts]
+        records.append(rec)
+
+    n = len(records)
+    tokens = [r["completion_tokens"] for r in records]
+    finished = [r["finished"] for r in records]
+    result: dict[str, Any] = {
+        "n": n,
+        "accuracy": sum(r["correct"] for r in records) / n,
+        "format_compliance": sum(r["format_ok"] for r in records) / n,
+        "mean_completion_chars": sum(r["completion_chars"] for r in records) / n,
+        "mean_completion_tokens": None if None in tokens else sum(tokens) / n,
+        "truncated_ratio": None if None in finished else sum(not f for f in finished) / n,
+    }
+    if sampled is not None:
+        for k in pass_ks(samples):
+            result[f"pass@{k}"] = sum(pass_at_k(samples, sum(r["samples_correct"]), k) for r in records) / n
+    result["settings"] = {"samples": samples, "max_new_tokens": max_new_tokens, "temperature": temperature,
+                          "top_p": top_p, "batch_size": batch_size, "seed": seed, "limit": limit,
+                          "greedy": "accuracy and format_compliance use one greedy completion per problem"}
+    result["seconds"] = round(seconds, 3)
+    result["records"] = records
+    return result
+
+
+def _unpack(item: Any, tokenizer) -> tuple[str, int | None, bool | None]:
+    """A generator's item -> (text, generated tokens, ended at eos). Plain strings (scripted or other
+    generators) get a token count by re-tokenizing when a tokenizer is at hand, and no ``finished``."""
+    if isinstance(item, str):
+        tokens = None if tokenizer is None else len(tokenizer(item, add_special_tokens=False)["input_ids"])
+        return item, tokens, None
+    return item.text, item.num_tokens, item.finished
+
+
+def _check_shape(what: str, out, n: int, k: int) -> None:
+    if len(out) != n or any(len(x) != k for x in out):
+        raise ValueError(f"the generator returned a wrong shape for the {what} pass: expected {n} lists of {k} "
+                         f"completion(s), got {len(out)} lists of sizes {sorted({len(x) for x in out})}")
+
+
+def write_eval(result: dict[str, Any], output_dir: str | Path, **info: Any) -> Path:
+    """Write ``eval.json`` (metrics + ``info`` such as model and dataset) and ``eval_samples.jsonl``."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = {**info, **{k: v for k, v in result.items() if k != "records"}}
+    (out / EVAL_FILE).write_text(json.dumps(summary, indent=2) + "\n")
+    with (out / EVAL_SAMPLES_FILE).open("w") as fh:
+        for rec in result["records"]:
+            fh.write(json.dumps(rec) + "\n")
+    return out / EVAL_FILE
+
+
+def read_eval(output_dir: str | Path) -> dict[str, Any]:
+    """Read back what :func:`write_eval` wrote: the summary with its ``records``."""
+    out = Path(output_dir)
+    result = json.loads((out / EVAL_FILE).read_text())
+    result["records"] = [json.loads(line) for line in (out / EVAL_SAMPLES_FILE).read_text().splitlines() if line]
+    return result
+
+
+# ---------------------------------------------------------------------------- compare
+
+def compare(baseline: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
+    """Metric table (baseline, trained, difference) and flipped problems of two evaluations.
+
+    Both must cover the same problems in the same order (same prompts and gold answers);
+    ``fixed`` lists problems the trained model gets right and the baseline wrong, ``broken`` the
+    reverse (greedy correctness).
+    """
+    b_recs, t_recs = baseline["records"], trained["records"]
+    if len(b_recs) != len(t_recs) or any(
+        b["prompt"] != t["prompt"] or b["gold"] != t["gold"] for b, t in zip(b_recs, t_recs)
+    ):
+        raise ValueError("the two evaluations cover different problems; run both on the same dataset, split, "
+                         "limit and order (compare does this for you)")
+    keys = [k for k in COMPARED if baseline.get(k) is not None and trained.get(k) is not None]
+    keys += sorted(k for k in baseline if k.startswith("pass@") and trained.get(k) is not None)
+    table = [{"metric": k, "baseline": baseline[k], "trained": trained[k], "diff": trained[k] - baseline[k]}
+             for k in keys]
+    fixed, broken = [], []
+    for b, t in zip(b_recs, t_recs):
+        if b["correct"] == t["correct"]:
+            continue
+        item = {"index": b["index"], "question": _question(b["prompt"]), "gold": b["gold"],
+                "baseline_completion": b["completion"], "trained_completion": t["completion"]}
+        (fixed if t["correct"] else broken).append(item)
+    return {"n": len(b_recs), "metrics": table, "fixed": fixed, "broken": broken,
+            "baseline": {k: baseline.get(k) for k in ("model", "dataset")},
+            "trained": {k: trained.get(k) for k in ("model", "dataset")},
+            "settings": trained.get("settings")}
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def report_markdown(report: dict[str, Any], *, max_listed: int = 20) -> str:
+    """The comparison as Markdown: a metric table and the flipped problems."""
+    lines = ["# Before / after", ""]
+    lines.append(f"Baseline: `{report['baseline'].get('model')}`  ")
+    lines.append(f"Trained: `{report['trained'].get('model')}`  ")
+    lines.append(f"Dataset: `{report['trained'].get('dataset')}`, {report['n']} problems, same prompts and "
+                 "sampling settings for both.")
+    lines += ["", "| metric | baseline | trained | difference |", "|---|---:|---:|---:|"]
+    for row in report["metrics"]:
+        lines.append(f"| {row['metric']} | {row['baseline']:.3f} | {row['trained']:.3f} | {row['diff']:+.3f} |")
+    for key, title in (("fixed", "Fixed (baseline wrong, trained right)"),
+                       ("broken", "Broken (baseline right, trained wrong)")):
+        items = report[key]
+        lines += ["", f"## {title}: {len(items)}", ""]
+        if not items:
+            lines.append("None.")
+            continue
+        lines += ["| # | question | gold | baseline | trained |", "|---:|---|---|---|---|"]
+        for it in items[:max_listed]:
+            lines.append(f"| {it['index']} | {_one_line(it['question'], 80)} | {_one_line(it['gold'], 20)} | "
+                         f"{_one_line(it['baseline_completion'])} | {_one_line(it['trained_completion'])} |")
+        if len(items) > max_listed:
+            lines.append(f"\n... and {len(items) - max_listed} more in report.json.")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict[str, Any], output_dir: str | Path) -> tuple[Path, Path]:
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    md, js = out / "report.md", out / "report.json"
+    md.write_text(report_markdown(report))
+    js.write_text(json.dumps(report, indent=2) + "\n")
+    return md, js
+
+
+# ---------------------------------------------------------------------------- during training
+
+def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_new_tokens: int = 256,
+                       temperature: float = 0.7, batch_size: int = 16, seed: int = 0, prefix: str = "eval/"):
+    """A ``TrainerCallback`` evaluating ``dataset`` (keep it small) every ``every`` optimizer steps.
+
+    The metrics are logged through the trainer's callbacks as ``eval/accuracy``,
+    ``eval/format_compliance``, ``eval/mean_completion_tokens`` (and ``eval/pass@k``), so they reach
+    ``metrics.jsonl``, the progress line and ``report_to`` loggers beside the training metrics.
+    Add it with ``trainer.add_callback(make_eval_callback(trainer, held_out, every=50))``.
+    """
+    from transformers import TrainerCallback
+
+    if every < 1:
+        raise ValueError(f"eval every={every}: use an integer >= 1 (training steps between evaluations)")
+    rows = _rows(dataset, None)
+
+    class PeriodicEval(TrainerCallback):
+        def __init__(self) -> None:
+            self.history: list[dict[str, Any]] = []
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % every != 0:
+                return control
+            model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") \
+                else trainer.model
+            tokenizer = getattr(trainer, "processing_class", None) or kwargs.get("processing_class")
+            result = evaluate(model, tokenizer, rows, samples=samples, max_new_tokens=max_new_tokens,
+                              temperature=temperature, batch_size=batch_size, seed=seed)
+            logs = {f"{prefix}{k}": v for k, v in result.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("n", "seconds")}
+            self.history.append({"step": state.global_step, **logs})
+            # Trainer.log minus GRPOTrainer.log's extras: that one would also flush (and so split)
+            # the training metrics gathered since the last log. The handler's on_log clears
+            # should_log, which the trainer still needs for this step's training log.
+            should_log = control.should_log
+            state.log_history.append({**logs, "step": state.global_step})
+            trainer.callback_handler.on_log(args, state, control, logs)
+            control.should_log = should_log
+            return control
+
+    return PeriodicEval()
+
+
+# ---------------------------------------------------------------------------- CLI
+
+def _load_problems(source: str, split: str, limit: int | None, seed: int):
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+
+    return load_gsm8k(source, split=split, limit=limit, seed=seed)
+
+
+def _load_model(path: str, backend: str, device: str):
+    from unsloth_grpo.backend import load_for_inference
+
+    return load_for_inference(path, backend=backend, device=device)
+
+
+def _add_common(p) -> None:
+    p.add_argument("--dataset", required=True,
+                   help="GSM8K-format source: a local .jsonl/.json/.csv/.parquet file with question/answer "
+                        "columns, a hub id, or 'synthetic'.")
+    p.add_argument("--split", default="test", help="Dataset split (hub datasets; default: test).")
+    p.add_argument("--limit", type=int, default=None, help="Evaluate the first N problems.")
+    p.add_argument("--samples", type=int, default=1, help="Completions sampled per problem for pass@k (K > 1).")
+    p.add_argument("--batch-size", type=int, default=16, help="Sequences generated together.")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="Longest completion, in tokens.")
+    p.add_argument("--temperature", type=float, default=0.7, help="Sampling temperature for pass@k samples.")
+    p.add_argument("--top-p", type=float, default=1.0, help="Nucleus sampling for pass@k samples.")
+    p.add_argument("--seed", type=int, default=0, help="Sampling seed (same for both models in compare).")
+    p.add_argument("--backend", default="auto", choices=["auto", "unsloth", "transformers"],
+                   help="How to load the model ('auto': Unsloth on CUDA when installed).")
+    p.add_argument("--device", default="auto", help="'auto', 'cuda' or 'cpu'.")
+    p.add_argument("--output", required=True, help="Directory for the results.")
+
+
+def add_parser(subparsers) -> None:
+    """Registers ``eval`` and ``compare``."""
+    p = subparsers.add_parser("eval", help="Evaluate a base model, LoRA adapter or merged model on held-out problems.")
+    p.add_argument("--model", required=True, help="Model directory, LoRA adapter directory, hub id or builtin:tiny.")
+    _add_common(p)
+    p.set_defaults(func=run)
+
+    c = subparsers.add_parser("compare", help="Evaluate two models on the same problems; report what changed.")
+    c.add_argument("baseline", help="The model before training (base model or its path).")
+    c.add_argument("trained", help="The model after training (adapter or merged directory).")
+    _add_common(c)
+    c.set_defaults(func=run_compare)
+
+
+def _settings(args) -> dict[str, Any]:
+    return dict(samples=args.samples, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                top_p=args.top_p, batch_size=args.batch_size, seed=args.seed, limit=args.limit)
+
+
+def _eval_one(model_path: str, problems, args) -> dict[str, Any]:
+    loaded = _load_model(model_path, args.backend, args.device)
+    result = evaluate(loaded.model, loaded.tokenizer, problems, **_settings(args))
+    result["model"] = model_path
+    result["dataset"] = args.dataset
+    result["split"] = args.split
+    return result
+
+
+def _summary(result: dict[str, Any]) -> str:
+    parts = [f"n={result['n']}", f"accuracy={result['accuracy']:.3f}",
+             f"format={result['format_compliance']:.3f}"]
+    parts += [f"{k}={v:.3f}" for k, v in result.items() if k.startswith("pass@")]
+    return " ".join(parts) + f" ({result['seconds']:.1f}s)"
+
+
+def run(args) -> int:
+    problems = _load_problems(args.dataset, args.split, args.limit, args.seed)
+    result = _eval_one(args.model, problems, args)
+    path = write_eval(result, args.output)
+    print(f"{args.model}: {_summary(result)}")
+    print(f"wrote {path} and {Path(args.output) / EVAL_SAMPLES_FILE}")
+    return 0
+
+
+def run_compare(args) -> int:
+    problems = _load_problems(args.dataset, args.split, args.limit, args.seed)
+    out = Path(args.output)
+    results = {}
+    for role, model_path in (("baseline", args.baseline), ("trained", args.trained)):
+        results[role] = _eval_one(model_path, problems, args)
+        write_eval(results[role], out / role)
+        print(f"{role} {model_path}: {_summary(results[role])}")
+    report = compare(results["baseline"], results["trained"])
+    md, js = write_report(report, out)
+    print(f"fixed {len(report['fixed'])}, broken {len(report['broken'])}; wrote {md} and {js}")
+    return 0

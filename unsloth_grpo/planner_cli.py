@@ -1,0 +1,164 @@
+"""``unsloth-grpo plan``: the settings that fit a card, and where the memory goes.
+
+    unsloth-grpo plan --model qwen2.5-1.5b --vram-gb 8
+    unsloth-grpo plan --model ./my-model/config.json --vram-gb 16 --compute-capability 7.5
+    unsloth-grpo plan --model llama-3.1-8b --vram-gb 6 --no-4bit      # exits 1, names an alternative
+    unsloth-grpo plan --table                                          # the README table
+
+Without ``--vram-gb`` the first CUDA GPU is used. Exit status: 0 when a plan fits, 1 when
+nothing fits (the nearest feasible alternative is printed), 2 for a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from unsloth_grpo import memory
+
+_TERM_HELP = {
+    "weights": "base model weights",
+    "lora": "LoRA adapters, gradients, optimizer states",
+    "full_finetune_state": "gradients and optimizer states of all weights",
+    "reference": "reference log-probs / KL buffers (beta > 0)",
+    "vllm_pool": "vLLM pool beyond shared weights",
+    "cuda_context": "CUDA context and workspaces",
+    "kv_cache": "KV cache of one generation round",
+    "generation_buffers": "sampling logits, prefill, dequantization",
+    "activations": "checkpointed activations + one recomputed layer",
+    "logits": "log-prob term of one micro-batch",
+}
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("plan", help="Pick GRPO settings that fit a GPU, and show the memory breakdown.",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="Built-in name (" + ", ".join(sorted(memory.BUILTIN_CONFIGS)) + "), a hub id "
+                   "of one of them, or a local model directory / config.json.")
+    p.add_argument("--vram-gb", type=float, default=None, help="Card memory in GB (GiB). Default: the detected GPU.")
+    p.add_argument("--compute-capability", type=float, default=None,
+                   help="e.g. 7.5 for a T4 (fp16), 8.6 for an RTX 3090 (bf16). Default: the detected GPU's.")
+    p.add_argument("--4bit", dest="load_in_4bit", action=argparse.BooleanOptionalAction, default=None,
+                   help="Force 4-bit (--4bit) or 16-bit (--no-4bit) weights; default: whichever fits best.")
+    p.add_argument("--backend", choices=["unsloth", "transformers"], default="unsloth")
+    p.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=False,
+                   help="Generate with vLLM (also picks gpu_memory_utilization).")
+    p.add_argument("--prompt-length", type=int, default=256, help="Longest prompt in tokens (data.max_prompt_tokens).")
+    p.add_argument("--num-generations", type=int, default=None, help="Pin the group size instead of searching.")
+    p.add_argument("--completion-length", type=int, default=None, help="Pin max_completion_length.")
+    p.add_argument("--max-generations", type=int, default=memory.DEFAULT_MAX_GENERATIONS,
+                   help="Largest group size the search tries.")
+    p.add_argument("--max-completion", type=int, default=memory.DEFAULT_MAX_COMPLETION,
+                   help="Longest completion the search tries.")
+    p.add_argument("--lora-rank", type=int, default=None, help="Pin the LoRA rank.")
+    p.add_argument("--beta", type=float, default=0.0, help="KL coefficient (> 0 adds the reference term).")
+    p.add_argument("--optimizer", choices=sorted(memory.OPTIMIZER_STATE_BYTES), default="adamw_8bit")
+    p.add_argument("--margin", type=float, default=0.10, help="Share of the card kept free (default 0.10).")
+    p.add_argument("--table", action="store_true", help="Print the model x card table (Markdown) and exit.")
+    p.add_argument("--json", action="store_true", help="Print the plan as JSON instead of tables.")
+    p.set_defaults(func=run)
+
+
+def _plan_dict(p: memory.Plan) -> dict:
+    out = {"model": p.model, "vram_gb": p.vram_gb, "fits": p.fits, "budget_gb": round(p.budget_gb, 3),
+           "overrides": p.overrides(), "estimate": p.estimate.to_dict(), "notes": p.notes}
+    if not p.fits:
+        out["reason"] = p.reason
+        out["alternative_note"] = p.alternative_note
+        out["alternative"] = _plan_dict(p.alternative) if p.alternative else None
+    return out
+
+
+def _print_plan(p: memory.Plan, console) -> None:
+    from rich.table import Table
+
+    est = p.estimate
+    title = f"{p.model} on {p.vram_gb:g} GB" + ("" if p.fits else " - does NOT fit")
+    settings = Table(title=title, show_header=True, header_style="bold")
+    settings.add_column("setting")
+    settings.add_column("value", justify="right")
+    for key, value in p.overrides().items():
+        settings.add_row(key, memory._yaml_scalar(value))
+    settings.add_row("backend", p.backend)
+    console.print(settings)
+
+    table = Table(title=f"estimated memory (GB), peak in the {est.peak_phase} phase", header_style="bold")
+    table.add_column("term")
+    table.add_column("phase")
+    table.add_column("GB", justify="right")
+    table.add_column("what")
+    for term, gb in est.breakdown.items():
+        if gb == 0 and term in ("reference", "vllm_pool", "kv_cache", "generation_buffers"):
+            continue
+        phase = est.phase_of[term]
+        mark = " *" if phase == est.peak_phase else ""
+        table.add_row(term, phase + mark, f"{gb:.2f}", _TERM_HELP.get(term, ""))
+    table.add_row("total", "static + peak phase", f"{est.total_gb:.2f}",
+                  f"budget {p.budget_gb:.2f} of {p.vram_gb:g} GB", style="bold")
+    console.print(table)
+    if est.offloaded_gb:
+        console.print(f"host RAM for Unsloth's offloaded checkpoints: {est.offloaded_gb:.2f} GB")
+    for note in p.notes:
+        console.print(f"note: {note}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console()
+    if getattr(args, "table", False):
+        print(memory.preset_table_markdown(backend=args.backend, max_prompt_length=args.prompt_length))
+        return 0
+    if not args.model:
+        print("error: --model is required (a built-in name such as qwen2.5-1.5b, or a path to a config.json)",
+              file=sys.stderr)
+        return 2
+    vram, cc = args.vram_gb, args.compute_capability
+    if vram is None:
+        gpu = memory.detect_gpu()
+        if gpu is None:
+            print("error: no CUDA GPU detected; pass --vram-gb (and --compute-capability, e.g. 7.5 for a T4)",
+                  file=sys.stderr)
+            return 2
+        vram = gpu["total_gb"]
+        cc = cc if cc is not None else gpu["compute_capability"]
+        console.print(f"detected {gpu['name']}: {vram:.1f} GB, compute capability {gpu['compute_capability']:.1f}")
+    try:
+        p = memory.plan(
+            args.model, vram, compute_capability=cc, backend=args.backend, load_in_4bit=args.load_in_4bit,
+            use_vllm=args.use_vllm, max_prompt_length=args.prompt_length, num_generations=args.num_generations,
+            max_completion_length=args.completion_length, max_generations=args.max_generations,
+            max_completion=args.max_completion, lora_rank=args.lora_rank, beta=args.beta,
+            optimizer=args.optimizer, margin=args.margin,
+        )
+    except (memory.UnknownModelError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(_plan_dict(p), indent=2))
+        return 0 if p.fits else 1
+    _print_plan(p, console)
+    if p.fits:
+        console.print(f"[bold]fits[/bold]: {p.summary()}")
+        console.print(f"config overrides: {p.overrides_text()}")
+        return 0
+    console.print(f"[bold red]does not fit[/bold red]: {p.reason}")
+    if p.alternative_note:
+        console.print(f"nearest alternative: {p.alternative_note}")
+    if p.alternative is not None:
+        console.print(f"its overrides: {p.alternative.overrides_text()}"
+                      + (f" model.name={memory.BUILTIN_HUB_IDS[p.alternative.model]}"
+                         if p.alternative.model in memory.BUILTIN_HUB_IDS and p.alternative.model != p.model else ""))
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="unsloth-grpo")
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["plan", *(argv if argv is not None else sys.argv[1:])])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

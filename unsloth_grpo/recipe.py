@@ -1,0 +1,103 @@
+"""What every recipe shares: command-line parsing, presets, config resolution, the run itself.
+
+A recipe module (``unsloth_grpo/recipes/<task>.py``) declares its default config and its presets
+as plain dicts and calls :func:`run_recipe`. The layering is, later wins:
+
+    recipe defaults  <  --preset NAME  <  --config FILE.yaml  <  --output-dir  <  key=value overrides
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+from unsloth_grpo.config import ConfigError, RecipeConfig, describe, load_config, merge_dicts
+
+
+@dataclass
+class Recipe:
+    """A task's defaults and named presets (each preset is a partial config dict)."""
+
+    name: str
+    defaults: dict
+    presets: dict[str, dict] = field(default_factory=dict)
+    description: str = ""
+
+    def resolve(self, *, preset: str | None = None, config: str | None = None,
+                output_dir: str | None = None, overrides: list[str] | None = None) -> RecipeConfig:
+        base = dict(self.defaults)
+        if preset is not None:
+            if preset not in self.presets:
+                raise ConfigError(f"--preset '{preset}' is unknown for the {self.name} recipe; "
+                                  f"choose one of: {', '.join(self.presets)}")
+            base = merge_dicts(base, self.presets[preset])
+        extra = list(overrides or [])
+        if output_dir is not None:
+            extra.append(f"output_dir={output_dir}")
+        return load_config(config, base=base, overrides=extra)
+
+
+def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | None) -> None:
+    parser.add_argument("--config", help="YAML recipe config (see recipes/).")
+    parser.add_argument("--preset", choices=presets or None,
+                        help="Named preset of the recipe" + (f": {', '.join(presets)}" if presets else ""))
+    parser.add_argument("--output-dir", help="Where the adapter, metrics and config are written.")
+    parser.add_argument("--check", action="store_true", help="Validate the config and data, then stop.")
+    parser.add_argument("--print-config", action="store_true", help="Print the resolved config and stop.")
+    parser.add_argument("--help-config", action="store_true", help="List every config key with its help.")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="Overrides such as training.max_steps=50 model.name=Qwen/Qwen2.5-0.5B-Instruct")
+
+
+def run_from_args(recipe: Recipe, args: argparse.Namespace,
+                  train_fn: Callable | None = None) -> int:
+    from unsloth_grpo.config import dump_config
+
+    if args.help_config:
+        for key, default, help_text in describe():
+            print(f"{key:42s} {default:28s} {help_text}")
+        return 0
+    try:
+        cfg = recipe.resolve(preset=args.preset, config=args.config, output_dir=args.output_dir,
+                             overrides=args.overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(dump_config(cfg), end="")
+        return 0
+    problems = cfg.problems()
+    if problems:
+        print("error: the recipe config has problems:\n  - " + "\n  - ".join(problems), file=sys.stderr)
+        return 2
+    if args.check:
+        from unsloth_grpo.train import load_task_dataset
+
+        try:
+            ds = load_task_dataset(cfg)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"config and data OK: {len(ds)} training rows, rewards "
+              + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards))
+        return 0
+    if train_fn is None:
+        from unsloth_grpo.train import train as train_fn
+    try:
+        result = train_fn(cfg)
+    except (ConfigError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    first, last = result.mean_reward(first=5), result.mean_reward(last=5)
+    print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
+          f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")
+    return 0
+
+
+def run_recipe(recipe: Recipe, argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m unsloth_grpo.recipes.{recipe.name}",
+                                     description=recipe.description)
+    add_train_arguments(parser, list(recipe.presets))
+    return run_from_args(recipe, parser.parse_args(argv))

@@ -1,0 +1,246 @@
+"""The validation wrapper every recipe reward runs inside, and adaptive weighting.
+
+:func:`validated` checks each call of a reward: one value per completion, each a finite
+number or None. A reward that raises or returns something else stops the run with a
+:class:`RewardError` naming the reward, the sample index and the start of the completion,
+instead of a stack trace from deep inside TRL. With ``on_error="zero"`` the run goes on:
+the offending values become 0.0 and are counted in ``stats.errors``.
+
+:class:`AdaptiveWeight` raises a reward's effective weight while its running success rate
+is low and lowers it as the rate rises; the wrapper multiplies the reward's values by the
+current factor (TRL's weights are fixed at construction, so the scaling has to happen in
+the values). ``stats.weight`` holds the effective weight.
+
+Both report through TRL's ``log_metric`` hook when TRL passes one (it does to every reward
+function): ``rewards/<name>/errors`` (failures absorbed so far, ``on_error="zero"`` only),
+``rewards/<name>/weight`` and ``rewards/<name>/success_rate`` (adaptive only), averaged
+over each logging step like TRL's own metrics.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..answers import completion_text
+
+ON_ERROR_CHOICES = ("raise", "zero")
+_SNIPPET = 200
+
+
+class RewardError(RuntimeError):
+    """A reward function raised or returned values TRL cannot use."""
+
+
+@dataclass
+class RewardStats:
+    """Running counters of one wrapped reward, read by :func:`unsloth_grpo.rewards.reward_metrics`."""
+
+    name: str
+    base_weight: float = 1.0
+    calls: int = 0
+    completions: int = 0
+    errors: int = 0
+    weight: float = 1.0
+    success_rate: float | None = None
+    last_error: str | None = None
+
+
+@dataclass
+class AdaptiveWeight:
+    """Scale factor driven by the running success rate of a reward.
+
+    A sample succeeds when its value is at least ``threshold``. The rate is an exponential
+    moving average over batches (``momentum`` is the weight of the past). The factor goes
+    linearly from ``max_scale`` at rate 0 to ``min_scale`` at rate 1; before the first
+    batch it is 1.
+    """
+
+    threshold: float
+    min_scale: float = 0.5
+    max_scale: float = 2.0
+    momentum: float = 0.9
+    rate: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"adaptive.momentum={self.momentum} must be in [0, 1)")
+        if not 0 <= self.min_scale <= self.max_scale:
+            raise ValueError(
+                f"adaptive: need 0 <= min_scale ({self.min_scale}) <= max_scale ({self.max_scale})"
+            )
+
+    @property
+    def scale(self) -> float:
+        if self.rate is None:
+            return 1.0
+        return self.max_scale - (self.max_scale - self.min_scale) * self.rate
+
+    def update(self, values: list[float | None]) -> float:
+        """Fold one batch into the rate and return the new scale."""
+        scored = [v for v in values if v is not None]
+        if scored:
+            batch_rate = sum(v >= self.threshold for v in scored) / len(scored)
+            if self.rate is None:
+                self.rate = batch_rate
+            else:
+                self.rate = self.momentum * self.rate + (1 - self.momentum) * batch_rate
+        return self.scale
+
+
+def _snippet(completion: Any) -> str:
+    try:
+        text = completion_text(completion)
+    except TypeError:
+        text = repr(completion)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "..."
+
+
+def _slice_kwargs(kwargs: dict, i: int, n: int) -> dict:
+    """The keyword columns for sample ``i`` alone (lists of length n are sliced)."""
+    return {
+        k: (v[i : i + 1] if isinstance(v, (list, tuple)) and len(v) == n else v)
+        for k, v in kwargs.items()
+    }
+
+
+def _find_failing_sample(fn: Callable, completions: list, kwargs: dict) -> int | None:
+    """Re-run the reward one sample at a time to find the first that raises."""
+    n = len(completions)
+    for i in range(n):
+        try:
+            fn(completions[i : i + 1], **_slice_kwargs(kwargs, i, n))
+        except Exception:  # noqa: BLE001 - locating the culprit, the error is re-reported
+            return i
+    return None
+
+
+def _check_value(value: Any) -> float | None | str:
+    """The value as a float or None, or a description of what is wrong with it."""
+    if type(value) is float:  # the common case first: an ABC isinstance check costs more
+        return value if math.isfinite(value) else f"{value} (not finite)"
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        return f if math.isfinite(f) else f"{f} (not finite)"
+    if callable(getattr(value, "item", None)) and not isinstance(value, (str, bytes)):
+        try:  # a 0-d tensor or numpy scalar
+            return _check_value(value.item())
+        except (ValueError, RuntimeError, TypeError):
+            pass
+    return f"{value!r} of type {type(value).__name__} (expected a float or None)"
+
+
+def wrapper_metrics(stats: RewardStats, on_error: str, adaptive: AdaptiveWeight | None) -> dict[str, float]:
+    """The wrapper's own metrics: failures absorbed so far, and the adaptive weight."""
+    out: dict[str, float] = {}
+    if on_error == "zero":
+        out[f"rewards/{stats.name}/errors"] = float(stats.errors)
+    if adaptive is not None:
+        out[f"rewards/{stats.name}/weight"] = stats.weight
+        if stats.success_rate is not None:
+            out[f"rewards/{stats.name}/success_rate"] = stats.success_rate
+    return out
+
+
+def validated(
+    fn: Callable,
+    name: str,
+    *,
+    on_error: str = "raise",
+    adaptive: AdaptiveWeight | None = None,
+    base_weight: float = 1.0,
+) -> Callable:
+    """Wrap reward ``fn`` with the checks described in the module docstring.
+
+    The result keeps TRL's signature, has ``__name__ == name`` (TRL's metric key) and
+    carries ``.stats`` (:class:`RewardStats`) and ``.inner`` (the unwrapped function).
+    """
+    if on_error not in ON_ERROR_CHOICES:
+        raise ValueError(f"reward {name!r}: on_error={on_error!r}; choose one of {ON_ERROR_CHOICES}")
+    stats = RewardStats(name=name, base_weight=base_weight, weight=base_weight)
+
+    def fail(message: str, count: int) -> None:
+        stats.last_error = message
+        if on_error == "raise":
+            raise RewardError(message)
+        stats.errors += count
+
+    def wrapper(completions, **kwargs) -> list[float | None]:
+        completions = list(completions)
+        n = len(completions)
+        stats.calls += 1
+        stats.completions += n
+        try:
+            values = fn(completions, **kwargs)
+        except Exception as exc:
+            i = _find_failing_sample(fn, completions, kwargs)
+            where = (
+                f"sample {i}: {_snippet(completions[i])!r}"
+                if i is not None
+                else f"a batch of {n} (no single sample fails alone)"
+            )
+            message = f"reward {name!r} raised {type(exc).__name__}: {exc} -- at {where}"
+            if on_error == "raise":
+                stats.last_error = message
+                raise RewardError(message) from exc
+            fail(message, n)
+            _log(kwargs.get("log_metric"))
+            return [0.0] * n
+        try:
+            values = list(values)
+        except TypeError:
+            fail(
+                f"reward {name!r} returned {type(values).__name__}, expected a list with one "
+                f"float or None per completion ({n} completions)",
+                n,
+            )
+            _log(kwargs.get("log_metric"))
+            return [0.0] * n
+        if len(values) != n:
+            fail(
+                f"reward {name!r} returned {len(values)} values for {n} completions; it must "
+                "return exactly one float or None per completion",
+                n,
+            )
+            _log(kwargs.get("log_metric"))
+            return [0.0] * n
+        out: list[float | None] = []
+        for i, value in enumerate(values):
+            checked = _check_value(value)
+            if isinstance(checked, str):
+                fail(
+                    f"reward {name!r} returned {checked} for sample {i}: "
+                    f"{_snippet(completions[i])!r}",
+                    1,
+                )
+                checked = 0.0
+            out.append(checked)
+        if adaptive is not None:
+            scale = adaptive.update(out)
+            stats.success_rate = adaptive.rate
+            stats.weight = base_weight * scale
+            out = [None if v is None else v * scale for v in out]
+        _log(kwargs.get("log_metric"))
+        return out
+
+    def _log(log_metric) -> None:
+        """Report through TRL's ``log_metric`` hook (TRL >= 1.x passes it to reward functions)."""
+        if not callable(log_metric):
+            return
+        for key, value in wrapper_metrics(stats, on_error, adaptive).items():
+            log_metric(key, value)
+
+    wrapper.__name__ = wrapper.__qualname__ = name
+    wrapper.__doc__ = getattr(fn, "__doc__", None)
+    wrapper.stats = stats  # type: ignore[attr-defined]
+    wrapper.inner = fn  # type: ignore[attr-defined]
+    wrapper.on_error = on_error  # type: ignore[attr-defined]
+    wrapper.adaptive = adaptive  # type: ignore[attr-defined]
+    return wrapper

@@ -1,0 +1,163 @@
+"""GSM8K: grade-school math word problems with a single numeric answer.
+
+This module owns the task: the system prompt that fixes the answer format, the loader (hub,
+local file, or an offline generator of GSM8K-format problems), gold-answer parsing, the default
+rewards, and correctness for evaluation. The correctness reward and evaluation both call
+:func:`unsloth_grpo.answers.is_correct`, so training and evaluation measure the same thing.
+
+Example::
+
+    ds = load_gsm8k("data/gsm8k_train.jsonl")       # or "openai/gsm8k", or "synthetic"
+    ds[0]["prompt"]   # [{"role": "system", ...}, {"role": "user", "content": "Natalia sold ..."}]
+    ds[0]["answer"]   # "72"
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from decimal import Decimal
+
+from unsloth_grpo.data import DataError, load_table, to_prompt_dataset
+
+SYSTEM_PROMPT = (
+    "Respond in the following format:\n"
+    "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
+    "Put only the final number inside <answer>."
+)
+
+#: Rewards the recipe uses unless the config lists its own: format first, then correctness.
+DEFAULT_REWARDS = [
+    {"name": "xml_count", "weight": 1.0},
+    {"name": "soft_format", "weight": 0.5},
+    {"name": "strict_format", "weight": 0.5},
+    {"name": "integer_answer", "weight": 0.5},
+    {"name": "correctness", "weight": 1.0},
+]
+
+_GOLD_MARK = re.compile(r"####\s*(.+?)\s*$", re.S)
+# thousands separators only in groups of three: "1,00" is not a number
+_PLAIN_NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+")
+
+
+def clean_number(text: str) -> str | None:
+    """``'$1,000.00'`` -> ``'1000'``, ``'-5'`` -> ``'-5'``, ``'2.50'`` -> ``'2.5'``; None if not a number."""
+    s = text.strip().replace(" ", "").rstrip(".")
+    negative = False
+    if s[:1] in ("-", "+"):
+        negative, s = s[0] == "-", s[1:]
+    if s[:1] == "$":
+        s = s[1:]
+    if s[:1] == "-":  # "$-5"
+        negative, s = True, s[1:]
+    if not _PLAIN_NUMBER.fullmatch(s):
+        return None
+    value = Decimal(s.replace(",", ""))
+    text_out = format((-value if negative else value).normalize(), "f")
+    return "0" if text_out == "-0" else text_out
+
+
+def parse_gold(answer: str) -> str | None:
+    """The number after GSM8K's ``####`` marker (or a bare number), cleaned; None when absent."""
+    text = str(answer)
+    m = _GOLD_MARK.search(text)
+    return clean_number(m.group(1) if m else text)
+
+
+def load_gsm8k(
+    source: str = "openai/gsm8k",
+    split: str = "train",
+    *,
+    subset: str | None = "main",
+    system_prompt: str | None = None,
+    limit: int | None = None,
+    num_synthetic: int = 512,
+    seed: int = 0,
+    question_column: str = "question",
+    answer_column: str = "answer",
+):
+    """GSM8K rows as ``prompt`` (system + user chat messages) and ``answer`` (clean number string).
+
+    ``source`` is ``"openai/gsm8k"`` (hub), a local ``.jsonl/.json/.csv/.parquet`` file with
+    ``question`` and ``answer`` columns in GSM8K's format, or ``"synthetic"`` for offline problems.
+    """
+    import datasets
+
+    if source == "synthetic":
+        rows = datasets.Dataset.from_list(make_synthetic_problems(num_synthetic, seed=seed + (split != "train")))
+    else:
+        rows = load_table(source, split=split, subset=subset)
+    return to_prompt_dataset(
+        rows,
+        source=source,
+        system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
+        question_column=question_column,
+        answer_column=answer_column,
+        gold_parser=parse_gold,
+        limit=limit,
+    )
+
+
+def is_correct(completion: str, gold: str) -> bool:
+    """Evaluation's verdict: the same extraction and comparison as the correctness reward."""
+    from unsloth_grpo.answers import is_correct as _is_correct
+
+    return _is_correct(completion, gold)
+
+
+# ---------------------------------------------------------------- offline problems
+
+_NAMES = ["Ann", "Bob", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
+_THINGS = ["apples", "books", "coins", "eggs", "pens", "stamps", "cards", "shells"]
+
+
+def _problem(rng: random.Random) -> dict[str, str]:
+    name, other = rng.sample(_NAMES, 2)
+    thing = rng.choice(_THINGS)
+    kind = rng.randrange(4)
+    if kind == 0:
+        a, b = rng.randint(2, 90), rng.randint(2, 90)
+        q = f"{name} has {a} {thing}. {other} gives {name} {b} more. How many {thing} does {name} have now?"
+        steps, result = f"{name} has {a} + {b} = <<{a}+{b}={a + b}>>{a + b} {thing}.", a + b
+    elif kind == 1:
+        a = rng.randint(20, 200)
+        b = rng.randint(1, a - 1)
+        q = f"{name} had {a} {thing} and sold {b} of them. How many {thing} are left?"
+        steps, result = f"{a} - {b} = <<{a}-{b}={a - b}>>{a - b} {thing} are left.", a - b
+    elif kind == 2:
+        a, b = rng.randint(2, 12), rng.randint(2, 30)
+        q = f"{name} buys {a} boxes with {b} {thing} in each box. How many {thing} does {name} buy?"
+        steps, result = f"{a} * {b} = <<{a}*{b}={a * b}>>{a * b} {thing}.", a * b
+    else:
+        a, b, price = rng.randint(2, 9), rng.randint(2, 9), rng.randint(2, 15)
+        q = (f"{name} buys {a} {thing} and {other} buys {b} {thing}. Each costs ${price}. "
+             f"How many dollars do they spend together?")
+        steps = (f"They buy {a} + {b} = <<{a}+{b}={a + b}>>{a + b} {thing}.\n"
+                 f"They spend {a + b} * {price} = <<{a + b}*{price}={(a + b) * price}>>{(a + b) * price} dollars.")
+        result = (a + b) * price
+    return {"question": q, "answer": f"{steps}\n#### {result:,}"}
+
+
+def make_synthetic_problems(n: int, seed: int = 0) -> list[dict[str, str]]:
+    """``n`` GSM8K-format problems (``question``, ``answer`` with ``#### N``), deterministic per seed."""
+    if n < 1:
+        raise DataError(f"num_synthetic={n}: ask for at least one synthetic problem")
+    rng = random.Random(seed)
+    return [_problem(rng) for _ in range(n)]
+
+
+def load_dataset_for(cfg):
+    """The training rows a recipe config asks for (``cfg.data``), shuffled when it says so."""
+    d = cfg.data
+    ds = load_gsm8k(
+        d.source,
+        d.split,
+        subset=d.subset,
+        system_prompt=d.system_prompt,
+        limit=d.limit,
+        num_synthetic=d.num_synthetic,
+        seed=cfg.seed,
+        question_column=d.question_column,
+        answer_column=d.answer_column,
+    )
+    return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds

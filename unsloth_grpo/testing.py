@@ -1,0 +1,132 @@
+"""A tiny language model and tokenizer built locally, for the smoke preset and the tests.
+
+No model hub is needed: a byte-level BPE tokenizer is trained on a few thousand synthetic
+lines, the answer-format tags are added as whole tokens (a random model never spells
+``<answer>`` out of sub-word pieces, so a format reward would stay at zero), and a
+two-layer Qwen2 with ~100k parameters is initialised with large weights so that LoRA can
+move its logits (with the usual ``initializer_range=0.02`` the output distribution is
+nearly uniform and a low-rank update cannot shape it).
+
+Example::
+
+    from unsloth_grpo.testing import build_tiny_model
+    path = build_tiny_model("/tmp/tiny")          # ~1 s, idempotent
+    # then load it like any local checkpoint:
+    # AutoModelForCausalLM.from_pretrained(path)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+#: Tags the tiny tokenizer keeps whole. They are the GSM8K recipe's answer format.
+FORMAT_TOKENS = ["<reasoning>", "</reasoning>", "<answer>", "</answer>"]
+
+#: The chat template: ChatML, which Qwen models use. ``add_generation_prompt`` opens the
+#: assistant turn so the completion starts right after it.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+#: Settings of the tiny model (~100k parameters). ``initializer_range=0.3`` gives peaked
+#: logits that a LoRA update can reshape; with 0.02 the reward stays flat.
+TINY_MODEL_KWARGS = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=1024,
+    initializer_range=0.3,
+)
+
+_MARKER = "tiny_model.json"
+
+
+def _corpus(n_lines: int, seed: int) -> list[str]:
+    """Synthetic text close to what the smoke task shows: numbers, words, the tags."""
+    rng = random.Random(seed)
+    names = ["Ann", "Bob", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana"]
+    things = ["apples", "books", "coins", "eggs", "pens", "stamps", "cards", "shells"]
+    verbs = ["buys", "finds", "gives away", "sells", "loses", "gets"]
+    lines = []
+    for _ in range(n_lines):
+        a, b = rng.randint(1, 999), rng.randint(1, 99)
+        name, thing, verb = rng.choice(names), rng.choice(things), rng.choice(verbs)
+        lines.append(f"{name} has {a} {thing} and {verb} {b} more. How many {thing} now?")
+        lines.append(f"{a} + {b} = {a + b}. {a} - {b} = {a - b}. {a} * {b} = {a * b}.")
+        lines.append("Respond in the format: reasoning, then the answer as a number.")
+    return lines
+
+
+def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0):
+    """Train and save a byte-level BPE tokenizer with a ChatML chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(2000, seed), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+    )
+    fast.add_tokens(FORMAT_TOKENS)
+    fast.chat_template = CHATML_TEMPLATE
+    fast.padding_side = "left"
+    fast.save_pretrained(str(path))
+    return fast
+
+
+def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool = False) -> str:
+    """Build (or reuse) the tiny Qwen2 model and tokenizer in ``path``; return the path.
+
+    The result is deterministic for a given ``seed``. An existing build is reused unless
+    ``overwrite`` is set, so calling this at the start of every smoke run costs nothing.
+    """
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    path = Path(path)
+    marker = path / _MARKER
+    wanted = {"seed": seed, **TINY_MODEL_KWARGS}
+    if not overwrite and marker.exists():
+        try:
+            if json.loads(marker.read_text()) == wanted:
+                return str(path)
+        except json.JSONDecodeError:
+            pass
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(path, seed=seed)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **TINY_MODEL_KWARGS,
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(str(path))
+    marker.write_text(json.dumps(wanted))
+    return str(path)
