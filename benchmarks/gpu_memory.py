@@ -36,6 +36,9 @@ from unsloth_grpo import memory  # noqa: E402  (light: imports no torch)
 
 RESULTS = ROOT / "benchmarks" / "results"
 TEXT_MODELS = [k for k in memory.builtin_model_names() if memory.BUILTIN_CONFIGS[k]["model_type"] != "gemma3"]
+#: What a GPU run measures unless ``--models`` says otherwise: small enough for a short lease.
+QUICK_MODELS = ["qwen2.5-0.5b", "llama-3.2-1b", "qwen2.5-1.5b", "qwen3-4b"]
+QUICK_CARDS = [6, 8, 16]
 TINY = dict(model_type="qwen2", vocab_size=520, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
             num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=1024, tie_word_embeddings=True)
 
@@ -73,6 +76,16 @@ def build_model_dir(config: dict, path: Path, device: str) -> Path:
     del model
     marker.write_text(json.dumps(config))
     return path
+
+
+def word_tokenizer(path: Path):
+    """Load the word-level tokenizer saved by :func:`build_model_dir` as itself."""
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(path / "tokenizer.json"), eos_token="<eos>",
+                                  pad_token="<pad>", unk_token="<unk>")
+    tok.padding_side = "left"
+    return tok
 
 
 def prompt_dataset(prompt_tokens: int, rows: int):
@@ -122,6 +135,7 @@ def run_one(spec: dict) -> dict:
                      "optim": s["optimizer"] if cuda else "adamw_torch", "logging_steps": 1},
     })
     loaded = load_model(cfg.model, cfg.lora, seed=0, gradient_checkpointing=True, log=lambda _: None)
+    tokenizer = word_tokenizer(Path(spec["model_dir"]))  # AutoTokenizer would pick the family's class
     load_peak = torch.cuda.max_memory_allocated() / memory.GiB if cuda else None
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -139,7 +153,7 @@ def run_one(spec: dict) -> dict:
             step_times.append(time.perf_counter() - self.t0)
 
     prompts_needed = spec["steps"] * s["per_device_train_batch_size"] * s["gradient_accumulation_steps"]
-    trainer = GRPOTrainer(model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=[spread_reward],
+    trainer = GRPOTrainer(model=loaded.model, processing_class=tokenizer, reward_funcs=[spread_reward],
                           args=args, train_dataset=prompt_dataset(s["max_prompt_length"], max(8, prompts_needed)),
                           callbacks=[Timer()])
     oom_error = None
@@ -171,7 +185,10 @@ def run_one(spec: dict) -> dict:
 
 
 def planned_runs(models: list[str], cards: list[int], backends: list[str], gpu: dict | None) -> list[dict]:
+    """One run per (model, card, backend) plan; a plan identical to one on a smaller card is
+    listed but marked ``same_as`` so that it is measured once, under the tighter cap."""
     runs = []
+    seen: dict[tuple, int] = {}
     for key in models:
         config = memory.BUILTIN_CONFIGS[key]
         for card in cards:
@@ -180,7 +197,13 @@ def planned_runs(models: list[str], cards: list[int], backends: list[str], gpu: 
             cc = gpu["compute_capability"] if gpu else memory.PRESET_CARDS.get(card, ("", None))[1]
             for backend in backends:
                 p = memory.plan(config, card, compute_capability=cc, backend=backend, alternatives=False)
-                runs.append({"model": key, "card_gb": card, "backend": backend, "plan": p})
+                run = {"model": key, "card_gb": card, "backend": backend, "plan": p}
+                ident = (key, backend, json.dumps(settings_of(p), sort_keys=True)) if p.fits else None
+                if ident in seen:
+                    run["same_as"] = seen[ident]
+                elif ident:
+                    seen[ident] = card
+                runs.append(run)
     return runs
 
 
@@ -224,7 +247,7 @@ def run_all(runs: list[dict], *, steps: int, workdir: Path, timeout: float, gpu:
     built: set[str] = set()
     for r in runs:
         p = r["plan"]
-        if not p.fits:
+        if not p.fits or "same_as" in r:
             continue
         model_dir = workdir / r["model"]
         if r["model"] not in built:
@@ -263,8 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry", action="store_true", help="Print the estimates only (default without CUDA).")
     ap.add_argument("--smoke", action="store_true", help="Run the training path once on a tiny config on CPU.")
-    ap.add_argument("--models", default=",".join(TEXT_MODELS), help="Comma-separated built-in model names.")
-    ap.add_argument("--cards", default=",".join(str(c) for c in memory.PRESET_CARDS), help="Card sizes in GB.")
+    ap.add_argument("--models", default=None,
+                    help="Comma-separated built-in names, or 'all' (default: all when dry, "
+                    + ",".join(QUICK_MODELS) + " on a GPU).")
+    ap.add_argument("--cards", default=None, help="Card sizes in GB (default: all preset cards when dry, "
+                    + ",".join(map(str, QUICK_CARDS)) + " on a GPU).")
     ap.add_argument("--backends", default="unsloth,transformers")
     ap.add_argument("--steps", type=int, default=3, help="GRPO steps per run (the first is warm-up).")
     ap.add_argument("--timeout", type=float, default=900, help="Seconds per child process.")
@@ -297,14 +323,21 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0 if result["oom"] is None and len(result["step_seconds"]) == args.steps else 1
 
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in models if m not in memory.BUILTIN_CONFIGS]
-    if unknown:
-        print(f"error: unknown model(s) {', '.join(unknown)}; choose from {', '.join(TEXT_MODELS)}", file=sys.stderr)
-        return 2
-    cards = [int(c) for c in args.cards.split(",") if c.strip()]
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     gpu = None if args.dry else memory.detect_gpu()
+    if args.models in (None, "all"):
+        models = TEXT_MODELS if (gpu is None or args.models == "all") else QUICK_MODELS
+    else:
+        models = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in models if m not in TEXT_MODELS]
+    if unknown:
+        print(f"error: unknown or multimodal model(s) {', '.join(unknown)}; choose from {', '.join(TEXT_MODELS)}",
+              file=sys.stderr)
+        return 2
+    if args.cards is None:
+        cards = list(memory.PRESET_CARDS) if gpu is None else QUICK_CARDS
+    else:
+        cards = [int(c) for c in args.cards.split(",") if c.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     runs = planned_runs(models, cards, backends, gpu)
     print_estimates(runs)
     if gpu is None:

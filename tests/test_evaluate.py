@@ -260,3 +260,13 @@ def test_eval_and_compare_cli_on_the_tiny_model_and_an_adapter(tiny, tmp_path):
     assert [f["index"] for f in report["fixed"]] == [
         i for i, (b, t) in enumerate(zip(base_rows, trained_rows)) if t["correct"] and not b["correct"]]
     assert (cmp_dir / "report.md").read_text().startswith("# Before / after")
+
+
+def test_eval_cli_reports_bad_inputs(tmp_path, capsys):
+    data = _gsm8k_file(tmp_path / "d.jsonl", n=2)
+    assert _cli(["eval", "--model", str(tmp_path / "no_such_model"), "--dataset", str(data),
+                 "--output", str(tmp_path / "o")]) == 2
+    assert "no_such_model" in capsys.readouterr().err
+    assert _cli(["eval", "--model", "x", "--dataset", str(tmp_path / "missing.jsonl"),
+                 "--output", str(tmp_path / "o")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err

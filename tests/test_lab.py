@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -213,7 +214,7 @@ def test_check_generates_with_the_tiny_model(tmp_path, capsys, monkeypatch):
 
 def test_check_runs_on_the_graded_corpus(capsys):
     """The graded corpus doubles as a sample completions file (it has 'completion' and 'answer')."""
-    corpus = lab.Path(__file__).parent / "data" / "gsm8k_graded_completions.jsonl"
+    corpus = Path(__file__).parent / "data" / "gsm8k_graded_completions.jsonl"
     records = lab.read_completions(corpus)
     funcs, weights = build_reward_functions(["correctness"])
     report = lab.analyse(records, funcs, weights)

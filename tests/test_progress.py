@@ -30,7 +30,8 @@ def test_progress_line_rate_and_eta_from_the_wall_clock():
     p.start(0)
     clock.t += 10.0  # a slow first step (warm-up)
     logs = {"reward": 0.5123, "reward_std": 0.2, "kl": 0.01234, "completions/mean_length": 87.4}
-    assert p.line(1, logs) == "step   1/200 (  0%) | reward 0.512 ± 0.200 | kl 0.0123 | len 87 | 10.00 s/step | ETA 33m10s"
+    assert p.line(1, logs) == ("step   1/200 (  0%) | reward 0.512 ± 0.200 | kl 0.0123 | len 87 | 10.00 s/step"
+                               " | ETA 33m10s")
     for step in range(2, 6):
         clock.t += 2.0
         line = p.line(step, logs)

@@ -11,8 +11,9 @@ configurable (``tag="SOLUTION"`` or a literal pair such as ``("<ans>", "</ans>")
 
 Comparison (:func:`numbers_equal`) reads numbers the way a grader would: ``$18``,
 ``18.00``, ``1,000``, ``18 dollars``, ``18.``, ``\\boxed{18}``, ``3/4`` (= ``0.75``),
-``\\frac{3}{4}``, ``-5`` and ``50%`` (equal to ``50`` and to ``0.5``, not ``4800%`` to ``48``). Text holding several
-numbers is read through its last ``=`` (``5 + 13 = 18``) or not at all.
+``\\frac{3}{4}``, ``-5`` and ``50%`` (equal to ``50`` and to ``0.5``, while ``4800%`` is
+not ``48``). Text holding several numbers is read through its last ``=`` (``5 + 13 = 18``)
+or not at all.
 
 Example::
 

@@ -47,7 +47,10 @@ class ModelConfig:
     fast_inference: str = _f(
         "auto", help="vLLM generation: 'auto' (when vllm is installed and CUDA present), 'on' or 'off'."
     )
-    gpu_memory_utilization: float = _f(0.6, help="Share of GPU memory vLLM may reserve for its KV cache.")
+    gpu_memory_utilization: float = _f(0.6, help="Share of GPU memory vLLM may take (its weights and KV cache).")
+    vllm_server: str | None = _f(
+        None, help="host:port of a running `trl vllm-serve` to generate on (TRL vllm_mode='server'); needs backend transformers."
+    )
     dtype: str = _f("auto", help="'auto' (bf16 where the GPU supports it, fp16 otherwise, fp32 on CPU), or bf16/fp16/fp32.")
     device: str = _f("auto", help="'auto' (CUDA when present), 'cuda' or 'cpu'.")
     trust_remote_code: bool = _f(False, help="Allow model code from the hub repository.")
@@ -118,6 +121,18 @@ class TrainingConfig:
 
 
 @dataclass
+class EvalConfig:
+    every: int = _f(0, help="Evaluate a held-out slice every N training steps (0 = never); logged as eval/*.")
+    before_after: bool = _f(False, help="Evaluate before and after training and write report.md / report.json.")
+    split: str = _f("test", help="Held-out split of data.source.")
+    limit: int = _f(32, help="Held-out problems to evaluate.")
+    samples: int = _f(1, help="Completions per problem (pass@k for k up to this).")
+    max_new_tokens: int | None = _f(None, help="Generation length (default: training.max_completion_length).")
+    temperature: float = _f(0.7, help="Sampling temperature for samples beyond the first (the first is greedy).")
+    batch_size: int = _f(16, help="Sequences generated per batch.")
+
+
+@dataclass
 class RecipeConfig:
     task: str = _f("gsm8k", help="Task module under unsloth_grpo.tasks.")
     output_dir: str = _f("outputs/gsm8k", help="Where the adapter, metrics and resolved config go.")
@@ -127,6 +142,10 @@ class RecipeConfig:
     data: DataConfig = _f(help="Training data.", factory=DataConfig)
     rewards: list[RewardSpec] = _f(help="Rewards with weights and parameters.", factory=list)
     training: TrainingConfig = _f(help="GRPO optimisation settings.", factory=TrainingConfig)
+    monitor: dict[str, Any] = _f(
+        help="Health monitor thresholds and windows (see unsloth_grpo.monitor.HealthThresholds).", factory=dict
+    )
+    evaluation: EvalConfig = _f(help="Held-out evaluation during and around training.", factory=EvalConfig)
 
     def problems(self) -> list[str]:
         """Every problem with this config, each naming the field and the fix. Loads no model."""
@@ -224,7 +243,7 @@ def merge_dicts(base: dict, update: dict) -> dict:
     """Deep-merge ``update`` into a copy of ``base`` (lists are replaced, not appended)."""
     out = dict(base)
     for key, value in update.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("params", "extra"):
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge_dicts(out[key], value)
         else:
             out[key] = value
@@ -316,17 +335,11 @@ def validate(cfg: RecipeConfig) -> list[str]:
             f"training.num_generations={t.num_generations}: GRPO compares completions within a group, "
             "so it needs at least 2 (8 is typical)"
         )
-    steps_per_gen = t.steps_per_generation or t.gradient_accumulation_steps
-    gen_batch = t.per_device_train_batch_size * steps_per_gen
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if t.num_generations >= 2 and (gen_batch * world) % t.num_generations:
-        ok = t.num_generations * max(1, round(t.per_device_train_batch_size / t.num_generations))
-        p.append(
-            f"generation batch = per_device_train_batch_size ({t.per_device_train_batch_size}) x "
-            f"steps_per_generation ({steps_per_gen}) x processes ({world}) = {gen_batch * world} is not "
-            f"divisible by training.num_generations={t.num_generations}; set "
-            f"training.per_device_train_batch_size={ok} or change num_generations"
-        )
+    from unsloth_grpo.distributed import batch_problems, detect, layout_problems
+
+    layout = detect()  # WORLD_SIZE etc. from torchrun / accelerate launch; 1 process otherwise
+    p.extend(batch_problems(t, layout.world_size))  # TRL's generation-batch rules, across all processes
+    p.extend(layout_problems(cfg, layout))
     if d.max_prompt_tokens + t.max_completion_length > m.max_seq_length:
         p.append(
             f"data.max_prompt_tokens ({d.max_prompt_tokens}) + training.max_completion_length "
@@ -350,6 +363,15 @@ def validate(cfg: RecipeConfig) -> list[str]:
     for i, spec in enumerate(cfg.rewards):
         if not isinstance(spec.params, dict):
             p.append(f"rewards[{i}].params must be a mapping")
+    try:
+        from unsloth_grpo.monitor import HealthThresholds
+
+        HealthThresholds.from_dict(cfg.monitor)
+    except (ValueError, TypeError) as exc:
+        p.append(f"monitor: {exc}")
+    e = cfg.evaluation
+    if e.every < 0 or e.limit < 1 or e.samples < 1:
+        p.append(f"evaluation: every={e.every}, limit={e.limit}, samples={e.samples}: every >= 0, limit and samples >= 1")
     p.extend(_reward_problems(cfg))
     p.extend(_hardware_problems(cfg))
     return p

@@ -62,6 +62,8 @@ def load_table(source: str, *, split: str = "train", subset: str | None = None):
         try:
             return datasets.load_dataset(builder, data_files=str(path), split="train")
         except Exception as exc:  # noqa: BLE001 - parse errors of every builder
+            if "corresponds to no data" in str(exc):
+                raise DataError(f"dataset '{source}' is empty") from exc
             raise DataError(f"could not read '{source}' as {builder}: {exc}") from exc
     try:
         return datasets.load_dataset(source, subset, split=split)
@@ -160,12 +162,14 @@ def load_qa_dataset(
 
 def prompt_lengths(ds, tokenizer) -> list[int]:
     """Token count of each chat prompt as the model will see it (template + generation prompt)."""
-    return [
-        len(tokenizer.apply_chat_template(p, tokenize=True, add_generation_prompt=True))
-        if isinstance(p, list)
-        else len(tokenizer(p)["input_ids"])
-        for p in ds["prompt"]
-    ]
+    lengths = []
+    for p in ds["prompt"]:
+        if isinstance(p, list):
+            text = tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True)
+        else:
+            text = p
+        lengths.append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
+    return lengths
 
 
 def filter_long_prompts(ds, tokenizer, max_tokens: int, *, log: Callable[[str], None] = print):

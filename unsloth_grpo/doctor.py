@@ -1060,7 +1060,7 @@ def add_parser(subparsers) -> None:
             "the ranges this package and Unsloth declare, and print the pip command that fixes each mismatch."
         ),
     )
-    p.add_argument("--config", help="Recipe YAML: take backend, dtype, fast_inference and output_dir from it.")
+    p.add_argument("--config", help="Recipe YAML: take backend, dtype, fast_inference, output_dir and vllm_server from it.")
     p.add_argument(
         "--backend", choices=BACKENDS, default=None, help="Backend you intend to use (default: auto, or the config's)."
     )
@@ -1091,6 +1091,10 @@ def run(args: argparse.Namespace) -> int:
     host = getattr(args, "vllm_server_host", None)
     port = getattr(args, "vllm_server_port", None)
     server = (host or "localhost", port or DEFAULT_VLLM_PORT) if (host or port) else None
+    if server is None and getattr(args, "config", None) and cfg.model.vllm_server:
+        from unsloth_grpo.distributed import parse_vllm_server
+
+        server = parse_vllm_server(cfg.model.vllm_server)[1:]  # the server the recipe will generate on
 
     report = collect_report(
         output_dir=output_dir or ".",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -395,6 +396,27 @@ def _summary(result: dict[str, Any]) -> str:
     return " ".join(parts) + f" ({result['seconds']:.1f}s)"
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from unsloth_grpo.backend import BackendError
+
+    return (ValueError, BackendError, FileNotFoundError)  # DataError is a ValueError
+
+
+def _reported(func):
+    """Run a subcommand; a bad model path, dataset or setting prints its message and exits 2."""
+
+    @functools.wraps(func)
+    def wrapper(args) -> int:
+        try:
+            return func(args)
+        except _user_errors() as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+
+    return wrapper
+
+
+@_reported
 def run(args) -> int:
     problems = _load_problems(args.dataset, args.split, args.limit, args.seed)
     result = _eval_one(args.model, problems, args)
@@ -404,6 +426,7 @@ def run(args) -> int:
     return 0
 
 
+@_reported
 def run_compare(args) -> int:
     problems = _load_problems(args.dataset, args.split, args.limit, args.seed)
     out = Path(args.output)

@@ -39,8 +39,7 @@ import copy
 import json
 import math
 import os
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -201,6 +200,11 @@ def _builtin_key(name: str) -> str | None:
     return key if key in BUILTIN_CONFIGS else None
 
 
+def _looks_like_path(text: str) -> bool:
+    """A filesystem path rather than a name or an ``org/name`` hub id."""
+    return text.startswith((".", "/", "~")) or text.count("/") > 1 or text.endswith(".json") or "\\" in text
+
+
 def _tiny_config() -> dict[str, Any]:
     """The architecture of ``builtin:tiny`` (vocabulary: the tiny tokenizer's 512 + 7 added)."""
     from unsloth_grpo.testing import FORMAT_TOKENS, TINY_MODEL_KWARGS
@@ -240,6 +244,8 @@ def load_model_config(config_or_path: Any) -> dict[str, Any]:
             return json.loads(path.read_text())
         except json.JSONDecodeError as exc:
             raise UnknownModelError(f"'{path}' is not valid JSON: {exc}") from None
+    if _looks_like_path(text):
+        raise UnknownModelError(f"'{text}' does not exist; pass an existing model directory or config.json")
     key = _builtin_key(text)
     if key is not None:
         return copy.deepcopy(BUILTIN_CONFIGS[key])
@@ -253,7 +259,8 @@ def model_display_name(config_or_path: Any) -> str:
     """A short name for tables: the built-in key, the directory name, or the model type."""
     if isinstance(config_or_path, (str, os.PathLike)):
         text = str(config_or_path)
-        key = _builtin_key(text) if not Path(text).expanduser().exists() else None
+        exists = Path(text).expanduser().exists()
+        key = _builtin_key(text) if not exists and not _looks_like_path(text) else None
         if key:
             return key
         path = Path(text)
@@ -842,8 +849,12 @@ class Plan:
             out["model.gpu_memory_utilization"] = self.gpu_memory_utilization
         return out
 
+    def override_list(self) -> list[str]:
+        """``['training.num_generations=8', ...]``: what ``load_config(overrides=...)`` takes."""
+        return [f"{k}={_yaml_scalar(v)}" for k, v in self.overrides().items()]
+
     def overrides_text(self) -> str:
-        return " ".join(f"{k}={_yaml_scalar(v)}" for k, v in self.overrides().items())
+        return " ".join(self.override_list())
 
     def summary(self) -> str:
         if not self.fits:
@@ -978,16 +989,20 @@ def plan(
         gpu_memory_utilization=util, dtype=dtype, backend=backend, estimate=est, notes=notes, reason=reason,
     )
     if alternatives:
+        need = f"{name} needs a card of at least {est.total_gb / (1 - margin):.1f} GB"
+        if load_in_4bit is False:
+            est4, _ = candidate(g_min, c_min, True, min(ranks), 1)
+            need += f" in 16-bit ({est4.total_gb / (1 - margin):.1f} GB in 4-bit)"
         _attach_alternative(result, shape, vram_gb, dict(
             compute_capability=compute_capability, backend=backend, use_vllm=use_vllm,
             max_prompt_length=max_prompt_length, max_generations=max_generations, max_completion=max_completion,
             lora_targets=lora_targets, beta=beta, optimizer=optimizer, margin=margin, max_seq_length=max_seq_length,
-        ), forced_16bit=load_in_4bit is False, min_card_gb=est.total_gb / (1 - margin))
+        ), forced_16bit=load_in_4bit is False, need=need)
     return result
 
 
 def _attach_alternative(result: Plan, shape: ModelShape, vram_gb: float, kw: dict, *, forced_16bit: bool,
-                        min_card_gb: float) -> None:
+                        need: str) -> None:
     """Fill ``result.alternative`` with the nearest plan that fits."""
     if forced_16bit:
         alt = plan(shape, vram_gb, load_in_4bit=True, alternatives=False, **kw)
@@ -1006,10 +1021,9 @@ def _attach_alternative(result: Plan, shape: ModelShape, vram_gb: float, kw: dic
             alt.model = key
             result.alternative = alt
             result.alternative_note = (f"a smaller model: {key} ({BUILTIN_HUB_IDS[key]}) fits with "
-                                       f"{alt.summary()}; this model needs a card of at least "
-                                       f"{min_card_gb:.1f} GB")
+                                       f"{alt.summary()}; {need}")
             return
-    result.alternative_note = f"no built-in model fits {vram_gb:g} GB; this model needs at least {min_card_gb:.1f} GB"
+    result.alternative_note = f"no built-in model fits {vram_gb:g} GB; {need}"
 
 
 def preset_table_markdown(models: list[str] | None = None, cards: list[int] | None = None, *,
@@ -1061,6 +1075,19 @@ def detect_gpu() -> dict[str, Any] | None:
     props = torch.cuda.get_device_properties(0)
     return {"name": props.name, "total_gb": props.total_memory / GiB,
             "compute_capability": props.major + props.minor / 10}
+
+
+def plan_for_gpu(model_config: Any, gpu: Mapping[str, Any] | None = None, **kwargs: Any) -> Plan:
+    """:func:`plan` for the detected GPU (``--preset auto``): its memory and compute capability.
+
+    Raises ValueError when no CUDA GPU is visible and ``gpu`` is not given.
+    """
+    gpu = gpu if gpu is not None else detect_gpu()
+    if gpu is None:
+        raise ValueError("no CUDA GPU detected for an automatic preset; pass vram_gb to plan() "
+                         "or use 'unsloth-grpo plan --vram-gb N'")
+    kwargs.setdefault("compute_capability", gpu.get("compute_capability"))
+    return plan(model_config, float(gpu["total_gb"]), **kwargs)
 
 
 def resolve_backend(backend: str) -> str:

@@ -97,7 +97,8 @@ class HealthThresholds:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name.endswith("_window") and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ValueError(f"monitor.{f.name}={value!r}: a window is a count of logged steps, use an integer >= 1")
+                raise ValueError(f"monitor.{f.name}={value!r}: a window is a count of logged steps, "
+                                 "use an integer >= 1")
         for name in ("collapse_std", "kl_max", "flat_min_delta"):
             if getattr(self, name) < 0:
                 raise ValueError(f"monitor.{name}={getattr(self, name)!r}: use a value >= 0")
@@ -116,7 +117,8 @@ class HealthThresholds:
             raise ValueError("monitor.stop_on_collapse is on but monitor.ignore lists mode_collapse; "
                              "remove one of the two")
         if isinstance(self.format_rewards, str):
-            raise ValueError(f"monitor.format_rewards={self.format_rewards!r}: give a list of names, e.g. ['strict_format']")
+            raise ValueError(f"monitor.format_rewards={self.format_rewards!r}: give a list of names, "
+                             "e.g. ['strict_format']")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "HealthThresholds":
@@ -336,7 +338,8 @@ def make_health_callback(output_dir: str | Path | None, thresholds: HealthThresh
     """A ``transformers.TrainerCallback`` that runs :class:`HealthChecker` on every log.
 
     Warnings are printed (rich) and appended to ``output_dir/health.jsonl`` (skipped when
-    ``output_dir`` is None; a run starting at step 0 replaces an old file, a resumed run appends). With ``thresholds.stop_on_collapse`` a ``mode_collapse`` warning sets
+    ``output_dir`` is None; a run starting at step 0 replaces an old file, a resumed run
+    appends). With ``thresholds.stop_on_collapse`` a ``mode_collapse`` warning sets
     ``should_training_stop`` and ``should_save``, so the trainer saves a checkpoint and ends.
     Only the main process prints and writes; every process stops.
     """

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import inspect
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -284,11 +285,12 @@ def handle_oom(trainer: Any, cfg: Any, exc: BaseException, estimate: memory.Memo
         "estimate": estimate.to_dict() if estimate is not None else None,
         "measured_peak_gb": peak, "gpu": gpu, "changes": changes, "overrides": overrides,
     }
-    try:
-        Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cfg.output_dir) / "oom_report.json").write_text(json.dumps(report, indent=2, default=str))
-    except OSError as err:
-        log(f"could not write oom_report.json: {err}")
+    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun every rank reports; one writes
+        try:
+            Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+            (Path(cfg.output_dir) / "oom_report.json").write_text(json.dumps(report, indent=2, default=str))
+        except OSError as err:
+            log(f"could not write oom_report.json: {err}")
     return OOM_EXIT_CODE
 
 

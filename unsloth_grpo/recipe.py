@@ -75,21 +75,33 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
     if args.check:
         from unsloth_grpo.train import load_task_dataset
 
+        from unsloth_grpo.data import DataError
+
         try:
             ds = load_task_dataset(cfg)
-        except ValueError as exc:
+        except DataError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"config and data OK: {len(ds)} training rows, rewards "
               + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards))
         return 0
+    from unsloth_grpo.data import DataError
+    from unsloth_grpo.doctor import EnvironmentProblem
+    from unsloth_grpo.train import TrainingStopped
+
     if train_fn is None:
         from unsloth_grpo.train import train as train_fn
     try:
         result = train_fn(cfg)
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except EnvironmentProblem as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except TrainingStopped as exc:
+        print(f"stopped: {exc}", file=sys.stderr)
+        return exc.code
     first, last = result.mean_reward(first=5), result.mean_reward(last=5)
     print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
           f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,11 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
     )
     if t.steps_per_generation:
         kwargs["steps_per_generation"] = t.steps_per_generation
-    if info.use_vllm and info.backend == "transformers":
+    if cfg.model.vllm_server:  # generation on a separate `trl vllm-serve`, any number of training processes
+        from unsloth_grpo.distributed import vllm_server_kwargs
+
+        kwargs.update(vllm_server_kwargs(cfg.model.vllm_server))
+    elif info.use_vllm and info.backend == "transformers":
         kwargs.update(use_vllm=True, vllm_mode="colocate",
                       vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization)
     valid = set(GRPOConfig.__dataclass_fields__)
@@ -129,8 +134,10 @@ def _metrics_callback(path: Path):
         """Append each logged training step to ``metrics.jsonl`` (rank 0 only)."""
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs or "reward" not in logs:
+            if not state.is_world_process_zero or not logs:
                 return
+            if "reward" not in logs and not any(k.startswith("eval/") for k in logs):
+                return  # the end-of-training summary, not a step
             row = {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)}}
             with path.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
@@ -140,6 +147,15 @@ def _metrics_callback(path: Path):
 
 def _jsonable(v: Any) -> bool:
     return isinstance(v, (int, float, str, bool)) and not (isinstance(v, float) and not math.isfinite(v))
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a torchrun/accelerate launch, or the only process."""
+    return int(os.environ.get("RANK", "0")) == 0
 
 
 def package_versions() -> dict[str, str]:
@@ -155,12 +171,48 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+class TrainingStopped(RuntimeError):
+    """Training ended early on purpose (out of memory, a signal); ``code`` is the exit status."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _held_out(cfg: RecipeConfig):
+    """The evaluation slice: the task's held-out split of the same source, ``evaluation.limit`` rows."""
+    import dataclasses
+
+    e = cfg.evaluation
+    eval_cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, split=e.split, limit=e.limit))
+    return load_task_dataset(eval_cfg)
+
+
+def _eval_kwargs(cfg: RecipeConfig) -> dict:
+    e = cfg.evaluation
+    return dict(samples=e.samples, max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
+                temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed)
+
+
+def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:
+    from unsloth_grpo.evaluate import evaluate, write_eval
+
+    result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
+    write_eval(result, where, model=cfg.model.name, dataset=cfg.data.source, split=cfg.evaluation.split)
+    return result
+
+
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
           dataset=None) -> TrainResult:
     """Run one GRPO training job described by ``cfg`` and return its metrics and outputs."""
     from unsloth_grpo.backend import select_backend
 
     check(cfg)  # every config problem at once, before anything heavy
+    from unsloth_grpo import distributed
+
+    layout = distributed.detect()
+    if layout.is_main:  # per-device and global batch numbers, once per launch
+        log(distributed.describe_layout(cfg, layout))
     from unsloth_grpo.rewards import build_reward_functions
 
     reward_funcs, weights = build_reward_functions(cfg.rewards)
@@ -168,40 +220,105 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
     select_backend(cfg.model.backend)  # imports unsloth first when it is the one chosen
 
+    from unsloth_grpo.doctor import preflight
+
+    server = distributed.parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
+    preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
+              fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server)
+
+    try:
+        from unsloth_grpo.memory import check_config
+
+        for warning in check_config(cfg):
+            log(f"memory: {warning}")
+    except Exception as exc:  # noqa: BLE001 - the planner must never block a run it cannot model
+        log(f"memory: no estimate ({exc})")
+
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    dump_config(cfg, out / "config.yaml")
+    main_process = is_main_process()
     metrics_path = out / "metrics.jsonl"
-    if metrics_path.exists():
-        metrics_path.unlink()
+    if main_process:  # under torchrun/accelerate only rank 0 writes outputs
+        out.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, out / "config.yaml")
+        if metrics_path.exists():
+            metrics_path.unlink()
 
     from unsloth_grpo.backend import load_model
     from unsloth_grpo.data import filter_long_prompts
 
     start = time.time()
+    distributed.prepare_model_files(cfg.model.name, layout)  # builtin:tiny is built once, not by every rank
     loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
                         gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
     dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
     args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(reward_funcs), weights=weights)
-    (out / "run_info.json").write_text(json.dumps({
-        "backend": loaded.info.to_dict(), "versions": package_versions(), "seed": cfg.seed,
-        "dataset": {"source": cfg.data.source, "rows": len(dataset)},
-    }, indent=2))
+    if main_process:
+        (out / "run_info.json").write_text(json.dumps({
+            "backend": loaded.info.to_dict(), "versions": package_versions(), "seed": cfg.seed,
+            "dataset": {"source": cfg.data.source, "rows": len(dataset)},
+            "world_size": world_size(),
+        }, indent=2))
 
     from trl import GRPOTrainer
 
+    from unsloth_grpo.monitor import HealthThresholds, make_health_callback
+    from unsloth_grpo.progress import SampleRecorder, use_progress_line
+
+    if cfg.training.samples_every and main_process:
+        recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
+        reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
     trainer = GRPOTrainer(
         model=loaded.model,
         processing_class=loaded.tokenizer,
         reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset,
-        callbacks=[_metrics_callback(metrics_path), *(callbacks or [])],
+        callbacks=[
+            _metrics_callback(metrics_path),
+            make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
+            *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
+            *(callbacks or []),
+        ],
     )
+    use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
+    if cfg.evaluation.every and held_out is not None:
+        from unsloth_grpo.evaluate import make_eval_callback
+
+        trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
+    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
+        if cfg.evaluation.before_after and held_out is not None else None
+
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
         f"{cfg.training.num_generations} generations per prompt -> {out}")
-    trainer.train()
-    trainer.save_model(str(out))
-    loaded.tokenizer.save_pretrained(str(out))
+    import torch
+
+    try:
+        trainer.train()
+    except torch.OutOfMemoryError as exc:
+        from unsloth_grpo import memory, oom
+
+        try:
+            estimate = memory.estimate_for_config(cfg)
+        except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
+            estimate = None
+        code = oom.handle_oom(trainer, cfg, exc, estimate)
+        raise TrainingStopped(code, "CUDA ran out of memory; a checkpoint and a smaller config were written") from exc
+    trainer.save_model(str(out))  # rank 0 only, inside the Trainer
+    if trainer.is_world_process_zero():
+        loaded.tokenizer.save_pretrained(str(out))
+        if before is not None:
+            from unsloth_grpo.evaluate import compare, write_report
+
+            after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
+            write_report(compare(before, after), out)
+            log(f"evaluation: accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f}, format "
+                f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
+        try:
+            from unsloth_grpo.plots import plot_run
+
+            plot_run(out)
+        except Exception as exc:  # noqa: BLE001 - a plot must never cost the user the trained adapter
+            log(f"plots: skipped ({exc})")
     metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
     return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step)

@@ -86,17 +86,20 @@ def xml_count(
     max_trailing_penalty: float = 0.25,
     reasoning_tag: str | Sequence[str] = "reasoning",
     answer_tag: str | Sequence[str] = "answer",
+    once: bool = True,
 ) -> RewardFunc:
     """`per_tag` for each of the four tags present exactly once, minus a penalty for text after the answer.
 
     The penalty is ``trailing_penalty`` per non-whitespace-trimmed character after the
     closing answer tag (only when that tag appears once), capped at ``max_trailing_penalty``.
+    With ``once=False`` a tag earns its credit whenever it is present, repeated or not: a
+    denser signal for a model that has never seen the format (it cannot discourage repeats).
     """
     markers = (*_markers(_tag(reasoning_tag)), *_markers(_tag(answer_tag)))
     answer_close = markers[3]
 
     def score(text: str) -> float:
-        value = sum(per_tag for m in markers if text.count(m) == 1)
+        value = sum(per_tag for m in markers if (text.count(m) == 1 if once else m in text))
         if text.count(answer_close) == 1:
             trailing = len(text[text.index(answer_close) + len(answer_close) :].strip())
             value -= min(trailing * trailing_penalty, max_trailing_penalty)

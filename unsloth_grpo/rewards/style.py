@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from typing import Sequence
 
@@ -62,7 +63,7 @@ def phrase_penalty(
     return reward_fn
 
 
-_ASCII_LETTERS = re.compile(r"[A-Za-z]")
+_ASCII_LETTERS = string.ascii_letters.encode()
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
@@ -90,8 +91,11 @@ def script_consistency(*, script: str = "LATIN", reward: float = 1.0, min_letter
     wanted = script.upper()
 
     def score(text: str) -> float | None:
-        ascii_letters = len(_ASCII_LETTERS.findall(text))  # fast path: ASCII letters are LATIN
-        scripts = [s for s in map(_script, _NON_ASCII.findall(text)) if s is not None]
+        # ASCII letters are LATIN: count them in C, and look up names only for the rest
+        ascii_bytes = text.encode("ascii", "ignore")
+        ascii_letters = len(ascii_bytes) - len(ascii_bytes.translate(None, _ASCII_LETTERS))
+        others = () if text.isascii() else _NON_ASCII.findall(text)
+        scripts = [s for s in map(_script, others) if s is not None]
         letters = ascii_letters + len(scripts)
         if letters < max(min_letters, 1):
             return None

@@ -1,0 +1,128 @@
+import json
+
+import pytest
+
+from unsloth_grpo.data import DataError, filter_long_prompts, load_gsm8k, load_qa_dataset
+from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT, clean_number, make_synthetic_problems, parse_gold
+
+
+@pytest.mark.parametrize(
+    "raw, gold",
+    [
+        ("She sold 48/2 = <<48/2=24>>24 clips.\n#### 72", "72"),
+        ("#### 1,000", "1000"),
+        ("#### -5", "-5"),
+        ("#### 2.50", "2.5"),
+        ("#### $18", "18"),
+        ("#### 18.00", "18"),
+        ("#### 0.5", "0.5"),
+        ("#### .5", "0.5"),
+        ("#### 1,234,567", "1234567"),
+        ("#### 18.", "18"),
+        ("#### -0", "0"),
+        ("42", "42"),
+        ("#### twelve", None),
+        ("#### 1,00", None),
+        ("no marker and no number", None),
+    ],
+)
+def test_parse_gold(raw, gold):
+    assert parse_gold(raw) == gold
+
+
+def test_clean_number_handles_sign_and_currency_order():
+    assert clean_number("$-5") == "-5"
+    assert clean_number("-$5") == "-5"
+    assert clean_number("+7") == "7"
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_load_gsm8k_reads_a_few_thousand_local_rows(tmp_path):
+    rows = make_synthetic_problems(3000, seed=1)
+    path = _write_jsonl(tmp_path / "gsm8k.jsonl", rows)
+    ds = load_gsm8k(str(path))
+    assert len(ds) == 3000
+    assert ds.column_names == ["prompt", "answer"]
+    for row, src in zip(ds, rows):
+        assert row["prompt"][0] == {"role": "system", "content": SYSTEM_PROMPT}
+        assert row["prompt"][1]["role"] == "user" and row["prompt"][1]["content"] == src["question"]
+        assert row["answer"] == src["answer"].rsplit("####", 1)[1].strip().replace(",", "")
+        float(row["answer"])  # a clean number for every row
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".json"])
+def test_load_gsm8k_other_local_formats(tmp_path, suffix):
+    import pandas as pd
+
+    df = pd.DataFrame(make_synthetic_problems(20, seed=2))
+    path = tmp_path / f"data{suffix}"
+    {".csv": lambda: df.to_csv(path, index=False), ".parquet": lambda: df.to_parquet(path),
+     ".json": lambda: df.to_json(path, orient="records")}[suffix]()
+    ds = load_gsm8k(str(path))
+    assert len(ds) == 20 and ds[0]["answer"] == parse_gold(df.answer[0])
+
+
+def test_synthetic_source_is_deterministic_and_split_aware():
+    a = load_gsm8k("synthetic", num_synthetic=10, seed=3)
+    b = load_gsm8k("synthetic", num_synthetic=10, seed=3)
+    test = load_gsm8k("synthetic", "test", num_synthetic=10, seed=3)
+    assert a["answer"] == b["answer"] and a["prompt"] == b["prompt"]
+    assert a["prompt"] != test["prompt"]
+
+
+def test_missing_column_names_the_column_and_what_exists(tmp_path):
+    path = _write_jsonl(tmp_path / "bad.jsonl", [{"question": "q", "solution": "#### 1"}])
+    with pytest.raises(DataError, match=r"lacks column\(s\) answer; it has question, solution"):
+        load_gsm8k(str(path))
+
+
+def test_unparseable_gold_names_the_row(tmp_path):
+    rows = make_synthetic_problems(5) + [{"question": "How many?", "answer": "#### many"}]
+    path = _write_jsonl(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(DataError, match=r"(?s)1 malformed row.*row 5: cannot read a reference answer"):
+        load_gsm8k(str(path))
+
+
+def test_empty_dataset_and_missing_file(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("question,answer\n")
+    with pytest.raises(DataError, match="is empty"):
+        load_gsm8k(str(empty))
+    with pytest.raises(DataError, match="does not exist"):
+        load_gsm8k(str(tmp_path / "nope.jsonl"))
+    with pytest.raises(DataError, match="unknown format"):
+        (tmp_path / "x.txt").write_text("hi")
+        load_gsm8k(str(tmp_path / "x.txt"))
+
+
+def test_general_loader_with_column_mapping(tmp_path):
+    path = tmp_path / "kb.csv"
+    path.write_text("question,expert_answer\nWhat colour is the sky?,Blue\nWho wrote it?,Ann\n")
+    ds = load_qa_dataset(str(path), answer_column="expert_answer", system_prompt="Use the handbook.")
+    assert ds["answer"] == ["Blue", "Ann"]
+    assert ds[0]["prompt"] == [
+        {"role": "system", "content": "Use the handbook."},
+        {"role": "user", "content": "What colour is the sky?"},
+    ]
+
+
+def test_long_prompts_are_dropped_with_a_report(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    ds = load_gsm8k("synthetic", num_synthetic=30)
+    texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in ds["prompt"]]
+    lengths = sorted(len(tok(t, add_special_tokens=False)["input_ids"]) for t in texts)
+    assert lengths[0] > 20  # real token counts, not the size of a returned dict
+    limit = lengths[-1] - 1  # drops at least the longest
+    lines = []
+    kept = filter_long_prompts(ds, tok, limit, log=lines.append)
+    expected = sum(1 for n in lengths if n <= limit)
+    assert len(kept) == expected < 30
+    assert lines and f"dropped {30 - expected} of 30 prompts longer than {limit} tokens" in lines[0]
+    with pytest.raises(DataError, match="every prompt is longer"):
+        filter_long_prompts(ds, tok, 3, log=lines.append)

@@ -1,0 +1,188 @@
+"""Export: merged logits equal the adapter's, plain transformers loads the result, errors say what to do."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from unsloth_grpo import export as ex
+
+
+def _adapter(tiny_model_dir: str, out: Path) -> Path:
+    """A LoRA adapter on the tiny model with random (non-zero) B matrices, saved like a run's."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if (out / "adapter_config.json").exists():
+        return out
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "down_proj"]))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.2)
+    model.save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(str(out))
+    (out / "config.yaml").write_text("task: gsm8k\nseed: 7\n")
+    (out / "reproducibility.json").write_text(json.dumps({"seed": 7, "rewards": [{"name": "xml_count"}]}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def adapter_dir(tiny_model_dir, tmp_path_factory):
+    return _adapter(tiny_model_dir, tmp_path_factory.mktemp("adapter") / "run")
+
+
+def test_merged_logits_equal_adapter_logits(adapter_dir, tiny_model_dir, tmp_path):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    result = ex.export_model(adapter_dir, tmp_path / "merged", log=lambda _m: None)
+    assert result.method == "peft merge_and_unload"
+    assert result.base_model == tiny_model_dir
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "merged"))
+    assert tok.chat_template  # the chat template travels with the export
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(tiny_model_dir), str(adapter_dir))
+    texts = ["What is 15 + 27?", "<reasoning> 3 * 4 = 12 </reasoning><answer>12</answer>"]
+    diff = ex.compare_logits(adapted.eval(), merged.eval(), tok, texts)
+    assert diff < 1e-3
+    # the adapter really changes the model, so equality above is not the base model twice
+    assert ex.compare_logits(adapted, base.eval(), tok, texts) > 0.1
+    assert merged.dtype == torch.float32  # the tiny base is fp32; 'auto' keeps the base dtype
+    assert not any(k.startswith("base_model") or "lora" in k for k in merged.state_dict())
+    # the bundle keeps the run's own record and adds the export's
+    bundle = json.loads((tmp_path / "merged" / "reproducibility.json").read_text())
+    assert bundle["seed"] == 7 and bundle["export"]["method"] == "peft merge_and_unload"
+    assert bundle["export"]["adapter"] == str(adapter_dir)
+    assert ex.verify_merge(result) < 1e-3
+
+
+def test_fp16_export_halves_the_weights(adapter_dir, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    ex.export_model(adapter_dir, tmp_path / "m16", dtype="fp16", log=lambda _m: None)
+    assert AutoModelForCausalLM.from_pretrained(str(tmp_path / "m16")).dtype == torch.float16
+
+
+def test_cli_export_and_clear_errors(adapter_dir, tmp_path, capsys, monkeypatch):
+    parser = argparse.ArgumentParser()
+    ex.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["export", "--model", str(adapter_dir), "--merged", str(tmp_path / "m")])
+    assert args.func(args) == 0
+    assert "AutoModelForCausalLM.from_pretrained" in capsys.readouterr().out
+
+    args = parser.parse_args(["export", "--model", str(tmp_path / "missing"), "--merged", str(tmp_path / "m2")])
+    assert args.func(args) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+    for var in ex.TOKEN_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    args = parser.parse_args(["export", "--model", str(adapter_dir), "--merged", str(tmp_path / "m3"),
+                              "--push-to-hub", "me/model"])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "HF_TOKEN" in err
+    assert not (tmp_path / "m3").exists()  # checked before any work
+
+
+def test_errors_before_any_model_is_loaded(adapter_dir, tmp_path):
+    with pytest.raises(ex.ExportError, match="nothing to do"):
+        ex.export_model(adapter_dir)
+    with pytest.raises(ex.ExportError, match="is the run/adapter directory itself"):
+        ex.export_model(adapter_dir, adapter_dir)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("mine")
+    with pytest.raises(ex.ExportError, match="not a model"):
+        ex.export_model(adapter_dir, notes)
+    # a run that never finished points at its checkpoint
+    from unsloth_grpo.checkpoint import finalize_checkpoint
+
+    run = tmp_path / "run"
+    staged = run / "checkpoint-4"
+    staged.mkdir(parents=True)
+    (staged / "adapter_model.safetensors").write_bytes(b"0")
+    finalize_checkpoint(staged, run, step=4)
+    with pytest.raises(ex.ExportError, match="checkpoints/checkpoint-4"):
+        ex.export_model(run, tmp_path / "out")
+    # an adapter whose base model is gone
+    lost = tmp_path / "lost"
+    lost.mkdir()
+    (lost / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/nowhere/base"}))
+    with pytest.raises(ex.ExportError, match="--base-model"):
+        ex.export_model(lost, tmp_path / "out2")
+
+
+def test_gguf_without_unsloth_says_what_to_install(adapter_dir, tmp_path, monkeypatch):
+    real = ex.importlib.util.find_spec
+    monkeypatch.setattr(ex.importlib.util, "find_spec", lambda name, *a: None if name == "unsloth" else real(name, *a))
+    with pytest.raises(ex.ExportError) as err:
+        ex.export_model(adapter_dir, tmp_path / "m", gguf_dir=tmp_path / "g", quant="q4_k_m", log=lambda _m: None)
+    msg = str(err.value)
+    assert "pip install 'unsloth-grpo[unsloth]'" in msg and "convert_hf_to_gguf.py" in msg and "Q4_K_M" in msg
+    assert (tmp_path / "m" / "model.safetensors").exists()  # the merged model is still written
+    assert "gguf" in json.loads((tmp_path / "m" / "reproducibility.json").read_text())["export"]["notes"][0]
+
+
+def test_push_uses_the_environment_token_and_never_writes_it(adapter_dir, tmp_path, monkeypatch):
+    calls = []
+
+    class FakeApi:
+        def __init__(self, token=None):
+            calls.append(("init", token))
+
+        def create_repo(self, repo, private=True, exist_ok=False):
+            calls.append(("create", repo, private))
+
+        def upload_folder(self, repo_id, folder_path, commit_message=""):
+            calls.append(("upload", repo_id, folder_path))
+
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    secret = "hf_test_secret_token_123"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    result = ex.export_model(adapter_dir, tmp_path / "m", push_to_hub="me/tiny", log=lambda _m: None)
+    assert result.pushed_to == "https://huggingface.co/me/tiny"
+    assert calls == [("init", secret), ("create", "me/tiny", True), ("upload", "me/tiny", str(tmp_path / "m"))]
+    for f in (tmp_path / "m").rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
+
+
+@pytest.mark.slow
+def test_export_of_a_smoke_run_loads_with_plain_transformers(tmp_path_factory, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unsloth_grpo.cli import main
+
+    run = smoke_run(tmp_path_factory)
+    assert main(["export", "--model", str(run), "--merged", str(tmp_path / "merged")]) == 0
+    model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "merged"))
+    ids = tok.apply_chat_template([{"role": "user", "content": "What is 15 + 27?"}], add_generation_prompt=True,
+                                  return_tensors="pt", return_dict=True)
+    out = model.generate(**ids, max_new_tokens=4, do_sample=False)
+    assert out.shape[1] == ids["input_ids"].shape[1] + 4 or tok.eos_token_id in out[0].tolist()
+    bundle = json.loads((tmp_path / "merged" / "reproducibility.json").read_text())
+    assert bundle["config"]["model"]["name"] == "builtin:tiny" and bundle["seed"] == 0
+
+
+def smoke_run(tmp_path_factory) -> Path:
+    """A 4-step smoke run, trained once per test session and shared by the tests that need one."""
+    from unsloth_grpo.recipes.gsm8k import main
+
+    run = tmp_path_factory.getbasetemp() / "smoke_run"
+    if not (run / "adapter_config.json").exists():
+        assert main(["--preset", "smoke", "--output-dir", str(run), "training.max_steps=4",
+                     "training.samples_every=0"]) == 0
+    return run

@@ -1,0 +1,115 @@
+"""generate: the run's system prompt, the chat template, answer extraction, every kind of model path."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from unsloth_grpo import inference as inf
+from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT
+
+
+def test_system_prompt_resolution(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    # no run config: the task's default, gsm8k unless named
+    assert inf.resolve_system_prompt(str(run)) == SYSTEM_PROMPT
+    assert inf.resolve_system_prompt("builtin:tiny") == SYSTEM_PROMPT
+    assert inf.resolve_system_prompt(str(run), system_prompt="Be brief.") == "Be brief."
+    assert inf.resolve_system_prompt(str(run), system_prompt="") is None
+    with pytest.raises(ValueError, match="available: .*gsm8k"):
+        inf.resolve_system_prompt(str(run), task="nope")
+    # the run's own prompt, also seen from a checkpoint inside it and from an export's bundle
+    (run / "config.yaml").write_text("task: gsm8k\ndata:\n  system_prompt: Answer in <answer> tags.\n")
+    assert inf.resolve_system_prompt(str(run)) == "Answer in <answer> tags."
+    ckpt = run / "checkpoints" / "checkpoint-5"
+    ckpt.mkdir(parents=True)
+    assert inf.resolve_system_prompt(str(ckpt)) == "Answer in <answer> tags."
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "reproducibility.json").write_text(json.dumps({"config": {"task": "gsm8k",
+                                                                        "data": {"system_prompt": "From bundle."}}}))
+    assert inf.resolve_system_prompt(str(export)) == "From bundle."
+
+
+def test_prompt_uses_the_chat_template_and_the_system_prompt(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    msgs = inf.build_prompt("What is 15 + 27?", "SYS")
+    text = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    assert text == ("<|im_start|>system\nSYS<|im_end|>\n<|im_start|>user\nWhat is 15 + 27?<|im_end|>\n"
+                    "<|im_start|>assistant\n")
+
+
+class _Loaded:
+    def __init__(self, model, tokenizer):
+        self.model, self.tokenizer = model, tokenizer
+
+
+def test_answers_are_extracted_from_completions(tiny_model_dir, monkeypatch):
+    """A model that always writes the same completion: the extraction is what is under test."""
+    from transformers import AutoTokenizer
+
+    from unsloth_grpo import generation
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    seen = {}
+
+    def fake(model, tokenizer, prompts, **kw):
+        seen["prompts"] = prompts
+        return [[generation.Generation("<reasoning>15+27</reasoning><answer>42</answer>", 9, True)],
+                [generation.Generation("no tags here, 41", 5, False)]]
+
+    monkeypatch.setattr(generation, "generate_detailed", fake)
+    out = inf.answer_questions("builtin:tiny", ["What is 15 + 27?", "And 20 + 21?"], loaded=_Loaded(None, tok))
+    assert [a.answer for a in out] == ["42", None]
+    assert out[0].finished and not out[1].finished
+    assert seen["prompts"][0] == [{"role": "system", "content": SYSTEM_PROMPT},
+                                  {"role": "user", "content": "What is 15 + 27?"}]
+    with pytest.raises(ValueError, match="no question"):
+        inf.answer_questions("builtin:tiny", [], loaded=_Loaded(None, tok))
+
+
+def _cli(argv):
+    parser = argparse.ArgumentParser()
+    inf.add_parser(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_generate_on_base_merged_and_adapter_agree(tiny_model_dir, tmp_path, capsys):
+    """Greedy output of an adapter and of its merged export is the same text."""
+    from test_export import _adapter
+
+    from unsloth_grpo.export import export_model
+
+    adapter = _adapter(tiny_model_dir, tmp_path / "adapter")
+    export_model(adapter, tmp_path / "merged", log=lambda _m: None)
+    outs = {}
+    for name, path in (("base", tiny_model_dir), ("adapter", adapter), ("merged", tmp_path / "merged")):
+        assert _cli(["generate", "--model", str(path), "--json", "--max-new-tokens", "8", "What is 15 + 27?"]) == 0
+        outs[name] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert outs["adapter"]["completion"] == outs["merged"]["completion"]
+    assert outs["adapter"]["num_tokens"] == outs["merged"]["num_tokens"]
+    assert outs["base"]["question"] == "What is 15 + 27?"
+
+
+def test_missing_model_is_a_clear_error(tmp_path, capsys):
+    assert _cli(["generate", "--model", str(tmp_path / "nope"), "hi"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_generate_answers_on_the_smoke_model(tmp_path_factory, capsys):
+    from test_export import smoke_run
+
+    from unsloth_grpo.cli import main
+
+    run = smoke_run(tmp_path_factory)
+    assert main(["generate", "--model", str(run), "--max-new-tokens", "12", "What is 15 + 27?"]) == 0
+    out = capsys.readouterr().out
+    assert "Q: What is 15 + 27?" in out and "\nanswer: " in out

@@ -1,0 +1,372 @@
+"""From a run to a model you can ship: merge LoRA into 16-bit weights, GGUF, push to the hub.
+
+    unsloth-grpo export --model outputs/smoke --merged exports/smoke
+    unsloth-grpo export --model outputs/run --merged exports/run --gguf exports/run-gguf --quant q4_k_m
+    HF_TOKEN=... unsloth-grpo export --model outputs/run --merged exports/run --push-to-hub me/my-model
+
+``--model`` is a run directory (its final adapter), a checkpoint, or any LoRA adapter directory.
+The merge uses Unsloth's ``save_pretrained_merged(save_method="merged_16bit")`` when Unsloth is
+the backend (``--backend auto`` picks it on a CUDA machine with Unsloth installed; it also
+handles 4-bit bases) and peft's ``merge_and_unload`` otherwise. The merged directory holds the
+weights, the tokenizer with its chat template, and ``reproducibility.json`` (the run's bundle plus
+how the export was made), and loads with plain ``AutoModelForCausalLM.from_pretrained``.
+
+The hub token is read from ``HF_TOKEN`` (or ``HUGGING_FACE_HUB_TOKEN``) and handed to the upload
+call only; it is never written to any file.
+
+Example::
+
+    from unsloth_grpo.export import export_model
+    result = export_model("outputs/smoke", merged_dir="exports/smoke")
+    result.merged_dir, result.method      # (PosixPath('exports/smoke'), 'peft merge_and_unload')
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+GGUF_HELP = (
+    "GGUF export runs through Unsloth, which builds llama.cpp on first use. Install it with "
+    "pip install 'unsloth-grpo[unsloth]' (llama.cpp's build also needs git, cmake, a C++ compiler and "
+    "network access once). Without Unsloth, convert the merged directory with llama.cpp yourself:\n"
+    "  python llama.cpp/convert_hf_to_gguf.py {merged} --outfile {gguf}/model-f16.gguf --outtype f16\n"
+    "  llama.cpp/build/bin/llama-quantize {gguf}/model-f16.gguf {gguf}/model-{quant}.gguf {QUANT}"
+)
+
+
+class ExportError(RuntimeError):
+    """The export cannot proceed; the message names the input at fault and the fix."""
+
+
+@dataclass
+class ExportResult:
+    source: Path
+    adapter: Path | None
+    base_model: str | None
+    merged_dir: Path | None
+    method: str
+    gguf_dir: Path | None = None
+    gguf_files: list[Path] = field(default_factory=list)
+    pushed_to: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- what to export
+
+
+def resolve_source(model: str | os.PathLike) -> tuple[Path, Path | None]:
+    """(directory to export, its adapter directory or None for an already merged/base model)."""
+    from unsloth_grpo.checkpoint import latest_checkpoint
+
+    p = Path(model).expanduser()
+    if not p.exists():
+        raise ExportError(f"--model {p}: no such directory; pass a run directory, a checkpoint or an adapter")
+    if (p / "adapter_config.json").is_file():
+        return p, p
+    if (p / "config.json").is_file():
+        return p, None  # a full model: nothing to merge, it is re-saved (and converted to GGUF if asked)
+    ckpt = latest_checkpoint(p)
+    if ckpt is not None:
+        raise ExportError(f"--model {p}: the run has no final adapter (training did not finish); export its "
+                          f"latest checkpoint with --model {ckpt}, or resume training first")
+    raise ExportError(f"--model {p}: neither a LoRA adapter (adapter_config.json) nor a model (config.json)")
+
+
+def adapter_base(adapter: Path, override: str | None = None) -> str:
+    """The base model an adapter was trained on (``--base-model`` wins), resolved to a loadable path."""
+    from unsloth_grpo.backend import resolve_model_path
+
+    if override:
+        return resolve_model_path(override)
+    try:
+        base = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise ExportError(f"{adapter}/adapter_config.json has no readable base_model_name_or_path ({exc}); "
+                          "pass --base-model") from None
+    if not base:
+        raise ExportError(f"{adapter}/adapter_config.json names no base model; pass --base-model")
+    if base.startswith((".", "/", "~")) and not Path(base).expanduser().exists():
+        raise ExportError(f"the adapter's base model '{base}' is not on this machine; pass --base-model "
+                          "PATH_OR_HUB_ID (the same weights the run trained on)")
+    return resolve_model_path(base)
+
+
+def _base_dtype(base: str) -> tuple[str, bool]:
+    """(dtype name of the base checkpoint, whether it is quantized), read from its config.json."""
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.from_pretrained(base)
+    quantized = getattr(cfg, "quantization_config", None) is not None
+    dt = getattr(cfg, "dtype", None) or getattr(cfg, "torch_dtype", None)
+    name = str(dt).replace("torch.", "") if dt is not None else "float16"
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name, "fp16"), quantized
+
+
+def choose_backend(requested: str) -> str:
+    """'unsloth' or 'peft'. ``auto``: Unsloth when it is installed and a CUDA GPU is visible."""
+    if requested not in ("auto", "unsloth", "peft"):
+        raise ExportError(f"--backend {requested}: choose auto, unsloth or peft")
+    have = importlib.util.find_spec("unsloth") is not None
+    if requested == "unsloth" and not have:
+        raise ExportError("--backend unsloth but unsloth is not installed: pip install 'unsloth-grpo[unsloth]', "
+                          "or use --backend peft")
+    if requested != "auto":
+        return requested
+    if not have:
+        return "peft"
+    import torch
+
+    return "unsloth" if torch.cuda.is_available() else "peft"
+
+
+def hub_token() -> str | None:
+    for name in TOKEN_VARIABLES:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+# ---------------------------------------------------------------- the export itself
+
+
+def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path, dtype: str, log) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unsloth_grpo.backend import torch_dtype
+
+    weights_from = base if adapter is not None else str(source)
+    base_dt, quantized = _base_dtype(weights_from)
+    if quantized:
+        raise ExportError(f"the base model '{weights_from}' is quantized (4/8-bit); merging into it would lose "
+                          "precision. Use --backend unsloth (pip install 'unsloth-grpo[unsloth]'), which merges "
+                          "into 16-bit weights, or pass --base-model with the 16-bit version of the same model")
+    dt = base_dt if dtype == "auto" else dtype
+    tok_dir = source if (source / "tokenizer_config.json").is_file() else Path(weights_from)
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    model = AutoModelForCausalLM.from_pretrained(weights_from, dtype=torch_dtype(dt))
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    with torch.no_grad():
+        model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    log(f"merged ({dt}) -> {out}")
+    return model, tokenizer
+
+
+def _load_unsloth(source: Path):
+    from unsloth_grpo.backend import _import_unsloth
+
+    _import_unsloth()
+    from unsloth import FastLanguageModel
+
+    return FastLanguageModel.from_pretrained(model_name=str(source), load_in_4bit=False)
+
+
+def _check_quant(quant: str) -> None:
+    try:
+        from unsloth.save import ALLOWED_QUANTS
+    except ImportError:
+        return  # checked later, by the message that says to install Unsloth
+    if quant.lower() not in ALLOWED_QUANTS:
+        raise ExportError(f"--quant {quant} is not a GGUF method Unsloth knows; choose one of: "
+                          + ", ".join(ALLOWED_QUANTS))
+
+
+def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None = None, *,
+                 gguf_dir: str | os.PathLike | None = None, quant: str = "q4_k_m",
+                 push_to_hub: str | None = None, private: bool = True, backend: str = "auto",
+                 base_model: str | None = None, dtype: str = "auto", log: Callable[[str], None] = print) -> ExportResult:
+    """Merge ``model`` (run, checkpoint or adapter) into ``merged_dir``; optionally GGUF and a hub push.
+
+    Every check that needs no model (paths, token, backend, quant name) runs first.
+    Raises :class:`ExportError` with the fix when something is missing.
+    """
+    if merged_dir is None and gguf_dir is None:
+        raise ExportError("nothing to do: pass --merged DIR and/or --gguf DIR")
+    if push_to_hub and merged_dir is None:
+        raise ExportError("--push-to-hub uploads the merged model: pass --merged DIR as well")
+    if dtype not in ("auto", "bf16", "fp16", "fp32"):
+        raise ExportError(f"--dtype {dtype}: choose auto, bf16, fp16 or fp32")
+    token = hub_token()
+    if push_to_hub and not token:
+        raise ExportError("--push-to-hub needs a token in the environment: export HF_TOKEN=hf_... "
+                          "(a write token from https://huggingface.co/settings/tokens); it is never written to disk")
+    source, adapter = resolve_source(model)
+    chosen = choose_backend(backend)
+    gguf_possible = importlib.util.find_spec("unsloth") is not None
+    if gguf_dir is not None and gguf_possible:
+        _check_quant(quant)
+    base = adapter_base(adapter, base_model) if adapter is not None else None
+    result = ExportResult(source, adapter, base, Path(merged_dir) if merged_dir else None, "")
+
+    unsloth_model = None
+    if merged_dir is not None:
+        out = Path(merged_dir)
+        _refuse_overwrite(out, source)
+        out.mkdir(parents=True, exist_ok=True)
+        if chosen == "unsloth":
+            unsloth_model, tokenizer = _load_unsloth(source)
+            unsloth_model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
+            result.method = "unsloth save_pretrained_merged(merged_16bit)"
+            log(f"merged (16-bit, Unsloth) -> {out}")
+        else:
+            _merge_peft(adapter, source, base, out, dtype, log)
+            result.method = "peft merge_and_unload" if adapter is not None else "re-saved (no adapter to merge)"
+    if gguf_dir is not None:
+        result.gguf_dir = Path(gguf_dir)
+        if not gguf_possible:
+            msg = GGUF_HELP.format(merged=merged_dir or "MERGED_DIR", gguf=gguf_dir, quant=quant.lower(),
+                                   QUANT=quant.upper())
+            result.notes.append("gguf: unsloth is not installed")
+            if result.merged_dir is not None:
+                _write_export_bundle(result, quant, log)
+            raise ExportError(msg)
+        if unsloth_model is None:
+            unsloth_model, tokenizer = _load_unsloth(source)
+        result.gguf_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            unsloth_model.save_pretrained_gguf(str(result.gguf_dir), tokenizer, quantization_method=quant.lower())
+        except Exception as exc:  # noqa: BLE001 - llama.cpp build/convert failures of every kind
+            if result.merged_dir is not None:
+                _write_export_bundle(result, quant, log)
+            raise ExportError(f"GGUF conversion failed: {type(exc).__name__}: {exc}\n"
+                              + GGUF_HELP.format(merged=merged_dir or "MERGED_DIR", gguf=gguf_dir,
+                                                 quant=quant.lower(), QUANT=quant.upper())) from exc
+        result.gguf_files = sorted(result.gguf_dir.rglob("*.gguf"))
+        log(f"gguf ({quant}) -> {', '.join(map(str, result.gguf_files)) or result.gguf_dir}")
+    if result.merged_dir is not None:
+        _write_export_bundle(result, quant, log)
+    if push_to_hub:
+        result.pushed_to = push_folder(result.merged_dir, push_to_hub, token=token, private=private,
+                                       extra_files=result.gguf_files, log=log)
+    return result
+
+
+def _refuse_overwrite(out: Path, source: Path) -> None:
+    if out.resolve() == source.resolve():
+        raise ExportError(f"--merged {out} is the run/adapter directory itself; choose a new directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
+        raise ExportError(f"--merged {out} exists and holds files that are not a model; choose an empty or new directory")
+
+
+def _write_export_bundle(result: ExportResult, quant: str, log) -> None:
+    from unsloth_grpo.repro import collect_bundle, read_bundle, write_bundle
+
+    run_bundle = read_bundle(result.source) or {}
+    bundle = collect_bundle()  # versions, git commit and command of the export itself
+    export_info = {
+        "source": str(result.source), "adapter": str(result.adapter) if result.adapter else None,
+        "base_model": result.base_model, "method": result.method,
+        "gguf": {"dir": str(result.gguf_dir), "quant": quant, "files": [str(f) for f in result.gguf_files]}
+        if result.gguf_dir else None,
+        "notes": result.notes,
+    }
+    # The run's own bundle (config, seed, rewards, dataset) is kept whole; the export adds to it.
+    merged = {**run_bundle, "export": {**export_info, "created": bundle["created"], "command": bundle["command"],
+                                       "packages": bundle["packages"], "git": bundle["git"]}}
+    if not run_bundle:
+        merged.update({k: bundle[k] for k in ("packages", "git", "python", "platform")})
+        merged["note"] = "the source carried no reproducibility.json (not a run of this toolkit?)"
+    write_bundle(result.merged_dir, merged)
+
+
+def push_folder(folder: Path, repo: str, *, token: str, private: bool = True, extra_files: list[Path] = (),
+                log: Callable[[str], None] = print) -> str:
+    """Upload ``folder`` (and GGUF files) to the hub repo ``repo``; the token stays in memory."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    api.create_repo(repo, private=private, exist_ok=True)
+    api.upload_folder(repo_id=repo, folder_path=str(folder), commit_message="unsloth-grpo export")
+    for f in extra_files:
+        api.upload_file(repo_id=repo, path_or_fileobj=str(f), path_in_repo=f.name)
+    url = f"https://huggingface.co/{repo}"
+    log(f"pushed -> {url}")
+    return url
+
+
+def compare_logits(model_a, model_b, tokenizer, texts: list[str]) -> float:
+    """Largest absolute difference between two models' logits on ``texts`` (a merge check)."""
+    import torch
+
+    worst = 0.0
+    with torch.no_grad():
+        for text in texts:
+            ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+            a = model_a(**ids).logits.float()
+            b = model_b(**ids).logits.float()
+            worst = max(worst, (a - b).abs().max().item())
+    return worst
+
+
+def verify_merge(result: ExportResult, texts: list[str] | None = None) -> float:
+    """Reload the merged directory with plain transformers and compare it with the adapter model."""
+    from transformers import AutoModelForCausalLM
+
+    from unsloth_grpo.backend import load_for_inference
+
+    if result.merged_dir is None:
+        raise ExportError("no merged directory to verify")
+    texts = texts or ["<|im_start|>user\nWhat is 15 + 27?<|im_end|>\n<|im_start|>assistant\n"]
+    ref = load_for_inference(str(result.source), backend="transformers", device="cpu", dtype="fp32",
+                             log=lambda _m: None)
+    merged = AutoModelForCausalLM.from_pretrained(str(result.merged_dir), dtype="float32")
+    merged.eval()
+    return compare_logits(ref.model, merged, ref.tokenizer, texts)
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export", help="Merge a run's LoRA adapter into 16-bit weights; optionally GGUF and hub upload.",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="Run directory, checkpoint or LoRA adapter directory.")
+    p.add_argument("--merged", metavar="DIR", help="Write the merged 16-bit model (with tokenizer) here.")
+    p.add_argument("--gguf", metavar="DIR", help="Also write a GGUF file here (needs Unsloth).")
+    p.add_argument("--quant", default="q4_k_m", help="GGUF quantization method (default q4_k_m).")
+    p.add_argument("--push-to-hub", metavar="REPO", help="Upload the merged model to this hub repo (token: $HF_TOKEN).")
+    p.add_argument("--public", action="store_true", help="Create the hub repo public (default private).")
+    p.add_argument("--backend", default="auto", choices=["auto", "unsloth", "peft"],
+                   help="Merge with Unsloth or peft (auto: Unsloth on a CUDA machine when installed).")
+    p.add_argument("--base-model", help="Base model to merge into, when the adapter's recorded base is not here.")
+    p.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp16", "fp32"],
+                   help="Weights dtype of the merged model with the peft backend (auto: the base model's).")
+    p.add_argument("--verify", action="store_true",
+                   help="Reload the merged model and report the largest logit difference from the adapter model.")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        result = export_model(args.model, args.merged, gguf_dir=args.gguf, quant=args.quant,
+                              push_to_hub=args.push_to_hub, private=not args.public, backend=args.backend,
+                              base_model=args.base_model, dtype=args.dtype)
+    except ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.verify and result.merged_dir is not None:
+        diff = verify_merge(result)
+        print(f"verify: merged vs adapter logits, max abs diff {diff:.2e}")
+    if result.merged_dir is not None:
+        print(f"done: {result.merged_dir} ({result.method}); load it with "
+              f"AutoModelForCausalLM.from_pretrained('{result.merged_dir}')")
+    return 0
+
+
+__all__ = ["ExportError", "ExportResult", "add_parser", "compare_logits", "export_model", "hub_token",
+           "push_folder", "resolve_source", "run", "verify_merge"]

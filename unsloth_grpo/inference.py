@@ -1,0 +1,180 @@
+"""Ask a trained model a question: ``unsloth-grpo generate`` and :func:`answer_questions`.
+
+The model may be a run directory, a checkpoint, a LoRA adapter, a merged export, a hub/base
+model or ``builtin:tiny``. The prompt is built the way training built it: the system prompt of
+the run's recipe (read from the run's ``config.yaml`` or ``reproducibility.json``; the task's
+default for a model without one) plus the question, through the tokenizer's chat template.
+The answer is extracted with :func:`unsloth_grpo.answers.extract_answer`, the function the
+correctness reward and evaluation use.
+
+    unsloth-grpo generate --model outputs/smoke "What is 15 + 27?"
+
+Example::
+
+    from unsloth_grpo.inference import answer_questions
+    [a] = answer_questions("outputs/smoke", ["What is 15 + 27?"])
+    a.completion, a.answer     # ('<reasoning>...</reasoning><answer>42</answer>', '42')
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TASK = "gsm8k"
+
+
+@dataclass
+class Answer:
+    question: str
+    completion: str
+    answer: str | None
+    num_tokens: int
+    finished: bool  # False: cut at max_new_tokens
+
+
+def _run_config(model: str) -> dict | None:
+    """The resolved config dict saved with a run, checkpoint or export, when there is one."""
+    p = Path(model)
+    if not p.exists():
+        return None
+    import yaml
+
+    from unsloth_grpo.checkpoint import CHECKPOINTS_DIR, run_dir_of
+    from unsloth_grpo.repro import read_bundle
+
+    candidates = [p]
+    if p.parent.name == CHECKPOINTS_DIR:
+        candidates += [p.parent.parent, run_dir_of(p)]
+    for d in candidates:
+        if (d / "config.yaml").is_file():
+            try:
+                loaded = yaml.safe_load((d / "config.yaml").read_text())
+            except yaml.YAMLError:
+                continue
+            if isinstance(loaded, dict):
+                return loaded
+    bundle = read_bundle(p)
+    return bundle.get("config") if bundle else None
+
+
+def task_system_prompt(task: str) -> str | None:
+    try:
+        module = importlib.import_module(f"unsloth_grpo.tasks.{task}")
+    except ModuleNotFoundError:
+        from unsloth_grpo.tasks import available_tasks
+
+        raise ValueError(f"task '{task}' is unknown; available: {', '.join(available_tasks())}") from None
+    return getattr(module, "SYSTEM_PROMPT", None)
+
+
+def resolve_system_prompt(model: str, *, system_prompt: str | None = None, task: str | None = None) -> str | None:
+    """An explicit prompt wins; then the run's recipe (data.system_prompt, else its task's default);
+    then ``task``'s default (gsm8k when not given)."""
+    if system_prompt is not None:
+        return system_prompt or None  # "" means: no system message
+    cfg = _run_config(model)
+    if cfg:
+        data = cfg.get("data") or {}
+        if data.get("system_prompt"):
+            return data["system_prompt"]
+        return task_system_prompt(task or cfg.get("task") or DEFAULT_TASK)
+    return task_system_prompt(task or DEFAULT_TASK)
+
+
+def build_prompt(question: str, system_prompt: str | None) -> list[dict[str, str]]:
+    from unsloth_grpo.data import chat_prompt
+
+    return chat_prompt(question, system_prompt)
+
+
+def _plain_text(messages: list[dict[str, str]]) -> str:
+    """A prompt for a tokenizer without a chat template (a base model): the turns as plain text."""
+    return "\n\n".join(m["content"] for m in messages) + "\n"
+
+
+def answer_questions(model: Any, questions: list[str], *, system_prompt: str | None = None,
+                     task: str | None = None, max_new_tokens: int = 256, temperature: float = 0.0,
+                     top_p: float = 1.0, seed: int | None = 0, loaded: Any = None, log=print) -> list[Answer]:
+    """Generate one completion per question and extract its answer.
+
+    ``model`` is a path or name for :func:`unsloth_grpo.backend.load_for_inference`; pass an
+    already loaded ``LoadedModel`` as ``loaded`` to skip loading (the path then only serves to
+    find the run's system prompt).
+    """
+    from unsloth_grpo.answers import extract_answer
+    from unsloth_grpo.generation import generate_detailed
+
+    if not questions:
+        raise ValueError("no question given: pass at least one, e.g. \"What is 15 + 27?\"")
+    if loaded is None:
+        from unsloth_grpo.backend import load_for_inference
+
+        loaded = load_for_inference(str(model), log=log)
+    prompt_text = resolve_system_prompt(str(model), system_prompt=system_prompt, task=task)
+    tok = loaded.tokenizer
+    messages = [build_prompt(q, prompt_text) for q in questions]
+    if getattr(tok, "chat_template", None):
+        prompts: list = messages
+    else:
+        log("note: the tokenizer has no chat template (a base model?); the prompt is plain text")
+        prompts = [_plain_text(m) for m in messages]
+    outs = generate_detailed(loaded.model, tok, prompts, max_new_tokens=max_new_tokens,
+                             temperature=temperature, top_p=top_p, seed=seed)
+    return [Answer(q, g[0].text, extract_answer(g[0].text), g[0].num_tokens, g[0].finished)
+            for q, g in zip(questions, outs)]
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "generate", help="Answer questions with a model, run, checkpoint, adapter or merged export.",
+        description="Answer questions with the run's system prompt and chat template; prints each "
+                    "completion and the answer extracted from it.")
+    p.add_argument("--model", required=True,
+                   help="Run directory, checkpoint, LoRA adapter, merged model directory, hub id or builtin:tiny.")
+    p.add_argument("questions", nargs="+", metavar="QUESTION", help="One or more questions.")
+    p.add_argument("--system-prompt", default=None,
+                   help="System prompt to use instead of the run's ('' for none).")
+    p.add_argument("--task", default=None,
+                   help="Task whose system prompt to use when the model carries no run config (default gsm8k).")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="Longest completion, in tokens.")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default).")
+    p.add_argument("--top-p", type=float, default=1.0, help="Nucleus sampling when temperature > 0.")
+    p.add_argument("--seed", type=int, default=0, help="Seed for sampling.")
+    p.add_argument("--json", action="store_true", help="Print one JSON object per question instead of text.")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from unsloth_grpo.backend import BackendError
+
+    log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    try:
+        answers = answer_questions(args.model, list(args.questions), system_prompt=args.system_prompt,
+                                   task=args.task, max_new_tokens=args.max_new_tokens,
+                                   temperature=args.temperature, top_p=args.top_p, seed=args.seed, log=log)
+    except (BackendError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for a in answers:
+        if args.json:
+            print(json.dumps({"question": a.question, "completion": a.completion, "answer": a.answer,
+                              "num_tokens": a.num_tokens, "finished": a.finished}))
+            continue
+        print(f"Q: {a.question}")
+        print(a.completion if a.completion else "(empty completion)")
+        cut = "" if a.finished else f" (cut at {a.num_tokens} tokens; raise --max-new-tokens)"
+        print(f"answer: {a.answer if a.answer is not None else 'none (no <answer>...</answer> in the completion)'}{cut}")
+        print()
+    return 0
+
+
+__all__ = ["Answer", "add_parser", "answer_questions", "resolve_system_prompt", "run"]

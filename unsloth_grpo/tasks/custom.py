@@ -1,0 +1,251 @@
+"""Your own questions: a CSV/JSONL/Parquet file (or hub dataset) of questions and reference answers.
+
+The config-only task: point ``data.source`` at the file, name its columns
+(``data.question_column``, ``data.answer_column``), and choose how an answer is graded with the
+``qa_correctness`` reward's ``mode``:
+
+- ``exact``: the answer's text equals the reference, ignoring case and spacing;
+- ``numeric``: the same number (``$1,200.00`` = ``1200``), as the GSM8K ``correctness`` reward reads it;
+- ``f1``: token overlap (SQuAD's F1 on lower-cased words without punctuation and articles), for
+  free-text answers where partial credit helps.
+
+The reward and evaluation share :func:`grade`. ``data.source: synthetic`` gives an offline
+stand-in: short handbook excerpts with a question whose answer is in the excerpt.
+
+Example::
+
+    >>> fn = qa_correctness(mode="f1", reward=1.0)
+    >>> fn(["<answer>the finance team</answer>", "<answer>finance</answer>", "no answer"],
+    ...    answer=["Finance team"] * 3)
+    [1.0, 0.6666666666666666, 0.0]
+    >>> grade("<answer>$1,200.00</answer>", "1200", mode="numeric")
+    1.0
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, answers_match, extract_answer, matches_format, parse_number
+from unsloth_grpo.data import DataError, chat_prompt, load_qa_dataset
+from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+
+SYSTEM_PROMPT = (
+    "Respond in the following format:\n"
+    "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
+    "Put only the final answer inside <answer>."
+)
+
+#: How ``qa_correctness`` can grade an answer.
+MODES = ("exact", "numeric", "f1")
+
+#: Rewards the recipe uses unless the config lists its own: the format rewards, then correctness.
+DEFAULT_REWARDS = [
+    {"name": "xml_count", "weight": 1.0},
+    {"name": "soft_format", "weight": 0.5},
+    {"name": "qa_correctness", "weight": 2.0, "params": {"mode": "exact"}},
+]
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+# ---------------------------------------------------------------- grading
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Lower-cased words without punctuation and articles (SQuAD's normalisation)."""
+    return _ARTICLES.sub(" ", text.casefold().translate(_PUNCTUATION)).split()
+
+
+def token_f1(predicted: str, gold: str) -> float:
+    """Harmonic mean of token precision and recall between two answers (1.0 when both are empty)."""
+    p, g = answer_tokens(predicted), answer_tokens(gold)
+    if not p or not g:
+        return float(p == g)
+    common = sum((Counter(p) & Counter(g)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _same_text(predicted: str, gold: str) -> bool:
+    return " ".join(predicted.split()).casefold() == " ".join(gold.split()).casefold()
+
+
+def grade(
+    text: Any,
+    gold: Any,
+    *,
+    mode: str = "exact",
+    tag: str | tuple[str, str] = "answer",
+    ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
+) -> float:
+    """Score in [0, 1] of the final answer in ``text`` against ``gold`` under ``mode`` (see :data:`MODES`)."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
+    predicted = extract_answer(text, tag, ignore_inside=ignore_inside)
+    if predicted is None or gold is None:
+        return 0.0
+    gold = str(gold)
+    if mode == "exact":
+        return float(_same_text(predicted, gold))
+    if mode == "numeric":
+        return float(answers_match(predicted, gold))
+    return token_f1(predicted, gold)
+
+
+def is_correct(completion: Any, gold: Any, *, mode: str = "exact", threshold: float = 1.0) -> bool:
+    """Evaluation's verdict: :func:`grade` reaches ``threshold`` (1.0: fully right, in every mode)."""
+    return grade(completion, gold, mode=mode) >= threshold
+
+
+@register("qa_correctness", family="correctness", low=0.0, high=2.0)
+def qa_correctness(
+    *,
+    mode: str = "exact",
+    reward: float = 2.0,
+    tag: str | Sequence[str] = "answer",
+) -> RewardFunc:
+    """`reward` times the answer's grade against the gold `answer`: exact text, same number, or token F1.
+
+    ``mode`` is ``exact`` (case and spacing ignored), ``numeric`` (``$1,200.00`` equals ``1200``;
+    a gold answer that is not a number is compared as text) or ``f1`` (partial credit for
+    overlapping words). A missing answer scores 0.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
+    key = tag if isinstance(tag, str) else tuple(tag)
+
+    def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
+        if answer is None:
+            raise ValueError("qa_correctness needs the 'answer' column (the reference answers)")
+        golds = per_sample(answer, len(completions), "answer")
+        return [None if g is None else reward * grade(t, g, mode=mode, tag=key)
+                for t, g in zip(texts(completions), golds)]
+
+    return reward_fn
+
+
+def grading_mode(rewards: Sequence[Any]) -> str:
+    """The ``mode`` a recipe's reward list grades with, so evaluation grades the same way.
+
+    ``qa_correctness`` gives its ``mode``; the registry's ``correctness`` means ``numeric`` and
+    ``exact_match`` means ``exact``; without any of them, ``exact``.
+    """
+    for spec in rewards:
+        name = spec["name"] if isinstance(spec, dict) else spec.name
+        params = (spec.get("params") if isinstance(spec, dict) else spec.params) or {}
+        if name == "qa_correctness":
+            return params.get("mode", "exact")
+        if name == "correctness":
+            return "numeric"
+        if name == "exact_match":
+            return "exact"
+    return "exact"
+
+
+def grader_for(cfg) -> Callable[[Any, Any], bool]:
+    """``is_correct(completion, gold)`` with the mode of ``cfg.rewards``."""
+    mode = grading_mode(cfg.rewards)
+    return lambda completion, gold: is_correct(completion, gold, mode=mode)
+
+
+# ---------------------------------------------------------------- synthetic handbook questions
+
+_CITIES = ["Lisbon", "Oslo", "Nairobi", "Lima", "Osaka", "Tunis", "Krakow", "Denver"]
+_PEOPLE = ["Ines Berg", "Kemi Okafor", "Hiro Tanaka", "Luca Moreau", "Farah Haddad", "Jonas Novak"]
+_TEAMS = ["the finance team", "the facilities team", "the security desk", "the people team"]
+
+
+def _handbook_row(rng: random.Random) -> dict[str, str]:
+    city, manager, team = rng.choice(_CITIES), rng.choice(_PEOPLE), rng.choice(_TEAMS)
+    rooms, desks, days = rng.randint(2, 14), rng.randrange(20, 300, 5), rng.randint(18, 30)
+    excerpt = (f"The {city} office has {rooms} meeting rooms and {desks} desks. It is managed by {manager}. "
+               f"Badges are issued by {team}. Staff there get {days} days of paid leave a year.")
+    question, answer = rng.choice([
+        ("How many meeting rooms does the {city} office have?", str(rooms)),
+        ("How many desks does the {city} office have?", str(desks)),
+        ("Who manages the {city} office?", manager),
+        ("Who issues badges in the {city} office?", team),
+        ("How many days of paid leave do staff in the {city} office get?", str(days)),
+    ])
+    return {"question": f"Handbook: {excerpt}\nQuestion: {question.format(city=city)}", "answer": answer}
+
+
+def make_handbook_questions(n: int, seed: int = 0) -> list[dict[str, str]]:
+    """``n`` offline question/answer rows, each with the handbook excerpt that answers it."""
+    if n < 1:
+        raise DataError(f"num_synthetic={n}: ask for at least one question")
+    rng = random.Random(seed)
+    return [_handbook_row(rng) for _ in range(n)]
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_custom(
+    source: str,
+    split: str = "train",
+    *,
+    subset: str | None = None,
+    system_prompt: str | None = None,
+    limit: int | None = None,
+    num_synthetic: int = 512,
+    seed: int = 0,
+    question_column: str = "question",
+    answer_column: str = "answer",
+    mode: str | None = None,
+):
+    """Rows of ``source`` as ``prompt`` (system + user chat messages) and ``answer`` (reference text).
+
+    ``source`` is a local ``.csv``/``.jsonl``/``.json``/``.parquet`` file, a hub dataset id, or
+    ``"synthetic"``. With ``mode="numeric"`` every reference must read as a number; the rows
+    that do not are reported before training.
+    """
+    import datasets
+
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
+    if source == "synthetic":
+        count = num_synthetic if limit is None else min(num_synthetic, limit)
+        rows = make_handbook_questions(count, seed=seed + (split != "train"))
+        ds = datasets.Dataset.from_dict({"prompt": [chat_prompt(r["question"], system) for r in rows],
+                                         "answer": [r["answer"] for r in rows]})
+    else:
+        ds = load_qa_dataset(source, system_prompt=system, question_column=question_column,
+                             answer_column=answer_column, split=split, subset=subset, limit=limit)
+    if mode == "numeric":
+        bad = [f"row {i}: {a!r}" for i, a in enumerate(ds["answer"]) if parse_number(a) is None]
+        if bad:
+            more = f"\n  ... and {len(bad) - 5} more" if len(bad) > 5 else ""
+            raise DataError(f"dataset '{source}': qa_correctness mode 'numeric' needs a number in every reference "
+                            f"answer, but {len(bad)} are not:\n  " + "\n  ".join(bad[:5]) + more
+                            + "\nUse mode 'exact' or 'f1' for text answers.")
+    return ds
+
+
+def load_dataset_for(cfg):
+    """The training rows a recipe config asks for (``cfg.data``), shuffled when it says so."""
+    d = cfg.data
+    ds = load_custom(d.source, d.split, subset=d.subset, system_prompt=d.system_prompt, limit=d.limit,
+                     num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
+                     answer_column=d.answer_column, mode=grading_mode(cfg.rewards))
+    return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def evaluate(model, tokenizer, dataset, *, mode: str = "exact", threshold: float = 1.0, **kwargs) -> dict[str, Any]:
+    """:func:`unsloth_grpo.evaluate.evaluate` graded with :func:`is_correct` in ``mode``."""
+    from unsloth_grpo.evaluate import evaluate as _evaluate
+
+    def correct(completion: Any, gold: Any) -> bool:
+        return is_correct(completion, gold, mode=mode, threshold=threshold)
+
+    return _evaluate(model, tokenizer, dataset, is_correct=correct, matches_format=matches_format, **kwargs)
