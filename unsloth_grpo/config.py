@@ -112,8 +112,9 @@ class TrainingConfig:
     loss_type: str = _f("dapo", help="TRL GRPO loss: 'dapo', 'grpo', 'dr_grpo', 'bnpo'.")
     scale_rewards: str = _f("group", help="TRL reward scaling: 'group', 'batch' or 'none'.")
     logging_steps: int = _f(1, help="Log metrics every N steps.")
-    save_steps: int = _f(100, help="Save a checkpoint every N steps (0 = only at the end).")
-    save_total_limit: int | None = _f(2, help="Keep at most this many checkpoints.")
+    save_steps: int = _f(100, help="Save a resumable checkpoint every N steps (0 = only on SIGINT/SIGTERM).")
+    keep_last: int | None = _f(2, help="Keep the newest N complete checkpoints under OUTPUT/checkpoints (null keeps all).")
+    save_total_limit: int | None = _f(2, help="Old name of keep_last; set keep_last instead.")
     gradient_checkpointing: bool = _f(True, help="Recompute activations in backward to save memory.")
     report_to: list[str] = _f(help="TRL/transformers loggers: wandb, tensorboard, trackio.", factory=list)
     samples_every: int = _f(10, help="Print and store sample generations every N steps (0 = never).")
@@ -132,6 +133,21 @@ class EvalConfig:
     batch_size: int = _f(16, help="Sequences generated per batch.")
 
 
+STAGE_KINDS = ("grpo", "sft")
+
+
+@dataclass
+class StageConfig:
+    name: str = _f(help="Stage name: its directory OUTPUT/stages/NN-name and its label in the summary.")
+    kind: str = _f("grpo", help="'grpo' (reinforcement with the stage's rewards) or 'sft' (supervised on formatted examples).")
+    max_steps: int = _f(50, help="Optimizer steps of this stage.")
+    learning_rate: float | None = _f(None, help="Learning rate of this stage (default: training.learning_rate).")
+    rewards: list[RewardSpec] = _f(help="GRPO rewards of this stage (default: the recipe's rewards).", factory=list)
+    training: dict[str, Any] = _f(help="Other training.* settings for this stage only, e.g. {temperature: 0.8}.",
+                                  factory=dict)
+    num_examples: int = _f(200, help="SFT stages: how many formatted examples to train on.")
+
+
 @dataclass
 class RecipeConfig:
     task: str = _f("gsm8k", help="Task module under unsloth_grpo.tasks.")
@@ -146,6 +162,10 @@ class RecipeConfig:
         help="Health monitor thresholds and windows (see unsloth_grpo.monitor.HealthThresholds).", factory=dict
     )
     evaluation: EvalConfig = _f(help="Held-out evaluation during and around training.", factory=EvalConfig)
+    stages: list[StageConfig] = _f(
+        help="Stages run in order on one adapter, each with its own rewards/steps/lr (empty: a single GRPO run). "
+             "See unsloth_grpo.stages.", factory=list
+    )
 
     def problems(self) -> list[str]:
         """Every problem with this config, each naming the field and the fix. Loads no model."""
@@ -358,8 +378,13 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append(f"training.beta={t.beta} must be >= 0")
     if t.temperature <= 0:
         p.append(f"training.temperature={t.temperature} must be > 0 for GRPO sampling")
-    if not cfg.rewards:
+    if not cfg.rewards and not (cfg.stages and all(s.rewards or s.kind == "sft" for s in cfg.stages)):
         p.append("rewards: the list is empty; add at least one, e.g. {name: correctness, weight: 2.0}")
+    if t.save_total_limit != 2 and t.save_total_limit != t.keep_last:
+        p.append(f"training.save_total_limit={t.save_total_limit} is the old name of training.keep_last; "
+                 f"set training.keep_last={t.save_total_limit} instead")
+    if t.keep_last is not None and t.keep_last < 1:
+        p.append(f"training.keep_last={t.keep_last}: keep at least 1 checkpoint, or null to keep all")
     for i, spec in enumerate(cfg.rewards):
         if not isinstance(spec.params, dict):
             p.append(f"rewards[{i}].params must be a mapping")
@@ -374,6 +399,10 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append(f"evaluation: every={e.every}, limit={e.limit}, samples={e.samples}: every >= 0, limit and samples >= 1")
     p.extend(_reward_problems(cfg))
     p.extend(_hardware_problems(cfg))
+    if cfg.stages:
+        from unsloth_grpo.stages import stage_problems
+
+        p.extend(q for q in stage_problems(cfg) if q not in p)
     return p
 
 

@@ -387,7 +387,7 @@ def rank_log_callbacks(env: Mapping[str, str] | None = None) -> list:
                 "world_size": args.world_size,
                 "global_step": state.global_step,
                 "should_save": bool(args.should_save),
-                "distributed_type": str(PartialState().distributed_type),
+                "distributed_type": PartialState().distributed_type.value,
                 "trainable_sha256": trainable_digest(model) if model is not None else None,
             }
             (directory / f"rank{args.process_index}.json").write_text(json.dumps(info, indent=2))

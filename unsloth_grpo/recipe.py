@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, describe, load_config, merge_dicts
@@ -45,6 +46,10 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | No
                         help="Named preset of the recipe" + (f": {', '.join(presets)}" if presets else ""))
     parser.add_argument("--output-dir", help="Where the adapter, metrics and config are written.")
     parser.add_argument("--check", action="store_true", help="Validate the config and data, then stop.")
+    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="PATH",
+                        help="Continue from the latest complete checkpoint of the output directory, or from PATH "
+                             "(a run directory or one of its checkpoints). Without --config/--preset the run's "
+                             "own config.yaml is used.")
     parser.add_argument("--print-config", action="store_true", help="Print the resolved config and stop.")
     parser.add_argument("--help-config", action="store_true", help="List every config key with its help.")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
@@ -59,8 +64,18 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         for key, default, help_text in describe():
             print(f"{key:42s} {default:28s} {help_text}")
         return 0
+    resume = getattr(args, "resume", None)
+    config = args.config
+    if resume is not None and config is None and args.preset is None:
+        from unsloth_grpo.checkpoint import is_checkpoint_dir, run_dir_of
+
+        run = args.output_dir if resume is True else \
+            (run_dir_of(resume) if is_checkpoint_dir(resume) else resume)
+        if run is not None and (Path(run) / "config.yaml").is_file():
+            config = str(Path(run) / "config.yaml")
+            print(f"resume: using the run's config {config}")
     try:
-        cfg = recipe.resolve(preset=args.preset, config=args.config, output_dir=args.output_dir,
+        cfg = recipe.resolve(preset=args.preset, config=config, output_dir=args.output_dir,
                              overrides=args.overrides)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -91,9 +106,11 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
 
     if train_fn is None:
         from unsloth_grpo.train import train as train_fn
+    from unsloth_grpo.checkpoint import CheckpointError
+
     try:
-        result = train_fn(cfg)
-    except (ConfigError, DataError) as exc:
+        result = train_fn(cfg, resume=resume) if resume is not None else train_fn(cfg)
+    except (ConfigError, DataError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except EnvironmentProblem as exc:

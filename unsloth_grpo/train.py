@@ -92,7 +92,8 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
         logging_steps=t.logging_steps,
         save_strategy="steps" if t.save_steps > 0 else "no",
         save_steps=t.save_steps if t.save_steps > 0 else 500,
-        save_total_limit=t.save_total_limit,
+        # checkpoint.py moves each save under checkpoints/ atomically and keeps training.keep_last of them
+        save_total_limit=None,
         seed=cfg.seed,
         data_seed=cfg.seed,
         bf16=info.dtype == "bf16",
@@ -171,6 +172,29 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
+    """Dotted keys whose value differs between a run's saved config.yaml and ``cfg`` (max_steps aside)."""
+    from unsloth_grpo.config import ConfigError, config_to_dict, load_config
+
+    try:
+        old = config_to_dict(load_config(old_path))
+    except (ConfigError, OSError):
+        return []
+    new = config_to_dict(cfg)
+
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            if isinstance(v, dict) and k not in ("params", "extra"):
+                out.update(flat(v, f"{prefix}{k}."))
+            else:
+                out[f"{prefix}{k}"] = v
+        return out
+
+    a, b = flat(old), flat(new)
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != "training.max_steps")
+
+
 class TrainingStopped(RuntimeError):
     """Training ended early on purpose (out of memory, a signal); ``code`` is the exit status."""
 
@@ -203,11 +227,31 @@ def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict
 
 
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
-          dataset=None) -> TrainResult:
-    """Run one GRPO training job described by ``cfg`` and return its metrics and outputs."""
+          dataset=None, resume=None, loaded=None, stage: tuple[int, str | None] = (0, None),
+          hint: str | None = None) -> TrainResult:
+    """Run one GRPO training job described by ``cfg`` and return its metrics and outputs.
+
+    ``resume``: None (a fresh run; refused when the output directory holds checkpoints), True
+    (the latest complete checkpoint, or a fresh start when there is none) or a run/checkpoint path.
+    A config with ``stages`` runs them in order (:func:`unsloth_grpo.stages.run_stages`).
+    ``loaded`` reuses an already loaded model (the stage runner); ``stage`` and ``hint`` label
+    checkpoints and the resume message. SIGINT/SIGTERM save a checkpoint and raise
+    :class:`TrainingStopped` with exit code 130/143.
+    """
     from unsloth_grpo.backend import select_backend
 
     check(cfg)  # every config problem at once, before anything heavy
+    if cfg.stages:
+        from unsloth_grpo.stages import run_stages
+
+        return run_stages(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume)
+    from unsloth_grpo import checkpoint as ckpt
+
+    resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir)
+    if resume_from is None and not resume and ckpt.list_checkpoints(cfg.output_dir):
+        raise ckpt.CheckpointError(
+            f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
+            "pass --resume to continue it, or choose another --output-dir (or delete that directory) to start over")
     from unsloth_grpo import distributed
 
     layout = distributed.detect()
@@ -239,17 +283,24 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     metrics_path = out / "metrics.jsonl"
     if main_process:  # under torchrun/accelerate only rank 0 writes outputs
         out.mkdir(parents=True, exist_ok=True)
-        dump_config(cfg, out / "config.yaml")
-        if metrics_path.exists():
+        if resume_from is not None:
+            changed = _config_changes(out / "config.yaml", cfg)
+            if changed:
+                log(f"note: resuming with settings that differ from the checkpointed run: {', '.join(changed)}")
+            ckpt.trim_metrics(metrics_path, resume_from.step)  # the steps after it are logged again
+        elif metrics_path.exists():
             metrics_path.unlink()
+        dump_config(cfg, out / "config.yaml")
+        ckpt.clean_staging(out)  # half-written saves of a run that died mid-checkpoint
 
     from unsloth_grpo.backend import load_model
     from unsloth_grpo.data import filter_long_prompts
 
     start = time.time()
-    distributed.prepare_model_files(cfg.model.name, layout)  # builtin:tiny is built once, not by every rank
-    loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
-                        gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+    if loaded is None:
+        distributed.prepare_model_files(cfg.model.name, layout)  # builtin:tiny is built once, not by every rank
+        loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
+                            gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
     dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
     args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(reward_funcs), weights=weights)
     if main_process:
@@ -258,6 +309,11 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             "dataset": {"source": cfg.data.source, "rows": len(dataset)},
             "world_size": world_size(),
         }, indent=2))
+        from unsloth_grpo.repro import collect_bundle, write_bundle
+
+        write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=loaded.info.to_dict()))
+    saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.training.keep_last, stage=stage[0],
+                                          stage_name=stage[1], hint=hint, log=log)
 
     from trl import GRPOTrainer
 
@@ -277,6 +333,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             _metrics_callback(metrics_path),
             make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
             *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
+            saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
             *(callbacks or []),
         ],
     )
@@ -294,7 +351,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     import torch
 
     try:
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
     except torch.OutOfMemoryError as exc:
         from unsloth_grpo import memory, oom
 
@@ -303,7 +360,14 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
             estimate = None
         code = oom.handle_oom(trainer, cfg, exc, estimate)
+        moved = ckpt.finalize_staged(out, trainer.state.global_step, stage=stage[0], stage_name=stage[1])
+        if moved is not None:
+            log(f"checkpoint moved to {moved}; resume with: {hint or ckpt.resume_hint(out)}")
         raise TrainingStopped(code, "CUDA ran out of memory; a checkpoint and a smaller config were written") from exc
+    if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
+        raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
+                              f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
+                              f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
     trainer.save_model(str(out))  # rank 0 only, inside the Trainer
     if trainer.is_world_process_zero():
         loaded.tokenizer.save_pretrained(str(out))

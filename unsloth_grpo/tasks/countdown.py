@@ -65,6 +65,7 @@ _OPS: dict[type, Callable[[Fraction, Fraction], Fraction]] = {
     ast.Mult: lambda a, b: a * b,
     ast.Div: lambda a, b: a / b,
 }
+_REFUSED = {ast.Pow: "'**' (power)", ast.FloorDiv: "'//' (floor division)"}
 # Signs models write that mean the same operators.
 _SYMBOLS = str.maketrans({"\u00d7": "*", "\u00f7": "/", "\u2212": "-", "\u2013": "-", "\u00b7": "*"})
 
@@ -110,7 +111,13 @@ def evaluate_expression(expression: str) -> tuple[Fraction, list[int], int]:
                 raise ExpressionError("division by zero")
             ops[0] += 1
             return _OPS[type(node.op)](left, right)
-        raise ExpressionError(f"{type(node).__name__} is not allowed; use integers with + - * / and parentheses")
+        if isinstance(node, ast.BinOp):
+            what = _REFUSED.get(type(node.op), type(node.op).__name__)
+        elif isinstance(node, ast.UnaryOp):
+            what = "a sign in front of a number"
+        else:
+            what = type(node).__name__
+        raise ExpressionError(f"{what} is not allowed; use integers with + - * / and parentheses")
 
     try:
         value = walk(tree.body)

@@ -1,0 +1,156 @@
+"""The pipeline end to end: the real CLI on the tiny offline model, both backends, bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from unsloth_grpo.config import load_config
+from unsloth_grpo.recipes import gsm8k
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(args, cwd, timeout=600):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _first_last(metrics, n=5):
+    rewards = [m["reward"] for m in metrics if "reward" in m]
+    return sum(rewards[:n]) / n, sum(rewards[-n:]) / n
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """``python -m unsloth_grpo.recipes.gsm8k --preset smoke`` exactly as the README runs it."""
+    out = tmp_path_factory.mktemp("smoke") / "run"
+    proc = _run(["-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--output-dir", str(out)], cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, proc
+
+
+@pytest.mark.slow
+def test_smoke_recipe_leaves_adapter_metrics_config_and_learns(smoke_run):
+    out, proc = smoke_run
+    for name in ("adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "metrics.jsonl",
+                 "config.yaml", "run_info.json", "health.jsonl", "samples.jsonl"):
+        assert (out / name).exists(), name
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == list(range(1, 101))
+    for key in ("reward", "reward_std", "frac_reward_zero_std", "rewards/xml_count/mean",
+                "rewards/correctness/mean", "completions/mean_length"):
+        assert key in metrics[-1], key
+    first, last = _first_last(metrics)
+    assert last - first >= 0.3, (first, last)
+    resolved = load_config(out / "config.yaml")
+    assert resolved == gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(out))
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["backend"]["backend"] == "unsloth" and info["backend"]["device"] == "cpu"
+    assert "backend=unsloth device=cpu dtype=fp32 4bit=off vllm=off" in proc.stdout
+    assert "step 100/100" in proc.stdout  # the progress line
+
+
+@pytest.mark.slow
+def test_training_changed_every_lora_matrix(smoke_run):
+    from safetensors.torch import load_file
+
+    out, _ = smoke_run
+    weights = load_file(str(out / "adapter_model.safetensors"))
+    lora_b = {k: v for k, v in weights.items() if "lora_B" in k}
+    assert len(lora_b) == 2 * 7  # two layers x seven projections
+    for name, tensor in lora_b.items():  # B starts at zero: any change comes from training
+        assert tensor.abs().max().item() > 0, name
+
+
+@pytest.mark.slow
+def test_eval_cli_on_the_smoke_adapter(smoke_run, tmp_path):
+    from unsloth_grpo.tasks.gsm8k import make_synthetic_problems
+
+    out, _ = smoke_run
+    data = tmp_path / "gsm8k_test.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in make_synthetic_problems(16, seed=9)))
+    proc = _run(["-m", "unsloth_grpo.cli", "eval", "--model", str(out), "--dataset", str(data),
+                 "--limit", "16", "--max-new-tokens", "12", "--output", str(tmp_path / "eval")], cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    samples = [json.loads(x) for x in (tmp_path / "eval" / "eval_samples.jsonl").read_text().splitlines()]
+    assert summary["n"] == len(samples) == 16
+    assert summary["accuracy"] == sum(s["correct"] for s in samples) / 16
+    # the trained adapter emits the tags it was rewarded for
+    assert sum("<answer>" in s["completion"] for s in samples) >= 8
+
+
+@pytest.mark.slow
+def test_transformers_backend_learns(tmp_path):
+    from unsloth_grpo.train import train
+
+    cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"),
+                               overrides=["model.backend=transformers", "training.max_steps=60"])
+    result = train(cfg, log=lambda s: None)
+    assert result.backend["backend"] == "transformers"
+    assert result.global_step == 60
+    first, last = _first_last(result.metrics)
+    assert last - first >= 0.3, (first, last)
+
+
+def test_unknown_config_key_fails_before_any_model_is_loaded(tmp_path):
+    out = tmp_path / "never"
+    proc = _run(["-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--output-dir", str(out),
+                 "training.max_step=5"], cwd=REPO)
+    assert proc.returncode == 2
+    assert "unknown config key 'training.max_step'" in proc.stderr and "max_steps" in proc.stderr
+    assert not out.exists()
+
+
+def test_impossible_batch_and_bad_reward_are_reported_together(tmp_path):
+    out = tmp_path / "never"
+    proc = _run(["-m", "unsloth_grpo.cli", "train", "--preset", "smoke", "--output-dir", str(out),
+                 "training.num_generations=3", "rewards=[{name: correctnes}]"], cwd=REPO)
+    assert proc.returncode == 2
+    assert "not divisible by training.num_generations=3" in proc.stderr
+    assert "correctnes" in proc.stderr and "correctness" in proc.stderr  # the valid name is suggested
+    assert not out.exists()
+
+
+def test_malformed_dataset_fails_before_the_model(tmp_path):
+    data = tmp_path / "bad.jsonl"
+    data.write_text(json.dumps({"question": "q?", "answer": "#### lots"}) + "\n")
+    proc = _run(["-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--output-dir", str(tmp_path / "o"),
+                 f"data.source={data}"], cwd=REPO)
+    assert proc.returncode == 2
+    assert "row 0: cannot read a reference answer" in proc.stderr
+    assert "Loading weights" not in proc.stderr + proc.stdout
+
+
+def test_check_flag_validates_config_and_data_only():
+    proc = _run(["-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--check"], cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "config and data OK: 256 training rows" in proc.stdout
+
+
+def test_importing_the_package_imports_no_heavy_library():
+    code = ("import sys, unsloth_grpo, unsloth_grpo.config, unsloth_grpo.recipes.gsm8k, unsloth_grpo.cli, "
+            "unsloth_grpo.rewards, unsloth_grpo.backend, unsloth_grpo.train\n"
+            "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft', 'unsloth') if m in sys.modules]\n"
+            "print(heavy)")
+    proc = _run(["-c", code], cwd=REPO)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_auto_backend_prefers_unsloth_when_installed_and_one_process(monkeypatch):
+    import importlib.util
+
+    from unsloth_grpo.backend import select_backend
+
+    if importlib.util.find_spec("unsloth") is None:
+        pytest.skip("unsloth not installed")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert select_backend("auto") == ("transformers", "2 processes: Unsloth is single-GPU")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert select_backend("auto") == ("transformers", "unsloth is not installed")

@@ -1,0 +1,468 @@
+"""Multi-stage runs: several trainings in order on one model and one LoRA adapter.
+
+A recipe may list ``stages``; each runs with its own rewards, weights, steps and learning rate
+and starts from the adapter the previous stage ended with. A stage is ``kind: grpo`` (TRL's
+``GRPOTrainer`` with the stage's rewards) or ``kind: sft`` (TRL's ``SFTTrainer`` on worked
+examples written in the answer format: a pre-format stage, so that GRPO starts from a model that
+already emits the tags). For example::
+
+    stages:
+      - {name: preformat, kind: sft, max_steps: 30, learning_rate: 5.0e-3, num_examples: 200}
+      - {name: format, max_steps: 40, rewards: [{name: xml_count, weight: 1.0}, {name: strict_format}]}
+      - {name: correctness, max_steps: 60, learning_rate: 1.0e-2,
+         rewards: [{name: correctness, weight: 2.0}, {name: xml_count, weight: 0.5}]}
+
+Layout of the run directory::
+
+    RUN/config.yaml, RUN/reproducibility.json     # the whole multi-stage config
+    RUN/stages/01-preformat/                       # one train() output per stage: adapter, metrics,
+    RUN/stages/02-format/checkpoints/checkpoint-20 #   config, checkpoints, stage_complete.json
+    RUN/metrics.jsonl                              # every stage's rows, ``step`` counted across stages
+    RUN/stages_summary.json                        # what each stage changed
+    RUN/adapter_model.safetensors ...              # the last stage's adapter and tokenizer
+
+``--resume`` continues where the run stopped: finished stages are skipped, the interrupted stage
+resumes from its latest checkpoint (or restarts from the previous stage's adapter when it has
+none). ``--resume RUN/stages/01-x/checkpoints/checkpoint-N`` goes back to that point and runs
+the later stages again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from unsloth_grpo import checkpoint as ckpt
+from unsloth_grpo.config import RecipeConfig, StageConfig, STAGE_KINDS, config_from_dict, config_to_dict
+
+STAGE_COMPLETE = "stage_complete.json"
+SUMMARY_FILE = "stages_summary.json"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: Files that make up a saved adapter with its tokenizer (copied to the run directory at the end).
+_ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                  "chat_template.jinja", "special_tokens_map.json", "vocab.json", "merges.txt",
+                  "tokenizer.model", "added_tokens.json")
+
+
+def stage_dirname(index: int, stage: StageConfig) -> str:
+    return f"{index:02d}-{stage.name}"
+
+
+def stage_dir(cfg: RecipeConfig, index: int) -> Path:
+    return Path(cfg.output_dir) / ckpt.STAGES_DIR / stage_dirname(index, cfg.stages[index - 1])
+
+
+def stage_config(cfg: RecipeConfig, index: int) -> RecipeConfig:
+    """The single-stage config of stage ``index`` (1-based): the recipe with the stage's settings."""
+    stage = cfg.stages[index - 1]
+    d = config_to_dict(cfg)
+    d["stages"] = []
+    d["output_dir"] = str(stage_dir(cfg, index))
+    if stage.rewards:
+        d["rewards"] = [dataclasses.asdict(r) for r in stage.rewards]
+    d["training"] = {**d["training"], **stage.training, "max_steps": stage.max_steps}
+    if stage.learning_rate is not None:
+        d["training"]["learning_rate"] = stage.learning_rate
+    return config_from_dict(d)
+
+
+def stage_problems(cfg: RecipeConfig) -> list[str]:
+    """Problems of the ``stages`` section, each prefixed with the stage it belongs to."""
+    from unsloth_grpo.config import ConfigError, validate
+
+    p: list[str] = []
+    seen: set[str] = set()
+    for i, stage in enumerate(cfg.stages, 1):
+        where = f"stages[{i - 1}] ({stage.name})"
+        if not _SAFE_NAME.match(stage.name or ""):
+            p.append(f"{where}: name '{stage.name}' must be letters, digits, '_', '-' or '.' (it names a directory)")
+        if stage.name in seen:
+            p.append(f"{where}: name '{stage.name}' is used twice; give every stage its own name")
+        seen.add(stage.name)
+        if stage.kind not in STAGE_KINDS:
+            p.append(f"{where}: kind '{stage.kind}' is not one of {', '.join(STAGE_KINDS)}")
+            continue
+        if stage.max_steps < 1:
+            p.append(f"{where}: max_steps={stage.max_steps} must be at least 1")
+        if stage.learning_rate is not None and stage.learning_rate <= 0:
+            p.append(f"{where}: learning_rate={stage.learning_rate} must be positive")
+        if stage.kind == "sft" and stage.rewards:
+            p.append(f"{where}: an sft stage trains on examples, not rewards; remove its rewards")
+        if stage.kind == "sft" and stage.num_examples < 1:
+            p.append(f"{where}: num_examples={stage.num_examples} must be at least 1")
+        if "stages" in stage.training or "max_steps" in stage.training or "learning_rate" in stage.training:
+            p.append(f"{where}: set max_steps and learning_rate on the stage itself, not under its training")
+            continue
+        try:
+            sub = stage_config(cfg, i)
+        except ConfigError as exc:
+            p.append(f"{where}: {exc}".replace("unknown config key 'training.", "unknown key 'training."))
+            continue
+        for q in validate(sub):
+            if stage.kind == "sft" and q.startswith("rewards:"):
+                continue
+            p.append(f"{where}: {q}")
+    return p
+
+
+# ---------------------------------------------------------------- adapters
+
+
+def lora_state(model) -> dict[str, Any]:
+    """A CPU copy of the trainable LoRA tensors of a PEFT model (names as peft saves them)."""
+    from peft import get_peft_model_state_dict
+
+    return {k: v.detach().float().cpu().clone() for k, v in get_peft_model_state_dict(model).items()}
+
+
+def load_adapter_weights(model, adapter_dir: str | Path) -> None:
+    """Load a saved adapter's weights into the (same-shaped) LoRA adapter of ``model``."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    path = Path(adapter_dir) / "adapter_model.safetensors"
+    if not path.is_file():
+        raise ckpt.CheckpointError(f"{adapter_dir} has no adapter_model.safetensors to start this stage from; "
+                                   "the previous stage did not finish: run with --resume to finish it")
+    weights = load_file(str(path))
+    try:
+        result = set_peft_model_state_dict(model, weights)
+    except RuntimeError as exc:  # shape mismatch: different r or target modules
+        raise ckpt.CheckpointError(f"the adapter in {adapter_dir} does not fit this model's LoRA ({exc}); "
+                                   "keep the lora settings the same across stages and resumes") from None
+    unexpected = list(getattr(result, "unexpected_keys", []) or [])
+    if unexpected:
+        raise ckpt.CheckpointError(f"the adapter in {adapter_dir} has weights this model's LoRA lacks "
+                                   f"(e.g. {unexpected[0]}); keep lora.target_modules the same")
+
+
+def _change_l2(before: dict, after: dict) -> float:
+    total = 0.0
+    for k, v in after.items():
+        if k in before:
+            total += float(((v - before[k]) ** 2).sum())
+    return total ** 0.5
+
+
+def _copy_adapter(src: Path, dst: Path) -> None:
+    for name in _ADAPTER_FILES:
+        if (src / name).is_file():
+            shutil.copy2(src / name, dst / name)
+
+
+# ---------------------------------------------------------------- SFT pre-format stage
+
+
+def _strip_calculator(text: str) -> str:
+    """GSM8K worked answers carry calculator notes ``<<48/2=24>>``; a model should not learn them."""
+    return re.sub(r"<<[^<>]*>>", "", text).strip()
+
+
+def sft_dataset_for(cfg: RecipeConfig, n: int):
+    """``n`` examples as prompt/completion chat pairs, the completion in the answer format.
+
+    A task module may provide ``sft_examples(cfg, n)``. Otherwise worked answers in GSM8K's
+    ``reasoning #### answer`` form are read from the task's data (the synthetic generator when
+    ``data.source`` is ``synthetic``) and written as ``<reasoning>...</reasoning><answer>...</answer>``.
+    """
+    import datasets
+
+    from unsloth_grpo.data import DataError, chat_prompt, load_table
+
+    task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
+    if hasattr(task, "sft_examples"):
+        return task.sft_examples(cfg, n)
+    d = cfg.data
+    if d.source == "synthetic" and hasattr(task, "make_synthetic_problems"):
+        raw = task.make_synthetic_problems(n, seed=cfg.seed)
+        qcol, acol = "question", "answer"
+    else:
+        table = load_table(d.source, split=d.split, subset=d.subset)
+        raw = table.select(range(min(n, len(table)))).to_list()
+        qcol, acol = d.question_column, d.answer_column
+    system = d.system_prompt if d.system_prompt is not None else getattr(task, "SYSTEM_PROMPT", None)
+    parse = getattr(task, "parse_gold", None)
+    rows = []
+    for i, row in enumerate(raw[:n]):
+        answer = str(row.get(acol, ""))
+        if "####" not in answer:
+            raise DataError(f"an sft stage needs worked answers ('reasoning #### answer', GSM8K's form) in column "
+                            f"'{acol}'; row {i} has none: {answer[-80:]!r}. Give the task an sft_examples() "
+                            "function or drop the sft stage")
+        reasoning, final = answer.rsplit("####", 1)
+        final = (parse(answer) if parse else None) or final.strip()
+        completion = f"<reasoning>\n{_strip_calculator(reasoning)}\n</reasoning>\n<answer>\n{final}\n</answer>"
+        rows.append({"prompt": chat_prompt(str(row[qcol]).strip(), system),
+                     "completion": [{"role": "assistant", "content": completion}]})
+    if not rows:
+        raise DataError(f"no examples for the sft stage from '{d.source}'")
+    return datasets.Dataset.from_list(rows)
+
+
+def _sft_metrics_callback(path: Path, log: Callable[[str], None]):
+    from transformers import TrainerCallback
+
+    from unsloth_grpo.train import _jsonable
+
+    class SftMetrics(TrainerCallback):
+        """metrics.jsonl rows and one short line per logged SFT step (instead of the raw dict)."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs or "loss" not in logs or "train_runtime" in logs:
+                return
+            row = {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)}}
+            with path.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
+            acc = logs.get("mean_token_accuracy")
+            log(f"sft step {state.global_step}/{state.max_steps} | loss {logs['loss']:.3f}"
+                + (f" | token accuracy {acc:.3f}" if isinstance(acc, (int, float)) else ""))
+
+    return SftMetrics()
+
+
+def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list | None = None,
+              log: Callable[[str], None] = print, resume: ckpt.CheckpointInfo | None = None,
+              stage: tuple[int, str] = (0, None), hint: str | None = None):
+    """Supervised fine-tuning of ``loaded.model``'s adapter on formatted examples (TRL's SFTTrainer)."""
+    from trl import SFTConfig, SFTTrainer
+
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.repro import collect_bundle, write_bundle
+    from unsloth_grpo.train import TrainResult, TrainingStopped, is_main_process
+
+    t, info = cfg.training, loaded.info
+    out = Path(cfg.output_dir)
+    dataset = sft_dataset_for(cfg, num_examples)
+    metrics_path = out / "metrics.jsonl"
+    main = is_main_process()
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, out / "config.yaml")
+        ckpt.clean_staging(out)
+        if resume is not None:
+            ckpt.trim_metrics(metrics_path, resume.step)
+        elif metrics_path.exists():
+            metrics_path.unlink()
+        write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=info.to_dict(), extra={"kind": "sft"}))
+    cpu = info.device == "cpu"
+    args = SFTConfig(
+        output_dir=str(out), max_steps=t.max_steps, learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler_type, warmup_steps=float(t.warmup_ratio) if t.warmup_ratio else 0,
+        weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
+        optim="adamw_torch" if cpu and "8bit" in t.optim else t.optim,
+        per_device_train_batch_size=t.per_device_train_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps, logging_steps=t.logging_steps,
+        save_strategy="steps" if t.save_steps > 0 else "no", save_steps=t.save_steps if t.save_steps > 0 else 500,
+        save_total_limit=None, seed=cfg.seed, data_seed=cfg.seed, bf16=info.dtype == "bf16",
+        fp16=info.dtype == "fp16", use_cpu=cpu, report_to=list(t.report_to) or "none", disable_tqdm=True,
+        max_length=cfg.model.max_seq_length,
+        gradient_checkpointing=t.gradient_checkpointing and info.backend == "transformers" and not cpu,
+    )
+    saver = ckpt.make_checkpoint_callback(out, keep_last=t.keep_last, stage=stage[0], stage_name=stage[1],
+                                          hint=hint, log=log)
+    trainer = SFTTrainer(model=loaded.model, processing_class=loaded.tokenizer, args=args, train_dataset=dataset,
+                         callbacks=[_sft_metrics_callback(metrics_path, log), saver, *(callbacks or [])])
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    log(f"sft stage: {len(dataset)} formatted examples, {t.max_steps} steps, lr {t.learning_rate:g} -> {out}")
+    start = time.time()
+    trainer.train(resume_from_checkpoint=str(resume.path) if resume is not None else None)
+    if saver.interrupted:
+        raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
+                              f"{saver.interrupted}: checkpoint {saver.last_checkpoint}; resume with: "
+                              f"{hint or ckpt.resume_hint(out)}")
+    trainer.save_model(str(out))
+    if trainer.is_world_process_zero():
+        loaded.tokenizer.save_pretrained(str(out))
+    metrics = [json.loads(x) for x in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
+    return TrainResult(out, metrics, info.to_dict(), time.time() - start, trainer.state.global_step)
+
+
+# ---------------------------------------------------------------- the stage runner
+
+
+def _complete(d: Path) -> dict | None:
+    try:
+        info = json.loads((d / STAGE_COMPLETE).read_text())
+    except (OSError, ValueError):
+        return None
+    return info if (d / "adapter_model.safetensors").is_file() else None
+
+
+def plan_resume(cfg: RecipeConfig, resume) -> tuple[int, ckpt.CheckpointInfo | None]:
+    """(first stage to run, checkpoint to resume it from or None), for ``resume`` as train() takes it."""
+    n = len(cfg.stages)
+    done = [_complete(stage_dir(cfg, i)) is not None for i in range(1, n + 1)]
+    if resume is None or resume is False:
+        if any(done) or ckpt.list_checkpoints(cfg.output_dir):
+            raise ckpt.CheckpointError(
+                f"{cfg.output_dir} holds stages or checkpoints of an earlier run; pass --resume to continue it, "
+                "or choose another --output-dir (or delete that directory) to start over")
+        return 1, None
+    info = ckpt.resolve_resume(resume, cfg.output_dir)
+    first_open = next((i for i in range(1, n + 1) if not done[i - 1]), n + 1)
+    explicit = not (resume is True or str(resume) == "latest")
+    if info is not None and info.stage == 0:
+        raise ckpt.CheckpointError(f"{info.path} belongs to a single-stage run, but this config has stages; "
+                                   "resume it with the config it was trained with")
+    if info is not None and (info.stage == first_open or (explicit and info.stage < first_open)):
+        return info.stage, info
+    if explicit and info is not None and info.stage > first_open:
+        raise ckpt.CheckpointError(f"{info.path} is in stage {info.stage}, but stage {first_open} never finished")
+    return first_open, None
+
+
+def _combined_metrics(cfg: RecipeConfig) -> list[dict]:
+    rows, offset = [], 0
+    for i, stage in enumerate(cfg.stages, 1):
+        path = stage_dir(cfg, i) / "metrics.jsonl"
+        last = 0
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue
+                last = max(last, int(r.get("step", 0)))
+                rows.append({**r, "step": offset + int(r.get("step", 0)), "stage": i, "stage_name": stage.name,
+                             "stage_step": int(r.get("step", 0))})
+        done = _complete(stage_dir(cfg, i))
+        offset += int(done["steps"]) if done else last
+    return rows
+
+
+def _window(rows: list[dict], key: str, first: bool, k: int = 5) -> float | None:
+    vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    if not vals:
+        return None
+    vals = vals[:k] if first else vals[-k:]
+    return sum(vals) / len(vals)
+
+
+def summarize_stage(index: int, stage: StageConfig, result, change_l2: float | None, scfg: RecipeConfig) -> dict:
+    """What a stage changed: its key metrics over the first vs last 5 logged steps, and the adapter."""
+    keys = ["loss", "mean_token_accuracy"] if stage.kind == "sft" else \
+        ["reward", *[f"rewards/{r.name}/mean" for r in scfg.rewards], "completions/mean_length"]
+    changes = {}
+    for key in keys:
+        a, b = _window(result.metrics, key, True), _window(result.metrics, key, False)
+        if a is not None and b is not None:
+            changes[key] = {"first5": round(a, 6), "last5": round(b, 6), "delta": round(b - a, 6)}
+    return {
+        "stage": index, "name": stage.name, "kind": stage.kind, "steps": result.global_step,
+        "learning_rate": scfg.training.learning_rate, "seconds": round(result.seconds, 2),
+        "rewards": [{"name": r.name, "weight": r.weight} for r in scfg.rewards] if stage.kind == "grpo" else [],
+        "metrics": changes, "adapter_change_l2": None if change_l2 is None else round(change_l2, 6),
+    }
+
+
+def describe_summary(summary: list[dict]) -> str:
+    lines = []
+    for s in summary:
+        parts = [f"{k} {v['first5']:.3g} -> {v['last5']:.3g}" for k, v in s["metrics"].items()]
+        change = "" if s["adapter_change_l2"] is None else f"; adapter moved {s['adapter_change_l2']:.3g} (L2)"
+        lines.append(f"stage {s['stage']} {s['name']} ({s['kind']}, {s['steps']} steps, lr {s['learning_rate']:g}, "
+                     f"{s['seconds']:.0f}s): " + ("; ".join(parts) or "no metrics logged") + change)
+    return "\n".join(lines)
+
+
+def run_stages(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
+               dataset=None, resume=None):
+    """Run ``cfg.stages`` in order on one model and adapter; return the combined TrainResult."""
+    from unsloth_grpo.backend import load_model, select_backend
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.repro import collect_bundle, write_bundle
+    from unsloth_grpo.train import TrainResult, is_main_process, train
+
+    run = Path(cfg.output_dir)
+    first, resume_from = plan_resume(cfg, resume)
+    n = len(cfg.stages)
+    main = is_main_process()
+    if main:
+        run.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, run / "config.yaml")
+        write_bundle(run, collect_bundle(cfg, dataset=dataset))
+        for i in range(first, n + 1):  # stages that run (again): no stale completion marker or checkpoints
+            d = stage_dir(cfg, i)
+            (d / STAGE_COMPLETE).unlink(missing_ok=True)
+            if i > first or resume_from is None:
+                shutil.rmtree(d / ckpt.CHECKPOINTS_DIR, ignore_errors=True)
+        stale = run / ckpt.STAGES_DIR
+        names = {stage_dirname(i, s) for i, s in enumerate(cfg.stages, 1)}
+        for d in (stale.iterdir() if stale.is_dir() else []):
+            if d.is_dir() and d.name not in names:
+                log(f"note: {d} is not a stage of this config; it is left alone")
+    if first > n:
+        log(f"every stage of {run} is already complete; nothing to resume")
+    else:
+        where = f"stage {first} ({cfg.stages[first - 1].name})"
+        log(f"stages: {n} in order -> {run}; starting at {where}"
+            + (f" from {resume_from.path}" if resume_from else ""))
+
+    select_backend(cfg.model.backend)
+    start = time.time()
+    loaded = None
+    hint = ckpt.resume_hint(run)
+    summary = _read_summary(run)[: first - 1]
+    total_steps = sum(s["steps"] for s in summary)
+    for i in range(first, n + 1):
+        stage = cfg.stages[i - 1]
+        scfg = stage_config(cfg, i)
+        if loaded is None:  # one model for every stage: the adapter carries over in memory
+            loaded = load_model(scfg.model, scfg.lora, seed=cfg.seed,
+                                gradient_checkpointing=scfg.training.gradient_checkpointing, log=log)
+            if i > 1 and (resume_from is None or resume_from.stage != i):
+                load_adapter_weights(loaded.model, stage_dir(cfg, i - 1))
+                log(f"stage {i}: starting from the adapter of stage {i - 1} ({stage_dir(cfg, i - 1)})")
+        before = lora_state(loaded.model)
+        step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
+        log(f"--- stage {i}/{n}: {stage.name} ({stage.kind}, {stage.max_steps} steps, "
+            f"lr {scfg.training.learning_rate:g})")
+        if stage.kind == "sft":
+            result = train_sft(scfg, loaded, num_examples=stage.num_examples, callbacks=callbacks, log=log,
+                               resume=step_resume, stage=(i, stage.name), hint=hint)
+        else:
+            result = train(scfg, callbacks=callbacks, log=log, dataset=dataset, resume=step_resume,
+                           loaded=loaded, stage=(i, stage.name), hint=hint)
+        change = _change_l2(before, lora_state(loaded.model)) if step_resume is None else None
+        entry = summarize_stage(i, stage, result, change, scfg)
+        summary.append(entry)
+        total_steps += result.global_step
+        if main:
+            d = stage_dir(cfg, i)
+            (d / STAGE_COMPLETE).write_text(json.dumps({"stage": i, "name": stage.name, "kind": stage.kind,
+                                                        "steps": result.global_step}))
+            (run / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+            _write_combined(cfg)
+    if main and n:
+        _copy_adapter(stage_dir(cfg, n), run)
+        _write_combined(cfg)
+        (run / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+        log("stages summary:\n" + describe_summary(summary))
+    metrics = _combined_metrics(cfg)
+    backend = loaded.info.to_dict() if loaded is not None else {}
+    return TrainResult(run, metrics, backend, time.time() - start, total_steps)
+
+
+def _read_summary(run: Path) -> list[dict]:
+    try:
+        return json.loads((run / SUMMARY_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def _write_combined(cfg: RecipeConfig) -> None:
+    rows = _combined_metrics(cfg)
+    path = Path(cfg.output_dir) / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+__all__ = ["SUMMARY_FILE", "describe_summary", "load_adapter_weights", "lora_state", "plan_resume", "run_stages",
+           "sft_dataset_for", "stage_config", "stage_dir", "stage_problems", "train_sft"]
