@@ -193,6 +193,18 @@ def test_sharding_refuses_4bit_and_missing_deepspeed():
     assert layout_problems(cfg, Layout(2, 0, 0, 2, "accelerate", "deepspeed", 3), have=lambda n: True) == []
 
 
+def test_more_processes_than_gpus_is_refused():
+    cfg = _cfg(model={"backend": "transformers"})
+    four = Layout(4, 0, 0, 4, "torchrun", "ddp")
+    (problem,) = layout_problems(cfg, four, have=lambda n: True, gpu_count=lambda: 2)
+    assert problem.startswith("4 processes on this machine but only 2 GPUs visible")
+    assert problem.endswith("--nproc_per_node 2 (torchrun) or --num_processes 2 (accelerate)")
+    assert layout_problems(cfg, four, have=lambda n: True, gpu_count=lambda: 4) == []
+    assert layout_problems(cfg, four, have=lambda n: True, gpu_count=lambda: 0) == []  # CPU fallback
+    two_nodes = Layout(8, 0, 0, 4, "torchrun", "ddp")  # 4 per machine, 4 GPUs each
+    assert layout_problems(cfg, two_nodes, have=lambda n: True, gpu_count=lambda: 4) == []
+
+
 def test_vllm_server_option():
     assert parse_vllm_server("10.0.0.5:8001") == ("http://10.0.0.5:8001", "10.0.0.5", 8001)
     assert parse_vllm_server("localhost") == ("http://localhost:8000", "localhost", 8000)
@@ -223,6 +235,31 @@ def test_vllm_server_maps_onto_grpo_config():
     assert (args.use_vllm, args.vllm_mode, args.vllm_server_base_url) == (True, "server", "http://10.0.0.5:8001")
     cfg.model.vllm_server = None
     assert build_grpo_args(cfg, info, n_reward_funcs=1, weights=[1.0]).use_vllm is False
+
+
+def test_doctor_checks_the_configs_vllm_server(tmp_path, capsys):
+    """`unsloth-grpo doctor --config` probes the server the recipe will generate on."""
+    import argparse
+    import socket
+
+    from unsloth_grpo import doctor
+
+    with socket.socket() as sock:  # a port nothing listens on once this closes
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "server.yaml"
+    config.write_text(f"model: {{backend: transformers, vllm_server: '127.0.0.1:{port}'}}\n"
+                      "rewards: [{name: correctness}]\n")
+    parser = argparse.ArgumentParser()
+    doctor.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["doctor", "--config", str(config), "--no-network", "--output-dir", str(tmp_path),
+                              "--json"])
+    assert args.func(args) == 1
+    result = json.loads(capsys.readouterr().out)
+    assert result["report"]["vllm_server"]["target"] == f"127.0.0.1:{port}"
+    (problem,) = [p for p in result["problems"] if p["topic"] == "vllm"]
+    assert problem["message"].startswith(f"no vLLM server answers at 127.0.0.1:{port}")
+    assert problem["fix"].endswith(f"trl vllm-serve --model MODEL --host 127.0.0.1 --port {port}")
 
 
 def test_rank_log_is_off_by_default(tmp_path):

@@ -368,6 +368,8 @@ def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | Non
             self._restore()
 
         def on_step_end(self, args, state, control, **kwargs):
+            if _any_rank(self.interrupted is not None) and self.interrupted is None:
+                self.interrupted = "SIGTERM"  # another rank was signalled: every rank must save at this step
             if self.interrupted is not None:
                 control.should_save = True
                 control.should_training_stop = True
@@ -388,6 +390,25 @@ def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | Non
             return control
 
     return CheckpointCallback()
+
+
+def _any_rank(flag: bool) -> bool:
+    """True on every rank when ``flag`` is True on any (a signal may reach the ranks steps apart,
+    and a save taken at different steps would deadlock). One scalar all-reduce; free alone."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return flag
+    try:
+        import torch
+        import torch.distributed as dist
+        from accelerate import PartialState
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return flag
+        t = torch.tensor([1 if flag else 0], device=PartialState().device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+    except Exception:  # noqa: BLE001 - no process group after all
+        return flag
 
 
 def _wait_for_everyone() -> None:

@@ -222,7 +222,9 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: expected a number, got {value!r}") from None
     if tp is str:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        if isinstance(value, bool):  # YAML 1.1 reads on/off/yes/no as booleans
+            return "on" if value else "off"
+        if not isinstance(value, (str, int, float)):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return str(value)
     return value

@@ -248,7 +248,10 @@ def describe_layout(cfg, world: int | Layout | None = None) -> str:
         lines.append(f"  note      : on CPU accelerate runs a {layout.strategy_label} launch as plain data parallel")
     server = getattr(cfg.model, "vllm_server", None)
     if server:
-        lines.append(f"  generation: vLLM server at {parse_vllm_server(server)[0]} (TRL vllm_mode='server')")
+        try:
+            lines.append(f"  generation: vLLM server at {parse_vllm_server(server)[0]} (TRL vllm_mode='server')")
+        except ValueError as exc:
+            problems = [*problems, str(exc)]
     lines += [f"  problem   : {p}" for p in problems]
     return "\n".join(lines)
 
@@ -256,10 +259,11 @@ def describe_layout(cfg, world: int | Layout | None = None) -> str:
 # ---------------------------------------------------------------- checks before loading
 
 
-def layout_problems(cfg, layout: Layout | None = None, *, have=None) -> list[str]:
+def layout_problems(cfg, layout: Layout | None = None, *, have=None, gpu_count=None) -> list[str]:
     """What cannot work in this launch, found from the config and the environment alone.
 
-    ``have(name) -> bool`` says whether a package is importable (injected by tests).
+    ``have(name) -> bool`` says whether a package is importable and ``gpu_count() -> int`` how
+    many CUDA devices this machine shows (both injected by tests).
     """
     import importlib.util
 
@@ -270,6 +274,13 @@ def layout_problems(cfg, layout: Layout | None = None, *, have=None) -> list[str
     if layout.distributed and m.backend == "unsloth":
         out.append(f"model.backend='unsloth' under {layout.world_size} processes: Unsloth's fast path is single-GPU; "
                    "set model.backend=transformers (or auto) to train on several GPUs")
+    if layout.distributed and m.device != "cpu":
+        gpus = (gpu_count or _visible_gpus)()
+        if 0 < gpus < layout.local_world_size:  # 0 GPUs: the run falls back to CPU, where any count works
+            out.append(f"{layout.local_world_size} processes on this machine but only {gpus} GPU"
+                       f"{'s' if gpus != 1 else ''} visible (CUDA_VISIBLE_DEVICES="
+                       f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): launch one process per GPU, "
+                       f"e.g. --nproc_per_node {gpus} (torchrun) or --num_processes {gpus} (accelerate)")
     if layout.strategy == "deepspeed" and not have("deepspeed"):
         out.append("the launch asks for DeepSpeed (ACCELERATE_USE_DEEPSPEED) but deepspeed is not installed: "
                    "pip install deepspeed, or launch with recipes/accelerate/ddp.yaml or fsdp.yaml")
@@ -294,6 +305,12 @@ def layout_problems(cfg, layout: Layout | None = None, *, have=None) -> list[str
             out.append("model.vllm_server is set but vllm is not installed in the training environment (TRL's "
                        "client needs it to push weights to the server): pip install 'unsloth-grpo[vllm]'")
     return out
+
+
+def _visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def parse_vllm_server(value: str) -> tuple[str, str, int]:

@@ -119,6 +119,10 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
     except TrainingStopped as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return exc.code
+    from unsloth_grpo.train import is_main_process
+
+    if not is_main_process():
+        return 0
     first, last = result.mean_reward(first=5), result.mean_reward(last=5)
     print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
           f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")

@@ -248,6 +248,10 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo import checkpoint as ckpt
 
     resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir)
+    if resume_from is not None and resume_from.stage != stage[0]:
+        raise ckpt.CheckpointError(
+            f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "
+            f"run's config, which lists the stages ({ckpt.resume_hint(ckpt.run_dir_of(resume_from.path))})")
     if resume_from is None and not resume and ckpt.list_checkpoints(cfg.output_dir):
         raise ckpt.CheckpointError(
             f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
@@ -344,7 +348,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
 
         trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
     before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
-        if cfg.evaluation.before_after and held_out is not None else None
+        if cfg.evaluation.before_after and held_out is not None and main_process else None
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
         f"{cfg.training.num_generations} generations per prompt -> {out}")

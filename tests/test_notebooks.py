@@ -1,0 +1,187 @@
+"""The notebooks: committed without outputs, and executed top to bottom in SMOKE mode.
+
+SMOKE mode is what CI runs: the tiny offline model, synthetic or inline data, a few steps on CPU.
+The parameters are injected after the cell tagged ``parameters`` (papermill's convention) and the
+notebook runs in a kernel of this interpreter, whatever other kernels the machine has.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NAMES = ("gsm8k_grpo", "custom_task")
+KERNEL = "unsloth-grpo-tests"
+
+
+def _strip_module():
+    spec = importlib.util.spec_from_file_location("strip_outputs", NOTEBOOKS / "strip_outputs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read(name: str):
+    return nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+
+
+def _parameters_index(nb) -> int:
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell must be tagged 'parameters'"
+    return tagged[0]
+
+
+# ---------------------------------------------------------------- the committed files
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_notebook_is_valid_stripped_and_colab_ready(name):
+    nb = _read(name)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, f"{name}: run notebooks/strip_outputs.py"
+    assert _strip_module().strip(nb) is False  # nothing left for the stripper either
+    params = nb.cells[_parameters_index(nb)].source
+    assert "SMOKE = False" in params  # Colab users get the real run
+    badge = f"https://colab.research.google.com/github/OWNER/unsloth-grpo/blob/main/notebooks/{name}.ipynb"
+    assert badge in nb.cells[0].source
+    install = "\n".join(c.source for c in nb.cells if "%pip install" in c.source)
+    assert '"unsloth-grpo[unsloth,vllm] @ git+https://github.com/OWNER/unsloth-grpo"' in install
+    assert "if not SMOKE" in install
+    assert nb.metadata["accelerator"] == "GPU"
+
+
+def test_strip_removes_outputs_timings_and_injected_cells(tmp_path):
+    strip = _strip_module()
+    nb = _read("custom_task")
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="hi\n")]
+    code.execution_count = 3
+    code.metadata["execution"] = {"iopub.status.busy": "2026-01-01T00:00:00Z"}
+    injected = nbformat.v4.new_code_cell("SMOKE = True")
+    injected.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(2, injected)
+    path = tmp_path / "dirty.ipynb"
+    nbformat.write(nb, path)
+
+    assert strip.main(["--check", str(path)]) == 1
+    assert nbformat.read(path, as_version=4).cells[2].source == "SMOKE = True"  # --check changes nothing
+    assert strip.main([str(path)]) == 0
+    assert strip.main(["--check", str(path)]) == 0
+    cleaned = nbformat.read(path, as_version=4)
+    assert [c.source for c in cleaned.cells] == [c.source for c in _read("custom_task").cells]
+    assert cleaned.cells[1].metadata["tags"] == ["parameters"]  # tags are kept
+
+
+# ---------------------------------------------------------------- executed in SMOKE mode
+
+
+@pytest.fixture
+def kernel_name(tmp_path, monkeypatch) -> str:
+    """A kernelspec for ``sys.executable`` that Jupyter finds before any other."""
+    pytest.importorskip("ipykernel")
+    spec = tmp_path / "jupyter" / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "unsloth-grpo tests", "language": "python",
+    }))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    return KERNEL
+
+
+def execute(name: str, workdir: Path, kernel: str, **parameters):
+    """Run notebook ``name`` in ``workdir`` with ``parameters`` injected; raises on any cell error."""
+    from nbclient import NotebookClient
+
+    nb = _read(name)
+    injected = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in parameters.items()))
+    injected.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(_parameters_index(nb) + 1, injected)
+    workdir.mkdir(parents=True, exist_ok=True)
+    NotebookClient(nb, kernel_name=kernel, timeout=600, resources={"metadata": {"path": str(workdir)}}).execute()
+    return nb
+
+
+def _text(cell) -> str:
+    """Everything a cell printed or displayed as text."""
+    parts = []
+    for out in cell.outputs:
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif "data" in out:
+            parts.append(out.data.get("text/plain", ""))
+    return "".join(parts)
+
+
+def _cell(nb, needle: str):
+    return next(c for c in nb.cells if c.cell_type == "code" and needle in c.source)
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_gsm8k_notebook_runs_in_smoke_mode(tmp_path, kernel_name):
+    work = tmp_path / "work"
+    nb = execute("gsm8k_grpo", work, kernel_name, SMOKE=True, EVAL_PROBLEMS=16)
+    run = work / "outputs" / "gsm8k_notebook"
+
+    assert (run / "adapter_model.safetensors").is_file()
+    rows = _metrics(run)
+    assert [r["step"] for r in rows] == list(range(1, 101))  # the smoke preset's 100 steps, each logged
+    rewards = [r["reward"] for r in rows]
+    assert sum(rewards[-20:]) / 20 > sum(rewards[:20]) / 20 + 0.1  # the format is being learned
+
+    for stage in ("eval_before", "eval_after"):
+        result = json.loads((run / stage / "eval.json").read_text())
+        assert result["n"] == 16
+    report = json.loads((run / "report.json").read_text())
+    assert [m["metric"] for m in report["metrics"]][:2] == ["accuracy", "format_compliance"]
+    assert report["baseline"]["model"] == "builtin:tiny"
+
+    pngs = sorted(p.name for p in (run / "plots").glob("*.png"))
+    assert "reward.png" in pngs and "reward_std.png" in pngs
+    shown = [o for o in _cell(nb, "plot_run(OUTPUT_DIR)").outputs if "image/png" in o.get("data", {})]
+    assert len(shown) == len(pngs)
+
+    merged = work / "exports" / "gsm8k_notebook" / "merged"
+    assert (merged / "config.json").is_file() and (merged / "reproducibility.json").is_file()
+    assert "GGUF: skipped" in _text(_cell(nb, "export_model("))
+    assert _text(_cell(nb, "answer_questions(")).count("Q: ") == 3
+
+    assert "Rewards on 64 completions in 8 groups" in _text(_cell(nb, "analyse(records"))
+    assert "no GPU here; assuming a Colab T4" in _text(_cell(nb, "plan_for_gpu("))
+
+
+@pytest.mark.slow
+def test_custom_task_notebook_runs_in_smoke_mode(tmp_path, kernel_name):
+    work = tmp_path / "work"
+    nb = execute("custom_task", work, kernel_name, SMOKE=True)
+    run = work / "outputs" / "kb_notebook"
+
+    # the notebook wrote the data and the reward module it trains with
+    with (work / "kb_train.csv").open() as fh:
+        assert fh.readline().strip() == "question,expert_answer"
+    assert (work / "kb_rewards.py").is_file()
+    config = (run / "config.yaml").read_text()
+    assert "name: kb_rewards:kb_answer" in config and "source: kb_train.csv" in config
+
+    rows = _metrics(run)
+    assert len(rows) == 40  # the custom recipe's smoke preset
+    assert all("rewards/kb_answer/mean" in r for r in rows)
+    assert (run / "adapter_model.safetensors").is_file()
+    for stage in ("eval_before", "eval_after"):
+        assert json.loads((run / stage / "eval.json").read_text())["n"] == 6
+    assert (run / "report.md").is_file()
+    assert (work / "exports" / "kb_notebook" / "merged" / "config.json").is_file()
+    assert _text(_cell(nb, "answer_questions(")).count("Q: ") == 2

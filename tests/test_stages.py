@@ -1,0 +1,225 @@
+"""Multi-stage runs: config, SFT examples, resume planning, and two real stages on the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from unsloth_grpo import checkpoint as ck
+from unsloth_grpo import stages as st
+from unsloth_grpo.config import ConfigError, load_config
+
+
+def _cfg(tmp_path, stages, *overrides, **top):
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    base = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"),
+                          overrides=["training.samples_every=0", *overrides])
+    from unsloth_grpo.config import config_to_dict
+
+    d = config_to_dict(base)
+    d["stages"] = stages
+    d.update(top)
+    return load_config(d)
+
+
+STAGES = [
+    {"name": "preformat", "kind": "sft", "max_steps": 4, "learning_rate": 5e-3, "num_examples": 32},
+    {"name": "format", "max_steps": 4, "rewards": [{"name": "xml_count", "weight": 1.0}],
+     "training": {"temperature": 0.9}},
+]
+
+
+def test_stage_config_takes_the_stage_settings(tmp_path):
+    cfg = _cfg(tmp_path, STAGES)
+    s1, s2 = st.stage_config(cfg, 1), st.stage_config(cfg, 2)
+    assert s1.output_dir == str(tmp_path / "run" / "stages" / "01-preformat")
+    assert (s1.training.max_steps, s1.training.learning_rate) == (4, 5e-3)
+    assert [r.name for r in s1.rewards] == ["xml_count", "correctness"]  # sft: unused, inherited
+    assert s2.output_dir.endswith("02-format") and [r.name for r in s2.rewards] == ["xml_count"]
+    assert s2.training.learning_rate == cfg.training.learning_rate  # not set on the stage: the recipe's
+    assert s2.training.temperature == 0.9 and cfg.training.temperature != 0.9
+    assert s1.stages == [] and s2.stages == []
+    assert cfg.problems() == []
+
+
+def test_stage_problems_name_the_stage_and_the_fix(tmp_path):
+    bad = [
+        {"name": "a", "kind": "dpo", "max_steps": 3},
+        {"name": "a", "max_steps": 0},
+        {"name": "bad name", "kind": "sft", "rewards": [{"name": "xml_count"}]},
+        {"name": "c", "training": {"temprature": 0.5}},
+        {"name": "d", "training": {"max_steps": 5}},
+        {"name": "e", "rewards": [{"name": "no_such_reward"}]},
+    ]
+    problems = _cfg(tmp_path, bad).problems()
+    text = "\n".join(problems)
+    assert "stages[0] (a): kind 'dpo' is not one of grpo, sft" in text
+    assert "stages[1] (a): name 'a' is used twice" in text
+    assert "stages[1] (a): max_steps=0 must be at least 1" in text
+    assert "stages[2] (bad name): name 'bad name' must be letters" in text
+    assert "stages[2] (bad name): an sft stage trains on examples, not rewards" in text
+    assert "stages[3] (c): unknown key 'training.temprature'" in text and "temperature" in text
+    assert "stages[4] (d): set max_steps and learning_rate on the stage itself" in text
+    assert any(p.startswith("stages[5] (e): rewards[0] (no_such_reward)") for p in problems)
+    # a stage list where every GRPO stage brings its rewards needs none at the top
+    ok = _cfg(tmp_path, [{"name": "s", "kind": "sft"}, {"name": "g", "rewards": [{"name": "xml_count"}]}],
+              rewards=[])
+    assert ok.problems() == []
+    with pytest.raises(ConfigError, match="unknown config key 'stages\\[0\\].steps'"):
+        _cfg(tmp_path, [{"name": "x", "steps": 3}])
+
+
+def test_sft_examples_are_in_the_answer_format(tmp_path):
+    from unsloth_grpo.answers import extract_answer, matches_format
+    from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT, make_synthetic_problems, parse_gold
+
+    cfg = _cfg(tmp_path, STAGES)
+    ds = st.sft_dataset_for(st.stage_config(cfg, 1), 12)
+    assert len(ds) == 12
+    gold = [parse_gold(p["answer"]) for p in make_synthetic_problems(12, seed=cfg.seed)]
+    for row, g in zip(ds, gold):
+        text = row["completion"][0]["content"]
+        assert matches_format(text), text
+        assert extract_answer(text).strip() == g
+        assert "<<" not in text  # GSM8K's calculator notes are dropped
+        assert row["prompt"][0] == {"role": "system", "content": SYSTEM_PROMPT}
+
+
+def test_sft_examples_need_worked_answers(tmp_path):
+    from unsloth_grpo.data import DataError
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text(json.dumps({"question": "2+2?", "answer": "4"}) + "\n")
+    cfg = _cfg(tmp_path, STAGES, data={"source": str(data), "max_prompt_tokens": 256})
+    with pytest.raises(DataError, match="row 0 has none"):
+        st.sft_dataset_for(st.stage_config(cfg, 1), 5)
+
+
+def _fake_stage(cfg, i, *, complete=False, ckpt_steps=()):
+    d = st.stage_dir(cfg, i)
+    d.mkdir(parents=True, exist_ok=True)
+    if complete:
+        (d / "adapter_model.safetensors").write_bytes(b"w")
+        (d / st.STAGE_COMPLETE).write_text(json.dumps({"stage": i, "steps": 4}))
+    for step in ckpt_steps:
+        staged = d / f"checkpoint-{step}"
+        staged.mkdir()
+        (staged / "adapter_model.safetensors").write_bytes(b"w")
+        ck.finalize_checkpoint(staged, d, step=step, stage=i, stage_name=cfg.stages[i - 1].name)
+    return d
+
+
+def test_plan_resume(tmp_path):
+    cfg = _cfg(tmp_path, STAGES + [{"name": "third", "max_steps": 2}])
+    assert st.plan_resume(cfg, None) == (1, None)
+    assert st.plan_resume(cfg, True) == (1, None)  # nothing yet: start at the beginning
+    _fake_stage(cfg, 1, complete=True, ckpt_steps=[4])
+    with pytest.raises(ck.CheckpointError, match="pass --resume"):
+        st.plan_resume(cfg, None)
+    # stage 1 done, stage 2 never checkpointed: start stage 2 fresh (from stage 1's adapter)
+    assert st.plan_resume(cfg, True) == (2, None)
+    _fake_stage(cfg, 2, ckpt_steps=[2])
+    first, info = st.plan_resume(cfg, True)
+    assert first == 2 and info.step == 2 and info.stage == 2
+    # explicitly going back to stage 1's checkpoint reruns from there
+    first, info = st.plan_resume(cfg, str(st.stage_dir(cfg, 1) / "checkpoints" / "checkpoint-4"))
+    assert (first, info.stage, info.step) == (1, 1, 4)
+    # a checkpoint in a stage after one that never finished is refused
+    _fake_stage(cfg, 3, ckpt_steps=[1])
+    with pytest.raises(ck.CheckpointError, match="stage 2 never finished"):
+        st.plan_resume(cfg, str(st.stage_dir(cfg, 3) / "checkpoints" / "checkpoint-1"))
+
+
+def test_summary_text():
+    summary = [{"stage": 1, "name": "fmt", "kind": "grpo", "steps": 10, "learning_rate": 0.01, "seconds": 3.2,
+                "metrics": {"reward": {"first5": 0.05, "last5": 0.4, "delta": 0.35}}, "adapter_change_l2": 1.5}]
+    assert st.describe_summary(summary) == \
+        "stage 1 fmt (grpo, 10 steps, lr 0.01, 3s): reward 0.05 -> 0.4; adapter moved 1.5 (L2)"
+
+
+class _Recorder:
+    """Records the LoRA weights each stage starts from."""
+
+    def __new__(cls):
+        from transformers import TrainerCallback
+
+        class Rec(TrainerCallback):
+            starts: list = []
+
+            def on_train_begin(self, args, state, control, model=None, **kwargs):
+                self.starts.append((args.output_dir, st.lora_state(model)))
+
+        return Rec()
+
+
+@pytest.mark.slow
+def test_two_stages_in_order_then_resume_across_the_boundary(tmp_path):
+    from safetensors.torch import load_file
+
+    from unsloth_grpo.train import TrainingStopped, train
+
+    quiet = lambda _m: None  # noqa: E731
+    cfg = _cfg(tmp_path, STAGES, "training.save_steps=2")
+    rec = _Recorder()
+    result = train(cfg, callbacks=[rec], log=quiet)
+    run = Path(cfg.output_dir)
+    assert [Path(d).name for d, _ in rec.starts] == ["01-preformat", "02-format"]
+    # stage 2 starts exactly from the adapter stage 1 saved, which SFT moved away from the fresh LoRA
+    saved1 = load_file(str(run / "stages" / "01-preformat" / "adapter_model.safetensors"))
+    start2 = rec.starts[1][1]
+    assert set(saved1) == set(start2)
+    assert max((saved1[k].float() - start2[k]).abs().max().item() for k in saved1) == 0.0
+    start1 = rec.starts[0][1]
+    assert max((saved1[k].float() - start1[k]).abs().max().item() for k in saved1) > 1e-3
+    # combined metrics count steps across stages; the summary says what each stage changed
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["stage"], r["stage_step"], r["step"]) for r in rows] == \
+        [(1, 1, 1), (1, 2, 2), (1, 3, 3), (1, 4, 4), (2, 1, 5), (2, 2, 6), (2, 3, 7), (2, 4, 8)]
+    assert result.global_step == 8
+    summary = json.loads((run / st.SUMMARY_FILE).read_text())
+    assert [(s["name"], s["kind"], s["steps"]) for s in summary] == [("preformat", "sft", 4), ("format", "grpo", 4)]
+    assert "loss" in summary[0]["metrics"] and "rewards/xml_count/mean" in summary[1]["metrics"]
+    assert all(s["adapter_change_l2"] > 0 for s in summary)
+    final = load_file(str(run / "adapter_model.safetensors"))  # the run's adapter is the last stage's
+    last = load_file(str(run / "stages" / "02-format" / "adapter_model.safetensors"))
+    assert all((final[k] == last[k]).all() for k in final)
+    assert json.loads((run / "reproducibility.json").read_text())["stages"][1]["name"] == "format"
+
+    # interrupt stage 2, then resume: stage 1 is not run again, stage 2 continues from its checkpoint
+    stage1_metrics = (run / "stages" / "01-preformat" / "metrics.jsonl").read_text()
+    import shutil
+
+    shutil.rmtree(run)
+    rec2 = _Recorder()
+    with pytest.raises(TrainingStopped) as stop:
+        train(cfg, callbacks=[_StageSignal("02-format", 2)], log=quiet)
+    assert stop.value.code == 130
+    assert ck.read_marker(ck.latest_checkpoint(run))["stage"] == 2
+    assert (run / "stages" / "01-preformat" / st.STAGE_COMPLETE).exists()
+    assert not (run / "stages" / "02-format" / st.STAGE_COMPLETE).exists()
+    first_pass = (run / "stages" / "01-preformat" / "metrics.jsonl").read_text()
+    resumed = train(cfg, resume=True, callbacks=[rec2], log=quiet)
+    assert [Path(d).name for d, _ in rec2.starts] == ["02-format"]  # stage 1 was skipped
+    assert (run / "stages" / "01-preformat" / "metrics.jsonl").read_text() == first_pass
+    assert first_pass == stage1_metrics  # same seed, same stage 1
+    assert resumed.global_step == 8
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 9))
+    again = load_file(str(run / "adapter_model.safetensors"))
+    assert max((again[k] - final[k]).abs().max().item() for k in final) < 1e-6
+
+
+def _StageSignal(stage_dirname: str, step: int):
+    """SIGINT to this process at ``step`` of the stage writing to ``stage_dirname``."""
+    from transformers import TrainerCallback
+
+    class SendSigint(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if Path(args.output_dir).name == stage_dirname and state.global_step == step:
+                os.kill(os.getpid(), __import__("signal").SIGINT)
+
+    return SendSigint()
