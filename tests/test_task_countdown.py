@@ -134,6 +134,20 @@ def test_reward_is_registered_with_a_range_and_builds_from_a_spec():
     assert funcs[0]([answer("3 + 4 + 2")], answer=[GOLD]) == [0.2]
     with pytest.raises(ValueError, match="no parameter"):
         get_reward("countdown_equation", partal=0.2)
+    with pytest.raises(ValueError, match="give the bare name"):
+        get_reward("countdown_equation", tag="<answer>")
+
+
+def test_evaluate_grades_with_the_task_checker():
+    ds = countdown.load_countdown("synthetic", "test", num_synthetic=4)
+    replies = [answer(ds[0]["solution"]), answer("1 + 2"), "no answer", answer(ds[3]["solution"])]
+
+    def scripted(prompts, *, num_samples, **kwargs):
+        return [[replies[i]] * num_samples for i in range(len(prompts))]
+
+    result = countdown.evaluate(None, None, ds, generate_fn=scripted)
+    assert result["n"] == 4 and result["accuracy"] == 0.5 and result["format_compliance"] == 0.75
+    assert [r["correct"] for r in result["records"]] == [True, False, False, True]
 
 
 # --- problems -----------------------------------------------------------------------------------
@@ -216,4 +230,4 @@ def test_smoke_preset_reward_rises(tmp_path):
     assert all("rewards/countdown_equation/mean" in r for r in rows)
     first = sum(r["reward"] for r in rows[:5]) / 5
     last = sum(r["reward"] for r in rows[-5:]) / 5
-    assert last > first + 0.25, (first, last)
+    assert last > first + 0.2, (first, last)

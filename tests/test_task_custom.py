@@ -58,6 +58,8 @@ def test_unknown_mode_is_refused_with_the_choices():
         grade(answer("x"), "x", mode="fuzzy")
     with pytest.raises(ValueError, match=r"qa_correctness.*choose one of exact, numeric, f1"):
         get_reward("qa_correctness", mode="fuzzy")
+    with pytest.raises(ValueError, match="give the bare name"):
+        get_reward("qa_correctness", tag="<answer>")
 
 
 def test_reward_values_and_evaluation_agree():
@@ -82,6 +84,22 @@ def test_grading_mode_follows_the_recipe_rewards():
     assert task.grader_for(cfg)(answer("$180.00"), "180")
 
 
+def test_evaluate_grades_in_the_chosen_mode():
+    ds = task.load_custom(str(CSV), answer_column="expert_answer", limit=3)  # 25, $180, the finance team
+    replies = [answer("25 days"), answer("180"), answer("finance")]
+
+    def scripted(prompts, *, num_samples, **kwargs):
+        return [[replies[i]] * num_samples for i in range(len(prompts))]
+
+    def correct(mode, **kw):
+        return [r["correct"] for r in task.evaluate(None, None, ds, generate_fn=scripted, mode=mode, **kw)["records"]]
+
+    assert correct("numeric") == [True, True, False]
+    assert correct("exact") == [False, False, False]
+    assert correct("f1") == [False, True, False]  # "$180" and "180" share their one word
+    assert correct("f1", threshold=0.5) == [True, True, True]  # F1 2/3, 1, 2/3
+
+
 # --- data -----------------------------------------------------------------------------------------
 
 
@@ -98,7 +116,8 @@ def test_loads_the_example_csv_with_renamed_columns():
 
 
 def test_numeric_mode_reports_text_answers_before_training():
-    with pytest.raises(DataError, match=r"mode 'numeric'.*4 are not:\n  row 2: 'the finance team'\n  row 4: 'Harbor Guest'"):
+    expected = r"mode 'numeric'.*4 are not:\n  row 2: 'the finance team'\n  row 4: 'Harbor Guest'"
+    with pytest.raises(DataError, match=expected):
         task.load_custom(str(CSV), answer_column="expert_answer", mode="numeric")
 
 
@@ -124,7 +143,7 @@ def test_synthetic_handbook_questions_are_answerable_from_their_text():
 
 def test_recipe_yaml_is_the_defaults_on_the_example_csv():
     cfg = load_config(ROOT / "recipes" / "custom.yaml")
-    assert cfg == recipe.RECIPE.resolve(overrides=[f"data.source=tests/data/custom_qa.csv",
+    assert cfg == recipe.RECIPE.resolve(overrides=["data.source=tests/data/custom_qa.csv",
                                                     "data.answer_column=expert_answer"])
     assert validate(cfg) == []
     funcs, _ = build_reward_functions(cfg.rewards)

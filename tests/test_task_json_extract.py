@@ -109,16 +109,31 @@ def test_reward_parameters_and_bare_json_mode():
     assert get_reward("json_extract_valid", reward=0.5)(["<answer>{}</answer>", "{}"]) == [0.5, 0.0]
     with pytest.raises(ValueError, match="'answer' column"):
         get_reward("json_extract_values")([answer("{}")])
+    with pytest.raises(ValueError, match="give the bare name"):
+        get_reward("json_extract_keys", tag="<answer>")
 
 
 def test_evaluation_and_rewards_agree():
     bodies = ['{"name": "Ada Park", "age": 36, "city": "Oslo"}', '{"name": "Ada Park", "age": 36}',
-              '{"name": "Ada Park", "age": 36, "city": "Oslo", "x": 0}', '{"name": "Ada Park", "age": "36", "city": "Oslo"}']
+              '{"name": "Ada Park", "age": 36, "city": "Oslo", "x": 0}',
+              '{"name": "Ada Park", "age": "36", "city": "Oslo"}']
     verdicts = [task.is_correct(answer(b), GOLD) for b in bodies]
     assert verdicts == [True, False, False, False]
     assert verdicts == [s[1] == 1.0 and s[2] == 1.0 for s in scores(*bodies)]
     cfg = recipe.RECIPE.resolve(overrides=["rewards=[{name: json_extract_values, params: {tag: null}}]"])
     assert task.grader_for(cfg)(bodies[0], GOLD) and not task.grader_for(cfg)(answer(bodies[0]), GOLD)
+
+
+def test_evaluate_grades_with_the_task_checker():
+    ds = task.load_json_extract("synthetic", "test", num_synthetic=3)
+    replies = [answer(ds[0]["answer"]), answer("{}"), answer(ds[2]["answer"] + " !")]
+
+    def scripted(prompts, *, num_samples, **kwargs):
+        return [[replies[i]] * num_samples for i in range(len(prompts))]
+
+    result = task.evaluate(None, None, ds, generate_fn=scripted)
+    assert [r["correct"] for r in result["records"]] == [True, False, False]
+    assert result["accuracy"] == pytest.approx(1 / 3)
 
 
 # --- records ------------------------------------------------------------------------------------

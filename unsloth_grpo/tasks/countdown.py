@@ -35,7 +35,7 @@ import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, extract_answer, matches_format
+from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, _markers, extract_answer, matches_format
 from unsloth_grpo.data import DataError, chat_prompt, load_table
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 
@@ -198,6 +198,7 @@ def countdown_equation(
     anything that is not plain arithmetic scores 0.
     """
     key = tuple(tag) if not isinstance(tag, str) else tag
+    _markers(key)  # a malformed tag fails here, not at the first training step
     scores = {"correct": reward, "wrong_value": partial, "wrong_numbers": partial, "malformed": 0.0, "missing": 0.0}
 
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:

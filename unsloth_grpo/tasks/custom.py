@@ -30,7 +30,14 @@ import string
 from collections import Counter
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, answers_match, extract_answer, matches_format, parse_number
+from unsloth_grpo.answers import (
+    DEFAULT_IGNORE_INSIDE,
+    _markers,
+    answers_match,
+    extract_answer,
+    matches_format,
+    parse_number,
+)
 from unsloth_grpo.data import DataError, chat_prompt, load_qa_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 
@@ -121,6 +128,7 @@ def qa_correctness(
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
     key = tag if isinstance(tag, str) else tuple(tag)
+    _markers(key)  # a malformed tag fails here, not at the first training step
 
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         if answer is None:

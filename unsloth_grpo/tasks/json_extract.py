@@ -32,7 +32,7 @@ import random
 import re
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, completion_text, extract_tag, matches_format
+from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, _markers, completion_text, extract_tag, matches_format
 from unsloth_grpo.data import DataError, chat_prompt, load_table, to_prompt_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 
@@ -155,7 +155,11 @@ def is_correct(completion: Any, gold: Any, *, tag: str | tuple[str, str] | None 
 
 
 def _tag(tag: str | Sequence[str] | None) -> str | tuple[str, str] | None:
-    return tag if tag is None or isinstance(tag, str) else tuple(tag)
+    """The ``tag`` parameter as extraction takes it; a malformed tag fails here, at construction."""
+    key = tag if tag is None or isinstance(tag, str) else tuple(tag)
+    if key is not None:
+        _markers(key)
+    return key
 
 
 def _golds(answer: Any, n: int, reward: str) -> list[dict]:
