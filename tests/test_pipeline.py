@@ -154,3 +154,30 @@ def test_auto_backend_prefers_unsloth_when_installed_and_one_process(monkeypatch
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert select_backend("auto") == ("transformers", "unsloth is not installed")
+
+
+@pytest.mark.slow
+def test_before_after_and_periodic_eval_use_the_tasks_grader(tmp_path, monkeypatch):
+    from unsloth_grpo.tasks import gsm8k as task
+    from unsloth_grpo.train import train
+
+    calls = []
+
+    def grader(completion, gold):  # the task's grader, spied on
+        calls.append(gold)
+        return task.is_correct(completion, gold)
+
+    monkeypatch.setattr(task, "grader_for", lambda cfg: grader)
+    out = tmp_path / "run"
+    cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(out), overrides=[
+        "training.max_steps=4", "evaluation.before_after=true", "evaluation.every=2", "evaluation.limit=4"])
+    train(cfg, log=lambda s: None)
+    before = json.loads((out / "eval_before" / "eval.json").read_text())
+    after = json.loads((out / "eval_after" / "eval.json").read_text())
+    assert before["n"] == after["n"] == 4
+    report = json.loads((out / "report.json").read_text())
+    assert (out / "report.md").exists() and report
+    # before, after, and at steps 2 and 4: four evaluations of four problems
+    assert len(calls) == 16
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval/accuracy" in r] == [2, 4]

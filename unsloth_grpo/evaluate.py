@@ -288,7 +288,8 @@ def write_report(report: dict[str, Any], output_dir: str | Path) -> tuple[Path, 
 # ---------------------------------------------------------------------------- during training
 
 def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_new_tokens: int = 256,
-                       temperature: float = 0.7, batch_size: int = 16, seed: int = 0, prefix: str = "eval/"):
+                       temperature: float = 0.7, batch_size: int = 16, seed: int = 0, prefix: str = "eval/",
+                       is_correct: Callable[[str, Any], bool] | None = None):
     """A ``TrainerCallback`` evaluating ``dataset`` (keep it small) every ``every`` optimizer steps.
 
     The metrics are logged through the trainer's callbacks as ``eval/accuracy``,
@@ -313,7 +314,7 @@ def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_ne
                 else trainer.model
             tokenizer = getattr(trainer, "processing_class", None) or kwargs.get("processing_class")
             result = evaluate(model, tokenizer, rows, samples=samples, max_new_tokens=max_new_tokens,
-                              temperature=temperature, batch_size=batch_size, seed=seed)
+                              temperature=temperature, batch_size=batch_size, seed=seed, is_correct=is_correct)
             logs = {f"{prefix}{k}": v for k, v in result.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("n", "seconds")}
             self.history.append({"step": state.global_step, **logs})

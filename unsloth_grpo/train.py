@@ -213,9 +213,14 @@ def _held_out(cfg: RecipeConfig):
 
 
 def _eval_kwargs(cfg: RecipeConfig) -> dict:
+    """Evaluation settings, with the task's own grader (the one its correctness reward uses)."""
+    import importlib
+
     e = cfg.evaluation
+    task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
+    grader = task.grader_for(cfg) if hasattr(task, "grader_for") else None
     return dict(samples=e.samples, max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
-                temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed)
+                temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, is_correct=grader)
 
 
 def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:

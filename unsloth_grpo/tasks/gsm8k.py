@@ -105,6 +105,11 @@ def is_correct(completion: str, gold: str) -> bool:
     return _is_correct(completion, gold)
 
 
+def grader_for(cfg):
+    """The grader evaluation uses for a recipe config: the correctness reward's own comparison."""
+    return is_correct
+
+
 # ---------------------------------------------------------------- offline problems
 
 _NAMES = ["Ann", "Bob", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
