@@ -114,7 +114,6 @@ class TrainingConfig:
     logging_steps: int = _f(1, help="Log metrics every N steps.")
     save_steps: int = _f(100, help="Save a resumable checkpoint every N steps (0 = only on SIGINT/SIGTERM).")
     keep_last: int | None = _f(2, help="Keep the newest N complete checkpoints under OUTPUT/checkpoints (null keeps all).")
-    save_total_limit: int | None = _f(2, help="Old name of keep_last; set keep_last instead.")
     gradient_checkpointing: bool = _f(True, help="Recompute activations in backward to save memory.")
     report_to: list[str] = _f(help="TRL/transformers loggers: wandb, tensorboard, trackio.", factory=list)
     samples_every: int = _f(10, help="Print and store sample generations every N steps (0 = never).")
@@ -382,9 +381,6 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append(f"training.temperature={t.temperature} must be > 0 for GRPO sampling")
     if not cfg.rewards and not (cfg.stages and all(s.rewards or s.kind == "sft" for s in cfg.stages)):
         p.append("rewards: the list is empty; add at least one, e.g. {name: correctness, weight: 2.0}")
-    if t.save_total_limit != 2 and t.save_total_limit != t.keep_last:
-        p.append(f"training.save_total_limit={t.save_total_limit} is the old name of training.keep_last; "
-                 f"set training.keep_last={t.save_total_limit} instead")
     if t.keep_last is not None and t.keep_last < 1:
         p.append(f"training.keep_last={t.keep_last}: keep at least 1 checkpoint, or null to keep all")
     for i, spec in enumerate(cfg.rewards):

@@ -44,6 +44,7 @@ __all__ = [
     "RewardStats",
     "AdaptiveWeight",
     "available_rewards",
+    "load_task_rewards",
     "get_reward",
     "reward_info",
     "build_reward_functions",
@@ -56,8 +57,25 @@ __all__ = [
 WRAPPER_KEYS = ("on_error", "adaptive")
 
 
+_TASKS_LOADED = False
+
+
+def load_task_rewards() -> None:
+    """Import every task module once, so the rewards they register (``countdown_equation``, ...)
+    are known by name wherever a reward is looked up, whichever module was imported first."""
+    global _TASKS_LOADED
+    if _TASKS_LOADED:
+        return
+    _TASKS_LOADED = True
+    from unsloth_grpo.tasks import available_tasks
+
+    for task in available_tasks():
+        importlib.import_module(f"unsloth_grpo.tasks.{task}")
+
+
 def available_rewards() -> list[str]:
-    """Names of the built-in rewards, sorted."""
+    """Names of the built-in rewards (the library's and the task modules'), sorted."""
+    load_task_rewards()
     return sorted(REGISTRY)
 
 
@@ -72,6 +90,7 @@ def _unknown_name_message(name: str) -> str:
 
 def reward_info(name: str) -> RewardInfo:
     """Registry entry of a built-in reward (KeyError listing the valid names otherwise)."""
+    load_task_rewards()
     try:
         return REGISTRY[name]
     except KeyError:
@@ -131,6 +150,8 @@ def get_reward(name: str, **params: Any) -> Callable[..., list]:
 
 
 def _build(name: str, params: dict[str, Any]) -> Callable[..., list]:
+    if name not in REGISTRY:
+        load_task_rewards()
     if name in REGISTRY:
         info = REGISTRY[name]
         accepted = info.params
