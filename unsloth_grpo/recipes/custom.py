@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from unsloth_grpo.recipe import Recipe, run_recipe
+from unsloth_grpo.recipe import Recipe, run_recipe, smoke_preset
 from unsloth_grpo.tasks.custom import DEFAULT_REWARDS
 
 DEFAULTS = {
@@ -30,25 +30,11 @@ DEFAULTS = {
 PRESETS = {
     # Offline on CPU with the tiny random model and the handbook questions: the answer tags
     # carry the rising reward; qa_correctness is still computed and logged.
-    "smoke": {
-        "output_dir": "outputs/custom-smoke",
-        "seed": 0,
-        "model": {"name": "builtin:tiny", "max_seq_length": 512, "load_in_4bit": False, "dtype": "fp32",
-                  "device": "cpu"},
-        "lora": {"r": 16, "alpha": 32},
-        "data": {"source": "synthetic", "num_synthetic": 256, "max_prompt_tokens": 320},
-        "rewards": [
-            {"name": "xml_count", "weight": 1.0, "params": {"per_tag": 0.25, "once": False}},
-            {"name": "qa_correctness", "weight": 1.0, "params": {"mode": "f1"}},
-        ],
-        "training": {
-            "max_steps": 40, "learning_rate": 2e-2, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
-            "weight_decay": 0.0, "max_grad_norm": 1.0, "num_generations": 8, "per_device_train_batch_size": 8,
-            "max_completion_length": 12, "temperature": 1.0, "samples_every": 20, "save_steps": 0,
-        },
-        # completions are cut at 12 tokens on purpose: that warning would only be noise here
-        "monitor": {"ignore": ["length_clipped"]},
-    },
+    "smoke": smoke_preset(
+        output_dir="outputs/custom-smoke",
+        task_rewards=[{"name": "qa_correctness", "weight": 1.0, "params": {"mode": "f1"}}],
+        data={"source": "synthetic", "max_prompt_tokens": 320},
+    ),
     # Colab T4 (16 GB, no bf16).
     "t4": {"model": {"dtype": "fp16", "gpu_memory_utilization": 0.5}},
 }
