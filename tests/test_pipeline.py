@@ -181,3 +181,21 @@ def test_before_after_and_periodic_eval_use_the_tasks_grader(tmp_path, monkeypat
     assert len(calls) == 16
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "eval/accuracy" in r] == [2, 4]
+
+
+def test_eval_cli_uses_the_named_tasks_loader_and_grader(tmp_path, monkeypatch):
+    import argparse
+
+    from unsloth_grpo import evaluate as ev
+    from unsloth_grpo.tasks import countdown
+
+    seen = []
+    monkeypatch.setattr(countdown, "grader_for", lambda cfg: lambda c, g: seen.append(g) or False)
+    parser = argparse.ArgumentParser()
+    ev.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["eval", "--task", "countdown", "--model", "builtin:tiny", "--dataset", "synthetic",
+                              "--limit", "3", "--max-new-tokens", "4", "--output", str(tmp_path / "e")])
+    assert args.func(args) == 0
+    summary = json.loads((tmp_path / "e" / "eval.json").read_text())
+    assert summary["n"] == 3 and summary["accuracy"] == 0.0
+    assert len(seen) == 3 and all('"target"' in g for g in seen)  # countdown's gold: numbers + target

@@ -332,10 +332,17 @@ def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_ne
 
 # ---------------------------------------------------------------------------- CLI
 
-def _load_problems(source: str, split: str, limit: int | None, seed: int):
-    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+def _task_setup(args):
+    """The task's held-out rows and its grader (the function its correctness reward uses)."""
+    import importlib
 
-    return load_gsm8k(source, split=split, limit=limit, seed=seed)
+    from unsloth_grpo.config import load_config
+
+    recipe = importlib.import_module(f"unsloth_grpo.recipes.{args.task}").RECIPE
+    data = {"source": args.dataset, "split": args.split, "limit": args.limit}
+    cfg = load_config({"data": data, "seed": args.seed}, base=recipe.defaults)
+    task = importlib.import_module(f"unsloth_grpo.tasks.{args.task}")
+    return task.load_dataset_for(cfg), task.grader_for(cfg)
 
 
 def _load_model(path: str, backend: str, device: str):
@@ -345,9 +352,12 @@ def _load_model(path: str, backend: str, device: str):
 
 
 def _add_common(p) -> None:
+    from unsloth_grpo.tasks import available_tasks
+
+    p.add_argument("--task", default="gsm8k", choices=available_tasks(),
+                   help="Task whose loader and grader to use (default: gsm8k).")
     p.add_argument("--dataset", required=True,
-                   help="GSM8K-format source: a local .jsonl/.json/.csv/.parquet file with question/answer "
-                        "columns, a hub id, or 'synthetic'.")
+                   help="The task's data: a local .jsonl/.json/.csv/.parquet file, a hub id, or 'synthetic'.")
     p.add_argument("--split", default="test", help="Dataset split (hub datasets; default: test).")
     p.add_argument("--limit", type=int, default=None, help="Evaluate the first N problems.")
     p.add_argument("--samples", type=int, default=1, help="Completions sampled per problem for pass@k (K > 1).")
@@ -381,9 +391,9 @@ def _settings(args) -> dict[str, Any]:
                 top_p=args.top_p, batch_size=args.batch_size, seed=args.seed, limit=args.limit)
 
 
-def _eval_one(model_path: str, problems, args) -> dict[str, Any]:
+def _eval_one(model_path: str, problems, grader, args) -> dict[str, Any]:
     loaded = _load_model(model_path, args.backend, args.device)
-    result = evaluate(loaded.model, loaded.tokenizer, problems, **_settings(args))
+    result = evaluate(loaded.model, loaded.tokenizer, problems, is_correct=grader, **_settings(args))
     result["model"] = model_path
     result["dataset"] = args.dataset
     result["split"] = args.split
@@ -419,8 +429,8 @@ def _reported(func):
 
 @_reported
 def run(args) -> int:
-    problems = _load_problems(args.dataset, args.split, args.limit, args.seed)
-    result = _eval_one(args.model, problems, args)
+    problems, grader = _task_setup(args)
+    result = _eval_one(args.model, problems, grader, args)
     path = write_eval(result, args.output)
     print(f"{args.model}: {_summary(result)}")
     print(f"wrote {path} and {Path(args.output) / EVAL_SAMPLES_FILE}")
@@ -429,11 +439,11 @@ def run(args) -> int:
 
 @_reported
 def run_compare(args) -> int:
-    problems = _load_problems(args.dataset, args.split, args.limit, args.seed)
+    problems, grader = _task_setup(args)
     out = Path(args.output)
     results = {}
     for role, model_path in (("baseline", args.baseline), ("trained", args.trained)):
-        results[role] = _eval_one(model_path, problems, args)
+        results[role] = _eval_one(model_path, problems, grader, args)
         write_eval(results[role], out / role)
         print(f"{role} {model_path}: {_summary(results[role])}")
     report = compare(results["baseline"], results["trained"])
