@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo.config import load_config
+from unsloth_grpo.config import load_config, validate
 from unsloth_grpo.recipes import gsm8k
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,3 +199,70 @@ def test_eval_cli_uses_the_named_tasks_loader_and_grader(tmp_path, monkeypatch):
     summary = json.loads((tmp_path / "e" / "eval.json").read_text())
     assert summary["n"] == 3 and summary["accuracy"] == 0.0
     assert len(seen) == 3 and all('"target"' in g for g in seen)  # countdown's gold: numbers + target
+
+
+def test_preset_auto_plans_for_the_detected_gpu():
+    t4 = {"name": "Tesla T4", "total_gb": 15.0, "compute_capability": (7, 5)}
+    cfg = gsm8k.RECIPE.resolve(preset="auto", gpu=t4, overrides=["training.max_steps=7"])
+    from unsloth_grpo.memory import plan_for_gpu
+
+    plan = plan_for_gpu(cfg.model.name, gpu=t4)
+    assert cfg.model.dtype == "fp16"  # a T4 has no bf16
+    assert cfg.training.num_generations == plan.num_generations
+    assert cfg.training.max_completion_length == plan.max_completion_length
+    assert cfg.training.max_steps == 7  # overrides still win over the planned preset
+    assert validate(cfg) == []
+
+
+def test_preset_auto_without_a_gpu_or_with_a_model_that_cannot_fit():
+    from unsloth_grpo.config import ConfigError
+
+    with pytest.raises(ConfigError, match="no CUDA GPU detected.*--preset smoke"):
+        gsm8k.RECIPE.resolve(preset="auto", gpu=None) if not _has_cuda() else pytest.skip("CUDA present")
+    tiny_card = {"name": "Small", "total_gb": 4.0, "compute_capability": (8, 6)}
+    with pytest.raises(ConfigError, match="does not fit"):
+        gsm8k.RECIPE.resolve(preset="auto", gpu=tiny_card, overrides=["model.name=llama-3.1-8b"])
+
+
+def _has_cuda():
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.slow
+def test_auto_shrink_resumes_after_an_out_of_memory_with_the_smaller_config(tmp_path, capsys):
+    import argparse
+
+    import torch
+    from transformers import TrainerCallback
+
+    from unsloth_grpo.recipe import add_train_arguments, run_from_args
+    from unsloth_grpo.train import train
+
+    class OutOfMemoryAtStep2(TrainerCallback):  # inside the third step, after two were logged
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
+
+    calls = []
+
+    def train_fn(cfg, resume=None):
+        calls.append((cfg.training.per_device_train_batch_size, resume))
+        extra = [OutOfMemoryAtStep2()] if len(calls) == 1 else []
+        return train(cfg, resume=resume, callbacks=extra, log=lambda s: None)
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser, ["smoke"])
+    out = tmp_path / "run"
+    args = parser.parse_args(["--preset", "smoke", "--output-dir", str(out), "--auto-shrink",
+                              "model.backend=transformers", "training.max_steps=4", "data.num_synthetic=16"])
+    assert run_from_args(gsm8k.RECIPE, args, train_fn=train_fn) == 0
+    assert calls == [(8, None), (4, True)]  # halved micro-batch, resumed from the checkpoint
+    err = capsys.readouterr()
+    assert "auto-shrink: resuming from the checkpoint with training.per_device_train_batch_size=4" in err.out
+    final = load_config(out / "config.yaml")
+    assert final.training.per_device_train_batch_size == 4 and final.training.gradient_accumulation_steps == 2
+    steps = [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]
+    assert (out / "adapter_model.safetensors").exists()

@@ -27,17 +27,48 @@ class Recipe:
     description: str = ""
 
     def resolve(self, *, preset: str | None = None, config: str | None = None,
-                output_dir: str | None = None, overrides: list[str] | None = None) -> RecipeConfig:
+                output_dir: str | None = None, overrides: list[str] | None = None,
+                gpu: dict | None = None) -> RecipeConfig:
+        """The config for these arguments. ``preset='auto'`` plans for the detected GPU (or ``gpu``)."""
         base = dict(self.defaults)
-        if preset is not None:
-            if preset not in self.presets:
-                raise ConfigError(f"--preset '{preset}' is unknown for the {self.name} recipe; "
-                                  f"choose one of: {', '.join(self.presets)}")
-            base = merge_dicts(base, self.presets[preset])
         extra = list(overrides or [])
         if output_dir is not None:
             extra.append(f"output_dir={output_dir}")
+        if preset == AUTO_PRESET:
+            # the model may come from the config file or an override, so resolve it first
+            model = load_config(config, base=base, overrides=extra).model.name
+            base = merge_dicts(base, _auto_preset(model, gpu))
+        elif preset is not None:
+            if preset not in self.presets:
+                raise ConfigError(f"--preset '{preset}' is unknown for the {self.name} recipe; "
+                                  f"choose one of: {', '.join([*self.presets, AUTO_PRESET])}")
+            base = merge_dicts(base, self.presets[preset])
         return load_config(config, base=base, overrides=extra)
+
+
+#: The preset computed by the memory planner for the GPU in this machine.
+AUTO_PRESET = "auto"
+
+
+def _auto_preset(model: str, gpu: dict | None) -> dict:
+    """Planner settings for ``model`` on the detected GPU, as a partial config (a preset)."""
+    from unsloth_grpo import memory
+    from unsloth_grpo.config import parse_override
+
+    try:
+        plan = memory.plan_for_gpu(model, gpu=gpu)
+    except memory.UnknownModelError as exc:
+        raise ConfigError(f"--preset auto: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"--preset auto: {exc}; on a CPU use --preset smoke") from None
+    if not plan.fits:
+        alt = f" Nearest that fits: {plan.alternative.summary()}" if plan.alternative is not None else ""
+        raise ConfigError(f"--preset auto: {plan.summary()}.{alt}")
+    print(f"preset auto: {plan.summary()}")
+    preset: dict = {}
+    for text in plan.override_list():
+        preset = merge_dicts(preset, parse_override(text))
+    return preset
 
 
 def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None = None,
@@ -70,8 +101,12 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
 
 def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | None) -> None:
     parser.add_argument("--config", help="YAML recipe config (see recipes/).")
-    parser.add_argument("--preset", choices=presets or None,
-                        help="Named preset of the recipe" + (f": {', '.join(presets)}" if presets else ""))
+    choices = [*presets, AUTO_PRESET] if presets else None
+    parser.add_argument("--preset", choices=choices,
+                        help="Named preset of the recipe" + (f": {', '.join(choices)}" if choices else "")
+                        + "; 'auto' plans settings for the GPU in this machine")
+    parser.add_argument("--auto-shrink", action="store_true",
+                        help="After a CUDA out-of-memory, resume from its checkpoint with the smaller config it suggests.")
     parser.add_argument("--output-dir", help="Where the adapter, metrics and config are written.")
     parser.add_argument("--check", action="store_true", help="Validate the config and data, then stop.")
     parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="PATH",
@@ -136,17 +171,23 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         from unsloth_grpo.train import train as train_fn
     from unsloth_grpo.checkpoint import CheckpointError
 
-    try:
-        result = train_fn(cfg, resume=resume) if resume is not None else train_fn(cfg)
-    except (ConfigError, DataError, CheckpointError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except EnvironmentProblem as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except TrainingStopped as exc:
-        print(f"stopped: {exc}", file=sys.stderr)
-        return exc.code
+    shrinks = 0
+    while True:
+        try:
+            result = train_fn(cfg, resume=resume) if resume is not None else train_fn(cfg)
+            break
+        except (ConfigError, DataError, CheckpointError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except EnvironmentProblem as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except TrainingStopped as exc:
+            print(f"stopped: {exc}", file=sys.stderr)
+            smaller = _shrunk_after_oom(cfg, exc) if getattr(args, "auto_shrink", False) and shrinks < 3 else None
+            if smaller is None:
+                return exc.code
+            cfg, resume, shrinks = smaller, True, shrinks + 1
     from unsloth_grpo.train import is_main_process
 
     if not is_main_process():
@@ -155,6 +196,24 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
     print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
           f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")
     return 0
+
+
+def _shrunk_after_oom(cfg: RecipeConfig, exc) -> RecipeConfig | None:
+    """The smaller config an out-of-memory stop suggested (``oom_report.json``), or None."""
+    import json
+
+    from unsloth_grpo import oom
+
+    report_path = Path(cfg.output_dir) / "oom_report.json"
+    if exc.code != oom.OOM_EXIT_CODE or not report_path.exists():
+        return None
+    report = json.loads(report_path.read_text())
+    if not report.get("changes"):
+        print("auto-shrink: no smaller config left to try", file=sys.stderr)
+        return None
+    report_path.rename(report_path.with_name(f"oom_report.step{report['step']}.json"))
+    print("auto-shrink: resuming from the checkpoint with " + " ".join(report["overrides"]))
+    return oom.shrunk_config(cfg, report["changes"])
 
 
 def run_recipe(recipe: Recipe, argv: list[str] | None = None) -> int:
