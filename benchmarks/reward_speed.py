@@ -115,7 +115,9 @@ def main(argv=None) -> int:
     print("varied: answers as 18 / $18 / 18.00 / \\boxed{18} / 18 eggs / 1,234 / The answer is 18.")
     print("plain:  answers as bare integers, as the GSM8K system prompt asks")
     print(f"{'reward':<20}{'varied':>14}{'plain':>14}{'wrapped':>14}   (completions/s)")
-    for name in args.names or available_rewards():
+    # the library's rewards; task rewards (countdown, JSON, ...) need their own gold formats
+    library = [n for n in available_rewards() if not REGISTRY[n].factory.__module__.startswith("unsloth_grpo.tasks")]
+    for name in args.names or library:
         if name not in REGISTRY:
             print(f"unknown reward {name!r}; choose from {', '.join(available_rewards())}")
             return 2
