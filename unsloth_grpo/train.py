@@ -231,6 +231,88 @@ def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict
     return result
 
 
+def _resume_point(cfg: RecipeConfig, resume, stage_index: int):
+    """The checkpoint to continue from (None for a fresh run), refusing mismatched resumes."""
+    from unsloth_grpo import checkpoint as ckpt
+
+    resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir)
+    if resume_from is not None and resume_from.stage != stage_index:
+        raise ckpt.CheckpointError(
+            f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "
+            f"run's config, which lists the stages ({ckpt.resume_hint(ckpt.run_dir_of(resume_from.path))})")
+    if resume_from is None and not resume and ckpt.list_checkpoints(cfg.output_dir):
+        raise ckpt.CheckpointError(
+            f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
+            "pass --resume to continue it, or choose another --output-dir (or delete that directory) to start over")
+    return resume_from
+
+
+def _check_environment(cfg: RecipeConfig, distributed, log: Callable[[str], None]) -> None:
+    """The doctor's blocking checks, then the memory planner's warnings; nothing loaded yet."""
+    from unsloth_grpo.doctor import preflight
+
+    server = distributed.parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
+    preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
+              fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server)
+    try:
+        from unsloth_grpo.memory import check_config
+
+        for warning in check_config(cfg):
+            log(f"memory: {warning}")
+    except Exception as exc:  # noqa: BLE001 - the planner must never block a run it cannot model
+        log(f"memory: no estimate ({exc})")
+
+
+def _prepare_output_dir(cfg: RecipeConfig, resume_from, log: Callable[[str], None]) -> None:
+    """Create the run directory, write the resolved config, and line up metrics with the resume point."""
+    from unsloth_grpo import checkpoint as ckpt
+
+    out = Path(cfg.output_dir)
+    metrics_path = out / "metrics.jsonl"
+    out.mkdir(parents=True, exist_ok=True)
+    if resume_from is not None:
+        changed = _config_changes(out / "config.yaml", cfg)
+        if changed:
+            log(f"note: resuming with settings that differ from the checkpointed run: {', '.join(changed)}")
+        ckpt.trim_metrics(metrics_path, resume_from.step)  # the steps after it are logged again
+    elif metrics_path.exists():
+        metrics_path.unlink()
+    dump_config(cfg, out / "config.yaml")
+    ckpt.clean_staging(out)  # half-written saves of a run that died mid-checkpoint
+
+
+def _write_run_info(cfg: RecipeConfig, loaded, dataset) -> None:
+    """``run_info.json`` (backend, versions) and the reproducibility bundle."""
+    from unsloth_grpo.repro import collect_bundle, write_bundle
+
+    out = Path(cfg.output_dir)
+    (out / "run_info.json").write_text(json.dumps({
+        "backend": loaded.info.to_dict(), "versions": package_versions(), "seed": cfg.seed,
+        "dataset": {"source": cfg.data.source, "rows": len(dataset)},
+        "world_size": world_size(),
+    }, indent=2))
+    write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=loaded.info.to_dict()))
+
+
+def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Callable[[str], None]) -> None:
+    """Rank 0 after training: tokenizer beside the adapter, the before/after report, the plots."""
+    out = Path(cfg.output_dir)
+    loaded.tokenizer.save_pretrained(str(out))
+    if before is not None:
+        from unsloth_grpo.evaluate import compare, write_report
+
+        after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
+        write_report(compare(before, after), out)
+        log(f"evaluation: accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f}, format "
+            f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
+    try:
+        from unsloth_grpo.plots import plot_run
+
+        plot_run(out)
+    except Exception as exc:  # noqa: BLE001 - a plot must never cost the user the trained adapter
+        log(f"plots: skipped ({exc})")
+
+
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
           dataset=None, resume=None, loaded=None, stage: tuple[int, str | None] = (0, None),
           hint: str | None = None) -> TrainResult:
@@ -252,15 +334,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         return run_stages(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume)
     from unsloth_grpo import checkpoint as ckpt
 
-    resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir)
-    if resume_from is not None and resume_from.stage != stage[0]:
-        raise ckpt.CheckpointError(
-            f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "
-            f"run's config, which lists the stages ({ckpt.resume_hint(ckpt.run_dir_of(resume_from.path))})")
-    if resume_from is None and not resume and ckpt.list_checkpoints(cfg.output_dir):
-        raise ckpt.CheckpointError(
-            f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
-            "pass --resume to continue it, or choose another --output-dir (or delete that directory) to start over")
+    resume_from = _resume_point(cfg, resume, stage[0])
     from unsloth_grpo import distributed
 
     layout = distributed.detect()
@@ -273,35 +347,12 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
     select_backend(cfg.model.backend)  # imports unsloth first when it is the one chosen
 
-    from unsloth_grpo.doctor import preflight
-
-    server = distributed.parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
-    preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
-              fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server)
-
-    try:
-        from unsloth_grpo.memory import check_config
-
-        for warning in check_config(cfg):
-            log(f"memory: {warning}")
-    except Exception as exc:  # noqa: BLE001 - the planner must never block a run it cannot model
-        log(f"memory: no estimate ({exc})")
-
+    _check_environment(cfg, distributed, log)
     out = Path(cfg.output_dir)
     main_process = is_main_process()
     metrics_path = out / "metrics.jsonl"
     if main_process:  # under torchrun/accelerate only rank 0 writes outputs
-        out.mkdir(parents=True, exist_ok=True)
-        if resume_from is not None:
-            changed = _config_changes(out / "config.yaml", cfg)
-            if changed:
-                log(f"note: resuming with settings that differ from the checkpointed run: {', '.join(changed)}")
-            ckpt.trim_metrics(metrics_path, resume_from.step)  # the steps after it are logged again
-        elif metrics_path.exists():
-            metrics_path.unlink()
-        dump_config(cfg, out / "config.yaml")
-        ckpt.clean_staging(out)  # half-written saves of a run that died mid-checkpoint
-
+        _prepare_output_dir(cfg, resume_from, log)
     from unsloth_grpo.backend import load_model
     from unsloth_grpo.data import filter_long_prompts
 
@@ -313,14 +364,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
     args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(reward_funcs), weights=weights)
     if main_process:
-        (out / "run_info.json").write_text(json.dumps({
-            "backend": loaded.info.to_dict(), "versions": package_versions(), "seed": cfg.seed,
-            "dataset": {"source": cfg.data.source, "rows": len(dataset)},
-            "world_size": world_size(),
-        }, indent=2))
-        from unsloth_grpo.repro import collect_bundle, write_bundle
-
-        write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=loaded.info.to_dict()))
+        _write_run_info(cfg, loaded, dataset)
     saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.training.keep_last, stage=stage[0],
                                           stage_name=stage[1], hint=hint, log=log)
 
@@ -379,19 +423,6 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
                               f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
     trainer.save_model(str(out))  # rank 0 only, inside the Trainer
     if trainer.is_world_process_zero():
-        loaded.tokenizer.save_pretrained(str(out))
-        if before is not None:
-            from unsloth_grpo.evaluate import compare, write_report
-
-            after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
-            write_report(compare(before, after), out)
-            log(f"evaluation: accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f}, format "
-                f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
-        try:
-            from unsloth_grpo.plots import plot_run
-
-            plot_run(out)
-        except Exception as exc:  # noqa: BLE001 - a plot must never cost the user the trained adapter
-            log(f"plots: skipped ({exc})")
+        _finish_run(cfg, trainer, loaded, held_out, before, log)
     metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
     return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step)
