@@ -76,19 +76,30 @@ def _world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def select_backend(requested: str = "auto") -> tuple[str, str]:
-    """Choose 'unsloth' or 'transformers' and say why; imports Unsloth when it is chosen.
+def auto_backend(unsloth_importable: bool | None = None, world_size: int | None = None) -> tuple[str, str]:
+    """The rule behind ``backend: auto``, and why; imports nothing (the doctor and planner use it too).
 
-    ``auto`` takes Unsloth when it is importable and this is a single process (Unsloth's fast
-    path is single-GPU); otherwise plain transformers + peft.
+    Unsloth when it is importable and this is a single process (Unsloth's fast path is
+    single-GPU); otherwise plain transformers + peft.
     """
+    if unsloth_importable is None:
+        unsloth_importable = importlib.util.find_spec("unsloth") is not None
+    world_size = _world_size() if world_size is None else world_size
+    if world_size > 1:
+        return "transformers", f"{world_size} processes: Unsloth is single-GPU"
+    if unsloth_importable:
+        return "unsloth", "unsloth is installed"
+    return "transformers", "unsloth is not installed"
+
+
+def select_backend(requested: str = "auto") -> tuple[str, str]:
+    """Choose 'unsloth' or 'transformers' and say why; imports Unsloth when it is chosen."""
     if requested not in ("auto", "unsloth", "transformers"):
         raise BackendError(f"model.backend='{requested}' is not one of auto, unsloth, transformers")
-    have_unsloth = importlib.util.find_spec("unsloth") is not None
     if requested == "transformers":
         return "transformers", "requested"
     if requested == "unsloth":
-        if not have_unsloth:
+        if importlib.util.find_spec("unsloth") is None:
             raise BackendError("model.backend='unsloth' but unsloth is not installed: "
                                "pip install 'unsloth-grpo[unsloth]', or set model.backend=auto")
         if _world_size() > 1:
@@ -98,12 +109,10 @@ def select_backend(requested: str = "auto") -> tuple[str, str]:
             )
         _import_unsloth()
         return "unsloth", "requested"
-    if _world_size() > 1:
-        return "transformers", f"{_world_size()} processes: Unsloth is single-GPU"
-    if have_unsloth:
+    name, why = auto_backend()
+    if name == "unsloth":
         _import_unsloth()
-        return "unsloth", "unsloth is installed"
-    return "transformers", "unsloth is not installed"
+    return name, why
 
 
 def _import_unsloth() -> None:

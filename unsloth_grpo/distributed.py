@@ -390,9 +390,11 @@ def rank_log_callbacks(env: Mapping[str, str] | None = None) -> list:
 
     class RankLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or "reward" not in logs:
+            from unsloth_grpo.train import metrics_row
+
+            row = metrics_row(state, logs)  # the same rows rank 0 writes to metrics.jsonl
+            if row is None:
                 return
-            row = {"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}}
             with (directory / f"metrics.rank{args.process_index}.jsonl").open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
 

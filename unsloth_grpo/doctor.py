@@ -500,18 +500,20 @@ def _own_requirements() -> tuple[list[str] | None, str | None, str]:
 
 
 def choose_backend(unsloth_importable: bool, world_size: int = 1, cuda_available: bool = True) -> tuple[str, str]:
-    """What ``backend: auto`` resolves to, and why. One rule, shared with the backend layer."""
+    """What ``backend: auto`` resolves to, and why: the backend layer's own rule, with advice added."""
+    from unsloth_grpo.backend import auto_backend
+
+    name, reason = auto_backend(unsloth_importable, world_size)
     if world_size > 1:
-        return "transformers", (
-            f"{world_size} processes (WORLD_SIZE={world_size}): Unsloth's fast path is single-GPU, "
-            "so several processes run the transformers backend"
-        )
-    if unsloth_importable:
-        reason = "unsloth is installed (found without importing it)"
+        reason = (f"{world_size} processes (WORLD_SIZE={world_size}): Unsloth's fast path is single-GPU, "
+                  "so several processes run the transformers backend")
+    elif name == "unsloth":
+        reason += " (found without importing it)"
         if not cuda_available:
             reason += "; with no CUDA GPU it runs on its CPU fallback (slow, no 4-bit, no vLLM)"
-        return "unsloth", reason
-    return "transformers", 'unsloth is not installed (pip install "unsloth-grpo[unsloth]" to use it)'
+    else:
+        reason += ' (pip install "unsloth-grpo[unsloth]" to use it)'
+    return name, reason
 
 
 def _truthy(value: str | None) -> bool:

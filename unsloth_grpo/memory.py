@@ -1091,12 +1091,12 @@ def plan_for_gpu(model_config: Any, gpu: Mapping[str, Any] | None = None, **kwar
 
 
 def resolve_backend(backend: str) -> str:
-    """'auto' means Unsloth when it is installed (checked without importing it)."""
+    """The backend a run would use: 'auto' follows the backend layer's rule (without importing Unsloth)."""
     if backend != "auto":
         return backend
-    import importlib.util
+    from unsloth_grpo.backend import auto_backend
 
-    return "unsloth" if importlib.util.find_spec("unsloth") is not None else "transformers"
+    return auto_backend()[0]
 
 
 def settings_from_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -135,15 +135,21 @@ def _metrics_callback(path: Path):
         """Append each logged training step to ``metrics.jsonl`` (rank 0 only)."""
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero or not logs:
-                return
-            if "reward" not in logs and not any(k.startswith("eval/") for k in logs):
-                return  # the end-of-training summary, not a step
-            row = {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)}}
-            with path.open("a") as fh:
-                fh.write(json.dumps(row) + "\n")
+            row = metrics_row(state, logs)
+            if state.is_world_process_zero and row is not None:
+                with path.open("a") as fh:
+                    fh.write(json.dumps(row) + "\n")
 
     return MetricsJsonl()
+
+
+def metrics_row(state, logs: dict | None) -> dict | None:
+    """One ``metrics.jsonl`` row for a training (or periodic eval) log; None for anything else."""
+    if not logs:
+        return None
+    if "reward" not in logs and not any(k.startswith("eval/") for k in logs):
+        return None  # the end-of-training summary, not a step
+    return {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)}}
 
 
 def _jsonable(v: Any) -> bool:
