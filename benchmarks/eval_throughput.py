@@ -26,7 +26,7 @@ def main() -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from unsloth_grpo.generation import generate_detailed
+    from unsloth_grpo.evaluation.generation import generate_detailed
     from unsloth_grpo.tasks.gsm8k import load_gsm8k
     from unsloth_grpo.testing import build_tiny_model
 

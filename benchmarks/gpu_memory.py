@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from unsloth_grpo import memory  # noqa: E402  (light: imports no torch)
+from unsloth_grpo.hardware import memory  # noqa: E402  (light: imports no torch)
 
 RESULTS = ROOT / "benchmarks" / "results"
 TEXT_MODELS = [k for k in memory.builtin_model_names() if memory.BUILTIN_CONFIGS[k]["model_type"] != "gemma3"]
@@ -106,16 +106,16 @@ def spread_reward(completions, **kwargs):
 
 def run_one(spec: dict) -> dict:
     """Train ``spec['steps']`` GRPO steps with the planned settings; measure memory and time."""
-    from unsloth_grpo.backend import select_backend
+    from unsloth_grpo.hardware.backend import select_backend
 
     select_backend(spec["backend"])  # imports unsloth before transformers/trl when it is the backend
     import torch
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from unsloth_grpo.backend import load_model
+    from unsloth_grpo.hardware.backend import load_model
     from unsloth_grpo.config import load_config
-    from unsloth_grpo.train import build_grpo_args
+    from unsloth_grpo.training.train import build_grpo_args
 
     s = spec["settings"]
     cuda = spec["device"] == "cuda"

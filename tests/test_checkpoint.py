@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo import checkpoint as ck
+from unsloth_grpo.training import checkpoint as ck
 
 
 def _staged(run: Path, step: int, payload: bytes = b"x" * 100) -> Path:
@@ -174,7 +174,7 @@ def _rows(path):
 def test_resumed_run_matches_the_uninterrupted_run_step_for_step(tmp_path):
     from safetensors.torch import load_file
 
-    from unsloth_grpo.train import TrainingStopped, train
+    from unsloth_grpo.training.train import TrainingStopped, train
 
     quiet = lambda _m: None  # noqa: E731
     full = train(_smoke_cfg(tmp_path / "full", 8, "training.save_steps=3"), log=quiet)

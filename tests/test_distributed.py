@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from unsloth_grpo.config import load_config, validate
-from unsloth_grpo.distributed import (
+from unsloth_grpo.training.distributed import (
     Layout,
     batch_problems,
     describe_layout,
@@ -165,7 +165,7 @@ def test_describe_layout_numbers():
 
 
 def test_unsloth_backend_refused_under_several_processes(monkeypatch):
-    from unsloth_grpo.backend import BackendError, select_backend
+    from unsloth_grpo.hardware.backend import BackendError, select_backend
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     if __import__("importlib").util.find_spec("unsloth") is not None:
@@ -226,8 +226,8 @@ def test_vllm_server_option():
 
 
 def test_vllm_server_maps_onto_grpo_config():
-    from unsloth_grpo.backend import BackendInfo
-    from unsloth_grpo.train import build_grpo_args
+    from unsloth_grpo.hardware.backend import BackendInfo
+    from unsloth_grpo.training.train import build_grpo_args
 
     cfg = _cfg(model={"vllm_server": "10.0.0.5:8001", "backend": "transformers"})
     info = BackendInfo("transformers", "cpu", "fp32", False, False, cfg.model.name)
@@ -242,7 +242,7 @@ def test_doctor_checks_the_configs_vllm_server(tmp_path, capsys):
     import argparse
     import socket
 
-    from unsloth_grpo import doctor
+    from unsloth_grpo.hardware import doctor
 
     with socket.socket() as sock:  # a port nothing listens on once this closes
         sock.bind(("127.0.0.1", 0))

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from unsloth_grpo import doctor
-from unsloth_grpo.doctor import (
+from unsloth_grpo.hardware import doctor
+from unsloth_grpo.hardware.doctor import (
     ERROR,
     GPU,
     WARNING,

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from unsloth_grpo.evaluate import (
+from unsloth_grpo.evaluation.evaluate import (
     compare,
     evaluate,
     pass_at_k,
@@ -145,7 +145,7 @@ def tiny(tiny_model_dir):
 
 
 def test_batched_generation_equals_one_at_a_time(tiny):
-    from unsloth_grpo.generation import generate_detailed, render_prompts
+    from unsloth_grpo.evaluation.generation import generate_detailed, render_prompts
     from unsloth_grpo.tasks.gsm8k import load_gsm8k
 
     _, model, tok = tiny
@@ -162,7 +162,7 @@ def test_batched_generation_equals_one_at_a_time(tiny):
 
 
 def test_sampling_is_seeded_and_shaped(tiny):
-    from unsloth_grpo.generation import generate
+    from unsloth_grpo.evaluation.generation import generate
 
     _, model, tok = tiny
     prompts = ["Ann has 3 apples.", "Bob has 5 pens."]
@@ -175,7 +175,7 @@ def test_sampling_is_seeded_and_shaped(tiny):
 
 
 def test_vllm_fast_path_is_used_when_the_model_has_an_engine(monkeypatch):
-    from unsloth_grpo.generation import generate_detailed
+    from unsloth_grpo.evaluation.generation import generate_detailed
 
     class SamplingParams:
         def __init__(self, **kw):
@@ -217,7 +217,7 @@ def _gsm8k_file(path, n=16):
 
 
 def _cli(argv):
-    from unsloth_grpo.evaluate import add_parser
+    from unsloth_grpo.evaluation.evaluate import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo import export as ex
+from unsloth_grpo.hardware import export as ex
 
 
 def _adapter(tiny_model_dir: str, out: Path) -> Path:
@@ -105,7 +105,7 @@ def test_errors_before_any_model_is_loaded(adapter_dir, tmp_path):
     with pytest.raises(ex.ExportError, match="not a model"):
         ex.export_model(adapter_dir, notes)
     # a run that never finished points at its checkpoint
-    from unsloth_grpo.checkpoint import finalize_checkpoint
+    from unsloth_grpo.training.checkpoint import finalize_checkpoint
 
     run = tmp_path / "run"
     staged = run / "checkpoint-4"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from unsloth_grpo import inference as inf
+from unsloth_grpo.evaluation import inference as inf
 from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT
 
 
@@ -53,7 +53,7 @@ def test_answers_are_extracted_from_completions(tiny_model_dir, monkeypatch):
     """A model that always writes the same completion: the extraction is what is under test."""
     from transformers import AutoTokenizer
 
-    from unsloth_grpo import generation
+    from unsloth_grpo.evaluation import generation
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     seen = {}
@@ -84,7 +84,7 @@ def test_generate_on_base_merged_and_adapter_agree(tiny_model_dir, tmp_path, cap
     """Greedy output of an adapter and of its merged export is the same text."""
     from test_export import _adapter
 
-    from unsloth_grpo.export import export_model
+    from unsloth_grpo.hardware.export import export_model
 
     adapter = _adapter(tiny_model_dir, tmp_path / "adapter")
     export_model(adapter, tmp_path / "merged", log=lambda _m: None)

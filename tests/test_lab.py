@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo import lab
+from unsloth_grpo.evaluation import lab
 from unsloth_grpo.rewards import build_reward_functions, catalogue_markdown
 
 

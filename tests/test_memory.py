@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from unsloth_grpo import memory, planner_cli
-from unsloth_grpo.memory import GiB, count_parameters, estimate_memory, plan
+from unsloth_grpo.hardware import memory
+from unsloth_grpo.cli import plan as planner_cli
+from unsloth_grpo.hardware.memory import GiB, count_parameters, estimate_memory, plan
 
 # One small config per family, each exercising what sets that family apart.
 SMALL_CONFIGS = {

@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from unsloth_grpo.monitor import (
+from unsloth_grpo.training.monitor import (
     WARNING_NAMES,
     HealthChecker,
     HealthThresholds,
@@ -249,8 +249,8 @@ def test_import_is_light():
     import subprocess
     import sys
 
-    code = ("import sys, unsloth_grpo.monitor, unsloth_grpo.progress, unsloth_grpo.plots, "
-            "unsloth_grpo.generation, unsloth_grpo.evaluate; "
+    code = ("import sys, unsloth_grpo.training.monitor, unsloth_grpo.training.progress, unsloth_grpo.evaluation.plots, "
+            "unsloth_grpo.evaluation.generation, unsloth_grpo.evaluation.evaluate; "
             "print(sorted(m for m in ('torch', 'transformers', 'trl', 'peft', 'datasets', 'matplotlib') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -264,8 +264,8 @@ def test_real_grpo_run_with_monitor_progress_samples_and_periodic_eval(tmp_path,
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from unsloth_grpo.evaluate import make_eval_callback
-    from unsloth_grpo.progress import SampleRecorder, make_progress_callback, use_progress_line
+    from unsloth_grpo.evaluation.evaluate import make_eval_callback
+    from unsloth_grpo.training.progress import SampleRecorder, make_progress_callback, use_progress_line
     from unsloth_grpo.tasks.gsm8k import load_gsm8k
 
     path = tiny_model_dir

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from unsloth_grpo import memory, oom
-from unsloth_grpo.oom import OOM_EXIT_CODE, handle_oom, overrides_for, suggest_smaller
+from unsloth_grpo.hardware import memory
+from unsloth_grpo.training import oom
+from unsloth_grpo.training.oom import OOM_EXIT_CODE, handle_oom, overrides_for, suggest_smaller
 
 BASE = dict(load_in_4bit=False, lora_rank=16, num_generations=8, per_device_train_batch_size=8,
             gradient_accumulation_steps=1, steps_per_generation=None, max_prompt_length=256,
@@ -170,11 +171,11 @@ def test_simulated_oom_in_a_real_grpo_run_saves_a_resumable_checkpoint(tmp_path,
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    from unsloth_grpo.backend import load_model
+    from unsloth_grpo.hardware.backend import load_model
     from unsloth_grpo.config import load_config
     from unsloth_grpo.recipes.gsm8k import PRESETS
     from unsloth_grpo.rewards import build_reward_functions
-    from unsloth_grpo.train import build_grpo_args, load_task_dataset
+    from unsloth_grpo.training.train import build_grpo_args, load_task_dataset
 
     cfg = load_config(PRESETS["smoke"], overrides=[f"output_dir={tmp_path}", "model.backend=transformers",
                                                    "data.num_synthetic=16", "training.max_steps=3"])

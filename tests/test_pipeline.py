@@ -87,7 +87,7 @@ def test_eval_cli_on_the_smoke_adapter(smoke_run, tmp_path):
 
 @pytest.mark.slow
 def test_transformers_backend_learns(tmp_path):
-    from unsloth_grpo.train import train
+    from unsloth_grpo.training.train import train
 
     cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"),
                                overrides=["model.backend=transformers", "training.max_steps=60"])
@@ -135,7 +135,7 @@ def test_check_flag_validates_config_and_data_only():
 
 def test_importing_the_package_imports_no_heavy_library():
     code = ("import sys, unsloth_grpo, unsloth_grpo.config, unsloth_grpo.recipes.gsm8k, unsloth_grpo.cli, "
-            "unsloth_grpo.rewards, unsloth_grpo.backend, unsloth_grpo.train\n"
+            "unsloth_grpo.rewards, unsloth_grpo.hardware.backend, unsloth_grpo.training.train\n"
             "heavy = [m for m in ('torch', 'transformers', 'trl', 'peft', 'unsloth') if m in sys.modules]\n"
             "print(heavy)")
     proc = _run(["-c", code], cwd=REPO)
@@ -145,7 +145,7 @@ def test_importing_the_package_imports_no_heavy_library():
 def test_auto_backend_prefers_unsloth_when_installed_and_one_process(monkeypatch):
     import importlib.util
 
-    from unsloth_grpo.backend import select_backend
+    from unsloth_grpo.hardware.backend import select_backend
 
     if importlib.util.find_spec("unsloth") is None:
         pytest.skip("unsloth not installed")
@@ -159,7 +159,7 @@ def test_auto_backend_prefers_unsloth_when_installed_and_one_process(monkeypatch
 @pytest.mark.slow
 def test_before_after_and_periodic_eval_use_the_tasks_grader(tmp_path, monkeypatch):
     from unsloth_grpo.tasks import gsm8k as task
-    from unsloth_grpo.train import train
+    from unsloth_grpo.training.train import train
 
     calls = []
 
@@ -186,7 +186,7 @@ def test_before_after_and_periodic_eval_use_the_tasks_grader(tmp_path, monkeypat
 def test_eval_cli_uses_the_named_tasks_loader_and_grader(tmp_path, monkeypatch):
     import argparse
 
-    from unsloth_grpo import evaluate as ev
+    from unsloth_grpo.evaluation import evaluate as ev
     from unsloth_grpo.tasks import countdown
 
     seen = []
@@ -204,7 +204,7 @@ def test_eval_cli_uses_the_named_tasks_loader_and_grader(tmp_path, monkeypatch):
 def test_preset_auto_plans_for_the_detected_gpu():
     t4 = {"name": "Tesla T4", "total_gb": 15.0, "compute_capability": (7, 5)}
     cfg = gsm8k.RECIPE.resolve(preset="auto", gpu=t4, overrides=["training.max_steps=7"])
-    from unsloth_grpo.memory import plan_for_gpu
+    from unsloth_grpo.hardware.memory import plan_for_gpu
 
     plan = plan_for_gpu(cfg.model.name, gpu=t4)
     assert cfg.model.dtype == "fp16"  # a T4 has no bf16
@@ -237,8 +237,8 @@ def test_auto_shrink_resumes_after_an_out_of_memory_with_the_smaller_config(tmp_
     import torch
     from transformers import TrainerCallback
 
-    from unsloth_grpo.recipe import add_train_arguments, run_from_args
-    from unsloth_grpo.train import train
+    from unsloth_grpo.cli.recipe import add_train_arguments, run_from_args
+    from unsloth_grpo.training.train import train
 
     class OutOfMemoryAtStep2(TrainerCallback):  # inside the third step, after two were logged
         def on_step_begin(self, args, state, control, **kwargs):

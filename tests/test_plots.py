@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from unsloth_grpo.plots import add_parser, build_figures, plot_run, read_metrics, run
+from unsloth_grpo.evaluation.plots import add_parser, build_figures, plot_run, read_metrics, run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from unsloth_grpo.progress import ProgressLine, SampleRecorder, format_duration
+from unsloth_grpo.training.progress import ProgressLine, SampleRecorder, format_duration
 
 
 class Clock:
@@ -137,7 +137,7 @@ def test_recorder_checks_its_arguments(tmp_path):
 def test_progress_callback_prints_train_eval_and_end_lines():
     from transformers import TrainerControl, TrainerState
 
-    from unsloth_grpo.progress import make_progress_callback
+    from unsloth_grpo.training.progress import make_progress_callback
 
     buf = io.StringIO()
     cb = make_progress_callback(file=buf)

@@ -18,7 +18,7 @@ def test_reward_catalogue_is_generated_from_the_registry():
 
 
 def test_memory_table_is_the_planners_output():
-    from unsloth_grpo.memory import preset_table_markdown
+    from unsloth_grpo.hardware.memory import preset_table_markdown
 
     assert preset_table_markdown().strip() in README, "regenerate with: unsloth-grpo plan --table"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo import checkpoint as ck
-from unsloth_grpo import stages as st
+from unsloth_grpo.training import checkpoint as ck
+from unsloth_grpo.training import stages as st
 from unsloth_grpo.config import ConfigError, load_config
 
 
@@ -160,7 +160,7 @@ class _Recorder:
 def test_two_stages_in_order_then_resume_across_the_boundary(tmp_path):
     from safetensors.torch import load_file
 
-    from unsloth_grpo.train import TrainingStopped, train
+    from unsloth_grpo.training.train import TrainingStopped, train
 
     quiet = lambda _m: None  # noqa: E731
     cfg = _cfg(tmp_path, STAGES, "training.save_steps=2")

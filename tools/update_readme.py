@@ -6,7 +6,7 @@
 import re
 from pathlib import Path
 
-from unsloth_grpo.memory import preset_table_markdown
+from unsloth_grpo.hardware.memory import preset_table_markdown
 from unsloth_grpo.rewards import catalogue_markdown
 
 README = Path(__file__).resolve().parents[1] / "README.md"

@@ -158,12 +158,12 @@ class RecipeConfig:
     rewards: list[RewardSpec] = _f(help="Rewards with weights and parameters.", factory=list)
     training: TrainingConfig = _f(help="GRPO optimisation settings.", factory=TrainingConfig)
     monitor: dict[str, Any] = _f(
-        help="Health monitor thresholds and windows (see unsloth_grpo.monitor.HealthThresholds).", factory=dict
+        help="Health monitor thresholds and windows (see unsloth_grpo.training.monitor.HealthThresholds).", factory=dict
     )
     evaluation: EvalConfig = _f(help="Held-out evaluation during and around training.", factory=EvalConfig)
     stages: list[StageConfig] = _f(
         help="Stages run in order on one adapter, each with its own rewards/steps/lr (empty: a single GRPO run). "
-             "See unsloth_grpo.stages.", factory=list
+             "See unsloth_grpo.training.stages.", factory=list
     )
 
     def problems(self) -> list[str]:
@@ -356,7 +356,7 @@ def validate(cfg: RecipeConfig) -> list[str]:
             f"training.num_generations={t.num_generations}: GRPO compares completions within a group, "
             "so it needs at least 2 (8 is typical)"
         )
-    from unsloth_grpo.distributed import batch_problems, detect, layout_problems
+    from unsloth_grpo.training.distributed import batch_problems, detect, layout_problems
 
     layout = detect()  # WORLD_SIZE etc. from torchrun / accelerate launch; 1 process otherwise
     p.extend(batch_problems(t, layout.world_size))  # TRL's generation-batch rules, across all processes
@@ -387,7 +387,7 @@ def validate(cfg: RecipeConfig) -> list[str]:
         if not isinstance(spec.params, dict):
             p.append(f"rewards[{i}].params must be a mapping")
     try:
-        from unsloth_grpo.monitor import HealthThresholds
+        from unsloth_grpo.training.monitor import HealthThresholds
 
         HealthThresholds.from_dict(cfg.monitor)
     except (ValueError, TypeError) as exc:
@@ -398,7 +398,7 @@ def validate(cfg: RecipeConfig) -> list[str]:
     p.extend(_reward_problems(cfg))
     p.extend(_hardware_problems(cfg))
     if cfg.stages:
-        from unsloth_grpo.stages import stage_problems
+        from unsloth_grpo.training.stages import stage_problems
 
         p.extend(q for q in stage_problems(cfg) if q not in p)
     return p

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from unsloth_grpo.recipe import Recipe, run_recipe, smoke_preset
+from unsloth_grpo.cli.recipe import Recipe, run_recipe, smoke_preset
 from unsloth_grpo.tasks.custom import DEFAULT_REWARDS
 
 DEFAULTS = {

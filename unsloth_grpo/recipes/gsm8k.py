@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from unsloth_grpo.recipe import Recipe, run_recipe, smoke_preset
+from unsloth_grpo.cli.recipe import Recipe, run_recipe, smoke_preset
 from unsloth_grpo.tasks.gsm8k import DEFAULT_REWARDS
 
 DEFAULTS = {

@@ -359,8 +359,8 @@ def grader_for(cfg) -> Callable[[Any, Any], bool]:
 
 
 def evaluate(model, tokenizer, dataset, *, tag: str | tuple[str, str] = "answer", **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluate.evaluate` graded with this task's :func:`is_correct`."""
-    from unsloth_grpo.evaluate import evaluate as _evaluate
+    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with this task's :func:`is_correct`."""
+    from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
 
     def correct(completion: Any, gold: Any) -> bool:
         return is_correct(completion, gold, tag=tag)

@@ -250,8 +250,8 @@ def load_dataset_for(cfg):
 
 
 def evaluate(model, tokenizer, dataset, *, mode: str = "exact", threshold: float = 1.0, **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluate.evaluate` graded with :func:`is_correct` in ``mode``."""
-    from unsloth_grpo.evaluate import evaluate as _evaluate
+    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with :func:`is_correct` in ``mode``."""
+    from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
 
     def correct(completion: Any, gold: Any) -> bool:
         return is_correct(completion, gold, mode=mode, threshold=threshold)

@@ -108,7 +108,7 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
     if t.steps_per_generation:
         kwargs["steps_per_generation"] = t.steps_per_generation
     if cfg.model.vllm_server:  # generation on a separate `trl vllm-serve`, any number of training processes
-        from unsloth_grpo.distributed import vllm_server_kwargs
+        from unsloth_grpo.training.distributed import vllm_server_kwargs
 
         kwargs.update(vllm_server_kwargs(cfg.model.vllm_server))
     elif info.use_vllm and info.backend == "transformers":
@@ -230,7 +230,7 @@ def _eval_kwargs(cfg: RecipeConfig) -> dict:
 
 
 def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:
-    from unsloth_grpo.evaluate import evaluate, write_eval
+    from unsloth_grpo.evaluation.evaluate import evaluate, write_eval
 
     result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
     write_eval(result, where, model=cfg.model.name, dataset=cfg.data.source, split=cfg.evaluation.split)
@@ -239,7 +239,7 @@ def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict
 
 def _resume_point(cfg: RecipeConfig, resume, stage_index: int):
     """The checkpoint to continue from (None for a fresh run), refusing mismatched resumes."""
-    from unsloth_grpo import checkpoint as ckpt
+    from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir)
     if resume_from is not None and resume_from.stage != stage_index:
@@ -255,13 +255,13 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int):
 
 def _check_environment(cfg: RecipeConfig, distributed, log: Callable[[str], None]) -> None:
     """The doctor's blocking checks, then the memory planner's warnings; nothing loaded yet."""
-    from unsloth_grpo.doctor import preflight
+    from unsloth_grpo.hardware.doctor import preflight
 
     server = distributed.parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
     preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
               fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server)
     try:
-        from unsloth_grpo.memory import check_config
+        from unsloth_grpo.hardware.memory import check_config
 
         for warning in check_config(cfg):
             log(f"memory: {warning}")
@@ -271,7 +271,7 @@ def _check_environment(cfg: RecipeConfig, distributed, log: Callable[[str], None
 
 def _prepare_output_dir(cfg: RecipeConfig, resume_from, log: Callable[[str], None]) -> None:
     """Create the run directory, write the resolved config, and line up metrics with the resume point."""
-    from unsloth_grpo import checkpoint as ckpt
+    from unsloth_grpo.training import checkpoint as ckpt
 
     out = Path(cfg.output_dir)
     metrics_path = out / "metrics.jsonl"
@@ -289,7 +289,7 @@ def _prepare_output_dir(cfg: RecipeConfig, resume_from, log: Callable[[str], Non
 
 def _write_run_info(cfg: RecipeConfig, loaded, dataset) -> None:
     """``run_info.json`` (backend, versions) and the reproducibility bundle."""
-    from unsloth_grpo.repro import collect_bundle, write_bundle
+    from unsloth_grpo.training.repro import collect_bundle, write_bundle
 
     out = Path(cfg.output_dir)
     (out / "run_info.json").write_text(json.dumps({
@@ -305,14 +305,14 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
     out = Path(cfg.output_dir)
     loaded.tokenizer.save_pretrained(str(out))
     if before is not None:
-        from unsloth_grpo.evaluate import compare, write_report
+        from unsloth_grpo.evaluation.evaluate import compare, write_report
 
         after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
         write_report(compare(before, after), out)
         log(f"evaluation: accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f}, format "
             f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
     try:
-        from unsloth_grpo.plots import plot_run
+        from unsloth_grpo.evaluation.plots import plot_run
 
         plot_run(out)
     except Exception as exc:  # noqa: BLE001 - a plot must never cost the user the trained adapter
@@ -326,22 +326,22 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
 
     ``resume``: None (a fresh run; refused when the output directory holds checkpoints), True
     (the latest complete checkpoint, or a fresh start when there is none) or a run/checkpoint path.
-    A config with ``stages`` runs them in order (:func:`unsloth_grpo.stages.run_stages`).
+    A config with ``stages`` runs them in order (:func:`unsloth_grpo.training.stages.run_stages`).
     ``loaded`` reuses an already loaded model (the stage runner); ``stage`` and ``hint`` label
     checkpoints and the resume message. SIGINT/SIGTERM save a checkpoint and raise
     :class:`TrainingStopped` with exit code 130/143.
     """
-    from unsloth_grpo.backend import select_backend
+    from unsloth_grpo.hardware.backend import select_backend
 
     check(cfg)  # every config problem at once, before anything heavy
     if cfg.stages:
-        from unsloth_grpo.stages import run_stages
+        from unsloth_grpo.training.stages import run_stages
 
         return run_stages(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume)
-    from unsloth_grpo import checkpoint as ckpt
+    from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = _resume_point(cfg, resume, stage[0])
-    from unsloth_grpo import distributed
+    from unsloth_grpo.training import distributed
 
     layout = distributed.detect()
     if layout.is_main:  # per-device and global batch numbers, once per launch
@@ -359,7 +359,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     metrics_path = out / "metrics.jsonl"
     if main_process:  # under torchrun/accelerate only rank 0 writes outputs
         _prepare_output_dir(cfg, resume_from, log)
-    from unsloth_grpo.backend import load_model
+    from unsloth_grpo.hardware.backend import load_model
     from unsloth_grpo.data import filter_long_prompts
 
     start = time.time()
@@ -376,8 +376,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
 
     from trl import GRPOTrainer
 
-    from unsloth_grpo.monitor import HealthThresholds, make_health_callback
-    from unsloth_grpo.progress import SampleRecorder, use_progress_line
+    from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
+    from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
 
     if cfg.training.samples_every and main_process:
         recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
@@ -399,7 +399,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
-        from unsloth_grpo.evaluate import make_eval_callback
+        from unsloth_grpo.evaluation.evaluate import make_eval_callback
 
         trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
     before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
@@ -412,7 +412,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     try:
         trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
     except torch.OutOfMemoryError as exc:
-        from unsloth_grpo import memory, oom
+        from unsloth_grpo.hardware import memory
+        from unsloth_grpo.training import oom
 
         try:
             estimate = memory.estimate_for_config(cfg)

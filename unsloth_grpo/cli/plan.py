@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from unsloth_grpo import memory
+from unsloth_grpo.hardware import memory
 
 _TERM_HELP = {
     "weights": "base model weights",

@@ -377,8 +377,8 @@ def generate_records(
     recipe's dataset with the untrained model. Returns the records and ms per completion."""
     import importlib
 
-    from unsloth_grpo.backend import load_for_inference
-    from unsloth_grpo.generation import generate
+    from unsloth_grpo.hardware.backend import load_for_inference
+    from unsloth_grpo.evaluation.generation import generate
 
     task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
     ds = task.load_dataset_for(cfg)

@@ -25,7 +25,7 @@ The checker is pure (metric dicts in, warnings out), so it is tested on recorded
 :func:`make_health_callback` wraps it in a ``transformers.TrainerCallback`` that prints the warnings
 and appends them to ``OUTPUT_DIR/health.jsonl``. Example::
 
-    from unsloth_grpo.monitor import HealthThresholds, make_health_callback
+    from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
     cb = make_health_callback("outputs/run", HealthThresholds(kl_max=0.3, stop_on_collapse=True))
     trainer = GRPOTrainer(..., callbacks=[cb])
 """

@@ -7,7 +7,7 @@ weights and parameters, the stages, and the dataset's source and a fingerprint o
 
 Example::
 
-    from unsloth_grpo.repro import collect_bundle, write_bundle
+    from unsloth_grpo.training.repro import collect_bundle, write_bundle
     write_bundle("outputs/run", collect_bundle(cfg, dataset=ds))
 """
 
@@ -134,7 +134,7 @@ def write_bundle(directory: str | os.PathLike, bundle: dict) -> Path:
 
 def read_bundle(directory: str | os.PathLike) -> dict | None:
     """The bundle of a run, checkpoint or export directory (or of the run above a checkpoint)."""
-    from unsloth_grpo.checkpoint import CHECKPOINTS_DIR, run_dir_of
+    from unsloth_grpo.training.checkpoint import CHECKPOINTS_DIR, run_dir_of
 
     directory = Path(directory)
     candidates = [directory]

@@ -484,7 +484,7 @@ def _own_requirements() -> tuple[list[str] | None, str | None, str]:
     if lines is not None:
         meta = importlib.metadata.metadata(PACKAGE)
         return lines, meta.get("Requires-Python"), f"installed metadata, version {meta.get('Version')}"
-    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     if not pyproject.is_file():
         return None, None, f"{PACKAGE} is not installed and no pyproject.toml was found"
     import tomllib
@@ -501,7 +501,7 @@ def _own_requirements() -> tuple[list[str] | None, str | None, str]:
 
 def choose_backend(unsloth_importable: bool, world_size: int = 1, cuda_available: bool = True) -> tuple[str, str]:
     """What ``backend: auto`` resolves to, and why: the backend layer's own rule, with advice added."""
-    from unsloth_grpo.backend import auto_backend
+    from unsloth_grpo.hardware.backend import auto_backend
 
     name, reason = auto_backend(unsloth_importable, world_size)
     if world_size > 1:
@@ -1094,7 +1094,7 @@ def run(args: argparse.Namespace) -> int:
     port = getattr(args, "vllm_server_port", None)
     server = (host or "localhost", port or DEFAULT_VLLM_PORT) if (host or port) else None
     if server is None and getattr(args, "config", None) and cfg.model.vllm_server:
-        from unsloth_grpo.distributed import parse_vllm_server
+        from unsloth_grpo.training.distributed import parse_vllm_server
 
         server = parse_vllm_server(cfg.model.vllm_server)[1:]  # the server the recipe will generate on
 
@@ -1113,7 +1113,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m unsloth_grpo.doctor``: the same as ``unsloth-grpo doctor``."""
+    """``python -m unsloth_grpo.hardware.doctor``: the same as ``unsloth-grpo doctor``."""
     parser = argparse.ArgumentParser(prog="unsloth-grpo")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["doctor", *(sys.argv[1:] if argv is None else argv)])

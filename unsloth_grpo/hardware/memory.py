@@ -3,7 +3,7 @@
 Picking ``num_generations`` by crashing is the hardest step of a GRPO run on a small card.
 This module computes it instead, from the model's ``config.json`` alone (nothing is loaded)::
 
-    from unsloth_grpo.memory import count_parameters, estimate_memory, plan
+    from unsloth_grpo.hardware.memory import count_parameters, estimate_memory, plan
 
     count_parameters("qwen2.5-1.5b")                  # 1543714304, exact
     est = estimate_memory("qwen2.5-1.5b", num_generations=8, max_completion_length=512)
@@ -1094,7 +1094,7 @@ def resolve_backend(backend: str) -> str:
     """The backend a run would use: 'auto' follows the backend layer's rule (without importing Unsloth)."""
     if backend != "auto":
         return backend
-    from unsloth_grpo.backend import auto_backend
+    from unsloth_grpo.hardware.backend import auto_backend
 
     return auto_backend()[0]
 

@@ -9,7 +9,7 @@ system is atomic, so a checkpoint under ``checkpoints/`` is either whole or abse
 a file truncated by a full disk). Layout of a run directory::
 
     RUN/checkpoints/checkpoint-20/            # single-stage run
-    RUN/stages/02-format/checkpoints/checkpoint-10/   # multi-stage run (see unsloth_grpo.stages)
+    RUN/stages/02-format/checkpoints/checkpoint-10/   # multi-stage run (see unsloth_grpo.training.stages)
 
 :class:`CheckpointCallback` plugs this into TRL/transformers through the Trainer's ``on_save``
 hook (composition, no subclass: the Trainer keeps its own complete save logic) and installs
@@ -18,7 +18,7 @@ the run prints the command that resumes it. A second Ctrl-C aborts at once.
 
 Example::
 
-    from unsloth_grpo.checkpoint import latest_checkpoint
+    from unsloth_grpo.training.checkpoint import latest_checkpoint
     latest_checkpoint("outputs/smoke")   # Path('outputs/smoke/checkpoints/checkpoint-40') or None
 """
 

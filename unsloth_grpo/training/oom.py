@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from unsloth_grpo import memory
+from unsloth_grpo.hardware import memory
 
 #: Exit status of a run that stopped on CUDA out-of-memory (distinct from 1 = error, 2 = bad config).
 OOM_EXIT_CODE = 3

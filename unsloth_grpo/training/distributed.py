@@ -159,7 +159,7 @@ def plan_batch(training, world_size: int) -> tuple[BatchPlan | None, list[str]]:
     the generation batch must be a multiple of ``num_generations``. So a group of generations may
     span devices (4 per device on 2 devices with 8 generations is valid: rewards are gathered
     before the advantages are computed). ``training.extra`` wins over the typed fields, as in
-    :func:`unsloth_grpo.train.build_grpo_args`.
+    :func:`unsloth_grpo.training.train.build_grpo_args`.
     """
     t = training
     extra = t.extra or {}
@@ -358,7 +358,7 @@ def node_lock(path: str | os.PathLike) -> Iterator[None]:
 
 def prepare_model_files(model_name: str, layout: Layout | None = None) -> None:
     """Build ``builtin:tiny`` once per machine before the ranks load it (a no-op otherwise)."""
-    from unsloth_grpo.backend import TINY_MODEL, cache_dir, resolve_model_path
+    from unsloth_grpo.hardware.backend import TINY_MODEL, cache_dir, resolve_model_path
 
     layout = detect() if layout is None else layout
     if model_name != TINY_MODEL or not layout.distributed:
@@ -390,7 +390,7 @@ def rank_log_callbacks(env: Mapping[str, str] | None = None) -> list:
 
     class RankLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            from unsloth_grpo.train import metrics_row
+            from unsloth_grpo.training.train import metrics_row
 
             row = metrics_row(state, logs)  # the same rows rank 0 writes to metrics.jsonl
             if row is None:

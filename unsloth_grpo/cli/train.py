@@ -18,7 +18,7 @@ def load_recipe(name: str):
 
 
 def add_parser(subparsers) -> None:
-    from unsloth_grpo.recipe import add_train_arguments
+    from unsloth_grpo.cli.recipe import add_train_arguments
 
     p = subparsers.add_parser("train", help="Train with GRPO (a recipe, a preset, a config file).")
     p.add_argument("--recipe", default=None, choices=available_recipes(),
@@ -28,7 +28,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from unsloth_grpo.recipe import run_from_args
+    from unsloth_grpo.cli.recipe import run_from_args
 
     name = args.recipe
     if name is None and args.config:

@@ -13,14 +13,14 @@ import sys
 #: Modules that contribute a subcommand through ``add_parser(subparsers)``. A module that is
 #: missing (an optional part not installed) is skipped rather than breaking the whole CLI.
 COMMAND_MODULES = [
-    "unsloth_grpo.cli_train",
-    "unsloth_grpo.lab",
-    "unsloth_grpo.evaluate",
-    "unsloth_grpo.plots",
-    "unsloth_grpo.planner_cli",
-    "unsloth_grpo.doctor",
-    "unsloth_grpo.export",
-    "unsloth_grpo.inference",
+    "unsloth_grpo.cli.train",
+    "unsloth_grpo.evaluation.lab",
+    "unsloth_grpo.evaluation.evaluate",
+    "unsloth_grpo.evaluation.plots",
+    "unsloth_grpo.cli.plan",
+    "unsloth_grpo.hardware.doctor",
+    "unsloth_grpo.hardware.export",
+    "unsloth_grpo.evaluation.inference",
 ]
 
 

@@ -97,8 +97,8 @@ def evaluate(
     ``samples=K > 1`` K more completions are sampled at ``temperature`` for ``pass@k``
     (k = 1, 2, 4, ..., K). ``generate_fn(prompts, *, num_samples, temperature, top_p,
     max_new_tokens, batch_size, seed)`` replaces the model (scripted tests, other engines); by
-    default it is :func:`unsloth_grpo.generation.generate` on ``model`` and ``tokenizer``.
-    It returns strings or :class:`~unsloth_grpo.generation.Generation` items (which carry the
+    default it is :func:`unsloth_grpo.evaluation.generation.generate` on ``model`` and ``tokenizer``.
+    It returns strings or :class:`~unsloth_grpo.evaluation.generation.Generation` items (which carry the
     generated token count and whether generation ended at eos); strings are re-tokenized with
     ``tokenizer`` to count tokens when one is given.
 
@@ -117,7 +117,7 @@ def evaluate(
         is_correct = is_correct or answers.is_correct
         matches_format = matches_format or answers.matches_format
     if generate_fn is None:
-        from unsloth_grpo.generation import generate_detailed
+        from unsloth_grpo.evaluation.generation import generate_detailed
 
         generate_fn = functools.partial(generate_detailed, model, tokenizer)
 
@@ -346,7 +346,7 @@ def _task_setup(args):
 
 
 def _load_model(path: str, backend: str, device: str):
-    from unsloth_grpo.backend import load_for_inference
+    from unsloth_grpo.hardware.backend import load_for_inference
 
     return load_for_inference(path, backend=backend, device=device)
 
@@ -408,7 +408,7 @@ def _summary(result: dict[str, Any]) -> str:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from unsloth_grpo.backend import BackendError
+    from unsloth_grpo.hardware.backend import BackendError
 
     return (ValueError, BackendError, FileNotFoundError)  # DataError is a ValueError
 

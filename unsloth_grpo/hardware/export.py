@@ -16,7 +16,7 @@ call only; it is never written to any file.
 
 Example::
 
-    from unsloth_grpo.export import export_model
+    from unsloth_grpo.hardware.export import export_model
     result = export_model("outputs/smoke", merged_dir="exports/smoke")
     result.merged_dir, result.method      # (PosixPath('exports/smoke'), 'peft merge_and_unload')
 """
@@ -65,7 +65,7 @@ class ExportResult:
 
 def resolve_source(model: str | os.PathLike) -> tuple[Path, Path | None]:
     """(directory to export, its adapter directory or None for an already merged/base model)."""
-    from unsloth_grpo.checkpoint import latest_checkpoint
+    from unsloth_grpo.training.checkpoint import latest_checkpoint
 
     p = Path(model).expanduser()
     if not p.exists():
@@ -83,7 +83,7 @@ def resolve_source(model: str | os.PathLike) -> tuple[Path, Path | None]:
 
 def adapter_base(adapter: Path, override: str | None = None) -> str:
     """The base model an adapter was trained on (``--base-model`` wins), resolved to a loadable path."""
-    from unsloth_grpo.backend import resolve_model_path
+    from unsloth_grpo.hardware.backend import resolve_model_path
 
     if override:
         return resolve_model_path(override)
@@ -142,7 +142,7 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from unsloth_grpo.backend import torch_dtype
+    from unsloth_grpo.hardware.backend import torch_dtype
 
     weights_from = base if adapter is not None else str(source)
     base_dt, quantized = _base_dtype(weights_from)
@@ -166,7 +166,7 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
 
 
 def _load_unsloth(source: Path):
-    from unsloth_grpo.backend import _import_unsloth
+    from unsloth_grpo.hardware.backend import _import_unsloth
 
     _import_unsloth()
     from unsloth import FastLanguageModel
@@ -262,7 +262,7 @@ def _refuse_overwrite(out: Path, source: Path) -> None:
 
 
 def _write_export_bundle(result: ExportResult, quant: str, log) -> None:
-    from unsloth_grpo.repro import collect_bundle, read_bundle, write_bundle
+    from unsloth_grpo.training.repro import collect_bundle, read_bundle, write_bundle
 
     run_bundle = read_bundle(result.source) or {}
     bundle = collect_bundle()  # versions, git commit and command of the export itself
@@ -315,7 +315,7 @@ def verify_merge(result: ExportResult, texts: list[str] | None = None) -> float:
     """Reload the merged directory with plain transformers and compare it with the adapter model."""
     from transformers import AutoModelForCausalLM
 
-    from unsloth_grpo.backend import load_for_inference
+    from unsloth_grpo.hardware.backend import load_for_inference
 
     if result.merged_dir is None:
         raise ExportError("no merged directory to verify")

@@ -3,7 +3,7 @@
 ``plot_run("outputs/run")`` writes ``outputs/run/plots/*.png`` and returns their paths; the
 ``unsloth-grpo plot OUTPUT_DIR`` subcommand does the same. Example::
 
-    from unsloth_grpo.plots import plot_run
+    from unsloth_grpo.evaluation.plots import plot_run
     for path in plot_run("outputs/gsm8k"):
         print(path)
 """
@@ -157,7 +157,7 @@ def plot_run(output_dir: str | Path, *, out_dir: str | Path | None = None) -> li
     ran; a plot whose metric was never logged is skipped. Health warnings from ``health.jsonl``
     are dashed red lines labelled with their name.
     """
-    from unsloth_grpo.monitor import read_health
+    from unsloth_grpo.training.monitor import read_health
 
     rows = read_metrics(output_dir)
     target = Path(out_dir) if out_dir is not None else Path(output_dir) / "plots"

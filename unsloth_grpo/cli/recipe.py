@@ -52,7 +52,7 @@ AUTO_PRESET = "auto"
 
 def _auto_preset(model: str, gpu: dict | None) -> dict:
     """Planner settings for ``model`` on the detected GPU, as a partial config (a preset)."""
-    from unsloth_grpo import memory
+    from unsloth_grpo.hardware import memory
     from unsloth_grpo.config import parse_override
 
     try:
@@ -130,7 +130,7 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
     resume = getattr(args, "resume", None)
     config = args.config
     if resume is not None and config is None and args.preset is None:
-        from unsloth_grpo.checkpoint import is_checkpoint_dir, run_dir_of
+        from unsloth_grpo.training.checkpoint import is_checkpoint_dir, run_dir_of
 
         run = args.output_dir if resume is True else \
             (run_dir_of(resume) if is_checkpoint_dir(resume) else resume)
@@ -151,7 +151,7 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         print("error: the recipe config has problems:\n  - " + "\n  - ".join(problems), file=sys.stderr)
         return 2
     if args.check:
-        from unsloth_grpo.train import load_task_dataset
+        from unsloth_grpo.training.train import load_task_dataset
 
         from unsloth_grpo.data import DataError
 
@@ -164,12 +164,12 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
               + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards))
         return 0
     from unsloth_grpo.data import DataError
-    from unsloth_grpo.doctor import EnvironmentProblem
-    from unsloth_grpo.train import TrainingStopped
+    from unsloth_grpo.hardware.doctor import EnvironmentProblem
+    from unsloth_grpo.training.train import TrainingStopped
 
     if train_fn is None:
-        from unsloth_grpo.train import train as train_fn
-    from unsloth_grpo.checkpoint import CheckpointError
+        from unsloth_grpo.training.train import train as train_fn
+    from unsloth_grpo.training.checkpoint import CheckpointError
 
     shrinks = 0
     while True:
@@ -188,7 +188,7 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
             if smaller is None:
                 return exc.code
             cfg, resume, shrinks = smaller, True, shrinks + 1
-    from unsloth_grpo.train import is_main_process
+    from unsloth_grpo.training.train import is_main_process
 
     if not is_main_process():
         return 0
@@ -202,7 +202,7 @@ def _shrunk_after_oom(cfg: RecipeConfig, exc) -> RecipeConfig | None:
     """The smaller config an out-of-memory stop suggested (``oom_report.json``), or None."""
     import json
 
-    from unsloth_grpo import oom
+    from unsloth_grpo.training import oom
 
     report_path = Path(cfg.output_dir) / "oom_report.json"
     if exc.code != oom.OOM_EXIT_CODE or not report_path.exists():

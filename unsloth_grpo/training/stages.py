@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from unsloth_grpo import checkpoint as ckpt
+from unsloth_grpo.training import checkpoint as ckpt
 from unsloth_grpo.config import RecipeConfig, StageConfig, STAGE_KINDS, config_from_dict, config_to_dict
 
 STAGE_COMPLETE = "stage_complete.json"
@@ -208,7 +208,7 @@ def sft_dataset_for(cfg: RecipeConfig, n: int):
 def _sft_metrics_callback(path: Path, log: Callable[[str], None]):
     from transformers import TrainerCallback
 
-    from unsloth_grpo.train import _jsonable
+    from unsloth_grpo.training.train import _jsonable
 
     class SftMetrics(TrainerCallback):
         """metrics.jsonl rows and one short line per logged SFT step (instead of the raw dict)."""
@@ -233,8 +233,8 @@ def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list |
     from trl import SFTConfig, SFTTrainer
 
     from unsloth_grpo.config import dump_config
-    from unsloth_grpo.repro import collect_bundle, write_bundle
-    from unsloth_grpo.train import TrainResult, TrainingStopped, is_main_process
+    from unsloth_grpo.training.repro import collect_bundle, write_bundle
+    from unsloth_grpo.training.train import TrainResult, TrainingStopped, is_main_process
 
     t, info = cfg.training, loaded.info
     out = Path(cfg.output_dir)
@@ -376,10 +376,10 @@ def describe_summary(summary: list[dict]) -> str:
 def run_stages(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
                dataset=None, resume=None):
     """Run ``cfg.stages`` in order on one model and adapter; return the combined TrainResult."""
-    from unsloth_grpo.backend import load_model, select_backend
+    from unsloth_grpo.hardware.backend import load_model, select_backend
     from unsloth_grpo.config import dump_config
-    from unsloth_grpo.repro import collect_bundle, write_bundle
-    from unsloth_grpo.train import TrainResult, is_main_process, train
+    from unsloth_grpo.training.repro import collect_bundle, write_bundle
+    from unsloth_grpo.training.train import TrainResult, is_main_process, train
 
     run = Path(cfg.output_dir)
     first, resume_from = plan_resume(cfg, resume)

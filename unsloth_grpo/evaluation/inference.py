@@ -11,7 +11,7 @@ correctness reward and evaluation use.
 
 Example::
 
-    from unsloth_grpo.inference import answer_questions
+    from unsloth_grpo.evaluation.inference import answer_questions
     [a] = answer_questions("outputs/smoke", ["What is 15 + 27?"])
     a.completion, a.answer     # ('<reasoning>...</reasoning><answer>42</answer>', '42')
 """
@@ -45,8 +45,8 @@ def _run_config(model: str) -> dict | None:
         return None
     import yaml
 
-    from unsloth_grpo.checkpoint import CHECKPOINTS_DIR, run_dir_of
-    from unsloth_grpo.repro import read_bundle
+    from unsloth_grpo.training.checkpoint import CHECKPOINTS_DIR, run_dir_of
+    from unsloth_grpo.training.repro import read_bundle
 
     candidates = [p]
     if p.parent.name == CHECKPOINTS_DIR:
@@ -103,17 +103,17 @@ def answer_questions(model: Any, questions: list[str], *, system_prompt: str | N
                      top_p: float = 1.0, seed: int | None = 0, loaded: Any = None, log=print) -> list[Answer]:
     """Generate one completion per question and extract its answer.
 
-    ``model`` is a path or name for :func:`unsloth_grpo.backend.load_for_inference`; pass an
+    ``model`` is a path or name for :func:`unsloth_grpo.hardware.backend.load_for_inference`; pass an
     already loaded ``LoadedModel`` as ``loaded`` to skip loading (the path then only serves to
     find the run's system prompt).
     """
     from unsloth_grpo.answers import extract_answer
-    from unsloth_grpo.generation import generate_detailed
+    from unsloth_grpo.evaluation.generation import generate_detailed
 
     if not questions:
         raise ValueError("no question given: pass at least one, e.g. \"What is 15 + 27?\"")
     if loaded is None:
-        from unsloth_grpo.backend import load_for_inference
+        from unsloth_grpo.hardware.backend import load_for_inference
 
         loaded = load_for_inference(str(model), log=log)
     prompt_text = resolve_system_prompt(str(model), system_prompt=system_prompt, task=task)
@@ -154,7 +154,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from unsloth_grpo.backend import BackendError
+    from unsloth_grpo.hardware.backend import BackendError
 
     log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
     try:

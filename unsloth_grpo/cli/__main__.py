@@ -1,0 +1,5 @@
+import sys
+
+from unsloth_grpo.cli.main import main
+
+sys.exit(main())
