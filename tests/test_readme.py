@@ -1,4 +1,4 @@
-"""The README's generated parts match the code that generates them, and its commands match CI."""
+"""The docs' generated parts match the code that generates them, and the README's commands match CI."""
 
 import re
 from pathlib import Path
@@ -7,20 +7,26 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 
+def _block(page: str, name: str) -> str:
+    text = (ROOT / "docs" / page).read_text()
+    block = re.search(r"<!-- BEGIN %s \(generated\) -->\n(.*?)<!-- END %s -->" % (re.escape(name), re.escape(name)),
+                      text, re.S)
+    assert block, f"docs/{page} lost its '{name}' markers"
+    return block.group(1).strip()
+
+
 def test_reward_catalogue_is_generated_from_the_registry():
     from unsloth_grpo.rewards import catalogue_markdown
 
-    block = re.search(r"<!-- BEGIN reward catalogue \(generated\) -->\n(.*?)<!-- END reward catalogue -->",
-                      README, re.S)
-    assert block, "README lost its reward catalogue markers"
-    assert block.group(1).strip() == catalogue_markdown().strip(), \
-        "regenerate with: python -m unsloth_grpo.rewards --markdown"
+    assert _block("rewards.md", "reward catalogue") == catalogue_markdown().strip(), \
+        "regenerate with: python tools/update_readme.py"
 
 
 def test_memory_table_is_the_planners_output():
     from unsloth_grpo.hardware.memory import preset_table_markdown
 
-    assert preset_table_markdown().strip() in README, "regenerate with: unsloth-grpo plan --table"
+    assert _block("planner.md", "memory table") == preset_table_markdown().strip(), \
+        "regenerate with: python tools/update_readme.py"
 
 
 def test_ci_runs_the_readme_test_command():
@@ -28,3 +34,7 @@ def test_ci_runs_the_readme_test_command():
     assert 'pip install -q -e ".[test]"' in ci and "python -m pytest -q" in ci
     assert 'pip install -e ".[test]" && python -m pytest -q tests' in README
     assert "python -m unsloth_grpo.recipes.gsm8k --preset smoke --output-dir outputs/smoke" in README
+
+
+def test_readme_stays_short():
+    assert len(README.splitlines()) <= 200, "the README is the front page: move detail to a docs/ page"

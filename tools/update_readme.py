@@ -1,4 +1,5 @@
-"""Regenerate the README's generated blocks (reward catalogue, memory table) from the code.
+"""Regenerate the docs' generated blocks from the code: the reward catalogue (docs/rewards.md) and the
+planner's table (docs/planner.md). A test fails when they drift.
 
     python tools/update_readme.py
 """
@@ -9,23 +10,22 @@ from pathlib import Path
 from unsloth_grpo.hardware.memory import preset_table_markdown
 from unsloth_grpo.rewards import catalogue_markdown
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def replace_block(text: str, name: str, body: str) -> str:
+    """Put ``body`` between the ``<!-- BEGIN name (generated) -->`` and ``<!-- END name -->`` markers."""
+    pattern = re.compile(r"(<!-- BEGIN %s \(generated\) -->\n).*?(<!-- END %s -->)" % (re.escape(name), re.escape(name)), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"markers for '{name}' not found")
+    return pattern.sub(lambda m: m.group(1) + body.strip() + "\n" + m.group(2), text)
 
 
 def main() -> None:
-    text = README.read_text()
-    text = re.sub(r"(<!-- BEGIN reward catalogue \(generated\) -->\n).*?(<!-- END reward catalogue -->)",
-                  lambda m: m.group(1) + catalogue_markdown().strip() + "\n" + m.group(2), text, flags=re.S)
-    table = preset_table_markdown().strip()
-    first = table.splitlines()[0]
-    start = text.index(first)
-    end = start
-    for line in text[start:].splitlines(keepends=True):
-        if not line.startswith("|"):
-            break
-        end += len(line)
-    text = text[:start] + table + "\n" + text[end:]
-    README.write_text(text)
+    rewards = DOCS / "rewards.md"
+    rewards.write_text(replace_block(rewards.read_text(), "reward catalogue", catalogue_markdown()))
+    planner = DOCS / "planner.md"
+    planner.write_text(replace_block(planner.read_text(), "memory table", preset_table_markdown()))
 
 
 if __name__ == "__main__":
