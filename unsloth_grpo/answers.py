@@ -152,6 +152,9 @@ class Verdict:
     def correct(self) -> bool:
         return self.status == "correct"
 
+    def __bool__(self) -> bool:  # a grader's verdict reads as "is it right?"
+        return self.status == "correct"
+
 
 # ---------------------------------------------------------------- completions and tags
 
