@@ -128,7 +128,7 @@ RULES = {
     "several_numbers": "more than one number ('18 or 20', '2(3)', '18 - 1')",
     "wrong_expression": "an equation whose arithmetic does not give its result",
     "not_a_number": "no number this reader accepts (words, other text around it, LaTeX it cannot read)",
-    "mismatch": "a readable answer that differs from the gold",
+    "mismatch": "a readable answer that differs from the gold (after the rules that read it)",
 }
 
 
@@ -863,7 +863,7 @@ def _judge(answer: str, gold: Any, use_math_verify: bool) -> tuple[str, str, Num
         if reading.value is not None:
             if _values_equal((reading.value, reading.percent), gold_reading):
                 return "correct", reading.rule, reading.value
-            return "wrong", "mismatch", reading.value
+            return "wrong", f"{reading.rule}+mismatch", reading.value
         if use_math_verify and reading.rule == "not_a_number" and _math_only(answer):
             if _math_verify(answer, gold_str):
                 return "correct", "math_verify", None

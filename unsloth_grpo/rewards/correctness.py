@@ -14,7 +14,7 @@ Example::
     ...     "<reasoning>6 * 3</reasoning>\\n<answer>not 18</answer>"], answer=["18", "18", "18"])
     [2.0, 0.0, 0.0]
     >>> fn.grader("<answer>18 thousand</answer>", "18").rule
-    'mismatch'
+    'number+scale+mismatch'
 """
 
 from __future__ import annotations
