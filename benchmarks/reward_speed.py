@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from unsloth_grpo.answers import _parse  # noqa: E402
+from unsloth_grpo.answers import _read_short  # noqa: E402
 from unsloth_grpo.rewards import REGISTRY, available_rewards, get_reward, validated  # noqa: E402
 
 #: Parameters for rewards that need some to be built at all.
@@ -87,7 +87,7 @@ def bench(fn, completions: list[str], columns: dict, chunk: int = 1000, budget_s
         part = slice(start, start + chunk)
         cols = {k: v[part] for k, v in columns.items()}
         batch = completions[part]
-        _parse.cache_clear()
+        _read_short.cache_clear()
         t0 = time.process_time()
         fn(batch, **cols)
         took = time.process_time() - t0

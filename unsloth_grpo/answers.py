@@ -253,18 +253,45 @@ def _is_hidden(pos: int, spans: list[tuple[int, int]]) -> bool:
     return i >= 0 and spans[i][0] <= pos < spans[i][1]
 
 
-def _tag_blocks(text: str, open_: str, close: str, spans: list[tuple[int, int]]) -> list[str]:
-    """Contents of the complete ``open_...close`` blocks that start outside ``spans``, in order."""
-    found = []
+def _inside(text: str, pos: int, hidden: tuple[tuple[str, str], ...]) -> bool:
+    """True when ``pos`` lies in a reasoning block: a block opens after the last close before ``pos``."""
+    for open_, close in hidden:
+        last_close = text.rfind(close, 0, pos)
+        start = 0 if last_close == -1 else last_close + len(close)
+        if text.find(open_, start, pos) != -1:
+            return True
+    return False
+
+
+def _tag_blocks(text: str, open_: str, close: str, hidden: tuple[tuple[str, str], ...]) -> list[str]:
+    """Contents of the complete ``open_...close`` blocks outside the ``hidden`` blocks, in order.
+
+    Linear in the text: a few blocks are checked one by one (the common case, and cheap); many
+    blocks against the reasoning spans computed once.
+    """
     pos = text.find(open_)
+    if pos == -1:
+        return []
+    end = text.find(close, pos + len(open_))
+    if end == -1:
+        return []
+    after = text.find(open_, end + len(close))
+    if after == -1:  # one block: the common case
+        return [] if hidden and _inside(text, pos, hidden) else [text[pos + len(open_) : end]]
+    found: list[tuple[int, str]] = [(pos, text[pos + len(open_) : end])]
+    pos = after
     while pos != -1:
         end = text.find(close, pos + len(open_))
         if end == -1:
             break
-        if not _is_hidden(pos, spans):
-            found.append(text[pos + len(open_) : end])
+        found.append((pos, text[pos + len(open_) : end]))
         pos = text.find(open_, end + len(close))
-    return found
+    if not hidden:
+        return [content for _, content in found]
+    if len(found) <= 4:
+        return [content for start, content in found if not _inside(text, start, hidden)]
+    spans = _hidden_spans(text, hidden)
+    return [content for start, content in found if not _is_hidden(start, spans)]
 
 
 def _one(candidates: list[str]) -> tuple[str | None, str | None]:
@@ -291,8 +318,7 @@ def extract_tag(
     """
     key = _key(tag)
     open_, close = _markers_of(key)
-    spans = _hidden_spans(text, _hidden_markers(key, _ignore_key(ignore_inside)))
-    return _one(_tag_blocks(text, open_, close, spans))[0]
+    return _one(_tag_blocks(text, open_, close, _hidden_markers(key, _ignore_key(ignore_inside))))[0]
 
 
 def _ignore_key(ignore_inside: Iterable) -> tuple:
@@ -352,14 +378,19 @@ def find_answer(
     ``source`` is ``tag``, ``boxed``, ``hashes`` or ``answer_is``; ``why`` is ``no_answer`` or
     ``several_answers``.
     """
-    text = completion_text(text)
     key = _key(tag)
     open_, close = _markers_of(key)
-    spans = _hidden_spans(text, _hidden_markers(key, _ignore_key(ignore_inside)))
-    blocks = _tag_blocks(text, open_, close, spans)
+    return _find(completion_text(text), open_, close, _hidden_markers(key, _ignore_key(ignore_inside)), fallback)
+
+
+def _find(
+    text: str, open_: str, close: str, hidden: tuple[tuple[str, str], ...], fallback: bool
+) -> tuple[str | None, str]:
+    blocks = _tag_blocks(text, open_, close, hidden)
     if blocks or not fallback:
         found, why = _one(blocks)
         return (found, "tag") if why is None else (None, why)
+    spans = _hidden_spans(text, hidden)
     for source, candidates in (
         ("boxed", lambda: _boxed_candidates(text, spans)),
         ("hashes", lambda: [m.group(1) for m in _HASHES.finditer(text) if not _is_hidden(m.start(), spans)]),
@@ -896,14 +927,7 @@ def grade(
     >>> v.correct, v.source, v.rule
     (True, 'tag', 'label+number')
     """
-    answer, source = find_answer(text, tag, fallback=fallback, ignore_inside=ignore_inside)
-    if answer is None:
-        if source == "several_answers":
-            numeric = _with_percent(gold) is not None
-            return Verdict("unparseable" if numeric else "wrong", source)
-        return Verdict("missing", source)
-    status, rule, value = _judge(answer, gold, use_math_verify)
-    return Verdict(status, rule, source, answer, value)
+    return _grader(_key(tag), fallback, _ignore_key(ignore_inside), use_math_verify)(text, gold)
 
 
 def make_grader(
@@ -913,13 +937,11 @@ def make_grader(
     ignore_inside: Iterable[str | tuple[str, str] | list[str]] = DEFAULT_IGNORE_INSIDE,
     use_math_verify: bool = False,
 ) -> Callable[[Any, Any], Verdict]:
-    """``grade`` with its settings fixed and checked now: ``grader(completion, gold) -> Verdict``.
+    """:func:`grade` with its settings fixed and checked now: ``grader(completion, gold) -> Verdict``.
 
-    A malformed tag raises ``ValueError`` here, at construction, not at the first training step.
+    A malformed tag raises ``ValueError`` here, at construction, not at the first training step;
+    ``use_math_verify=True`` without the package raises ``ImportError`` saying how to install it.
     """
-    key = _key(tag)
-    ignore = tuple(_key(t) for t in ignore_inside)
-    _hidden_markers(key, ignore)
     if use_math_verify:
         try:
             import math_verify  # noqa: F401
@@ -928,10 +950,23 @@ def make_grader(
                 "use_math_verify=True needs the optional 'math-verify' package: "
                 "pip install 'unsloth-grpo[math]' (or set use_math_verify: false)"
             ) from None
+    return _grader(_key(tag), bool(fallback), tuple(_key(t) for t in ignore_inside), bool(use_math_verify))
+
+
+@lru_cache(maxsize=64)
+def _grader(key: Any, fallback: bool, ignore: tuple, use_math_verify: bool) -> Callable[[Any, Any], Verdict]:
+    open_, close = _markers_of(key)
+    hidden = _hidden_markers(key, ignore)
 
     def grader(completion: Any, gold: Any) -> Verdict:
-        return grade(completion, gold, tag=key, fallback=fallback, ignore_inside=ignore,
-                     use_math_verify=use_math_verify)
+        text = completion if type(completion) is str else completion_text(completion)
+        answer, source = _find(text, open_, close, hidden, fallback)
+        if answer is None:
+            if source == "several_answers":
+                return Verdict("unparseable" if _with_percent(gold) is not None else "wrong", source)
+            return Verdict("missing", source)
+        status, rule, value = _judge(answer, gold, use_math_verify)
+        return Verdict(status, rule, source, answer, value)
 
     grader.settings = {"tag": key, "fallback": fallback, "ignore_inside": ignore,  # type: ignore[attr-defined]
                        "use_math_verify": use_math_verify}
