@@ -423,6 +423,7 @@ def extract_answer(
 # ---------------------------------------------------------------- reading one number
 
 _SIMPLE = re.compile(r"-?[0-9]{1,%d}" % MAX_DIGITS)
+_PLAIN = re.compile(r"(-?)\$?(-?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,%d})(?:\.([0-9]{0,%d}))?\.?" % (MAX_DIGITS, MAX_DIGITS))
 _CORE = re.compile(
     r"""
     (?P<sign>[-+])?[ ]?(?P<cur>\$|€|£|¥|₹)?[ ]?(?P<sign2>-)?
@@ -507,6 +508,11 @@ def _read_short(s: str) -> _Reading:
     s = s.strip()
     if _SIMPLE.fullmatch(s):  # the common case, kept cheap; an int compares exactly with Fractions
         return _Reading(int(s), False, "number")
+    plain = _PLAIN.fullmatch(s)
+    if plain and not (plain.group(1) and plain.group(2)):  # "$1,234.50", "-18", "18.00", "18."
+        digits, decimals = plain.group(3).replace(",", ""), (plain.group(4) or "").rstrip("0")
+        value: Number = int(digits) + Fraction(int(decimals), 10 ** len(decimals)) if decimals else int(digits)
+        return _Reading(-value if plain.group(1) or plain.group(2) else value, False, "number")
     s = " ".join(s.split())
     notes: list[str] = []
     s = _unwrap(s, notes)
