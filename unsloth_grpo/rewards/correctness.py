@@ -69,6 +69,16 @@ def _relative_error(pred: Fraction | float, gold: Fraction | float) -> float:
     return abs(float(pred - gold)) / abs(float(gold))
 
 
+def below_reward(name: str, reward: float, **others: float | None) -> None:
+    """Refuse settings that pay the full ``reward`` for an answer the grader calls wrong."""
+    for key, value in others.items():
+        if value is not None and value >= reward:
+            raise ValueError(
+                f"{name}: {key}={value:g} is not below reward={reward:g}, so an answer the grader calls "
+                f"wrong would earn as much as a right one; lower {key} or raise reward"
+            )
+
+
 @register("correctness", family="correctness", low=0.0, high=2.0)
 def correctness(
     *,
@@ -95,6 +105,8 @@ def correctness(
     which evaluation uses too. Samples whose gold answer is None get None.
     """
     table = _partial_table(partial)
+    below_reward("correctness", reward, wrong=wrong, missing=missing, unparseable=unparseable,
+                 partial=max((credit for _, credit in table), default=None))
     grader = make_grader(tag=tag, fallback=fallback, ignore_inside=ignore_inside, use_math_verify=use_math_verify)
     no_number = wrong if unparseable is None else unparseable
 
@@ -145,6 +157,7 @@ def exact_match(
         tag = tuple(tag)
     ignore = tuple(tuple(t) if isinstance(t, list) else t for t in ignore_inside)
     make_grader(tag=tag, ignore_inside=ignore)  # a malformed tag fails here
+    below_reward("exact_match", reward, wrong=wrong)
 
     def norm(s: str) -> str:
         s = " ".join(str(s).split())

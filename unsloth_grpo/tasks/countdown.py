@@ -38,6 +38,7 @@ from typing import Any, Callable, Sequence
 from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, find_answer, matches_format
 from unsloth_grpo.data import DataError, chat_prompt, load_table
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+from unsloth_grpo.rewards.correctness import below_reward
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -216,6 +217,7 @@ def countdown_equation(
     """
     key = tuple(tag) if not isinstance(tag, str) else tag
     _markers(key)  # a malformed tag fails here, not at the first training step
+    below_reward("countdown_equation", reward, partial=partial)
     scores = {"correct": reward, "wrong_value": partial, "wrong_numbers": partial, "malformed": 0.0, "missing": 0.0}
 
     def grader(completion: Any, gold: Any) -> Verdict:
