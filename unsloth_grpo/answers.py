@@ -92,6 +92,9 @@ DEFAULT_IGNORE_INSIDE = ("reasoning", "think")
 
 #: Longest answer region, after collapsing whitespace, that is read as a number.
 MAX_ANSWER_CHARS = 200
+#: Most answer blocks (or fallback candidates) a completion may hold; more is a degenerate
+#: completion, refused without reading further.
+MAX_BLOCKS = 32
 #: Most digits one number may have (more is no answer to a word problem, and Python refuses
 #: to convert integers of more than 4,300 digits).
 MAX_DIGITS = 40
@@ -121,6 +124,7 @@ RULES = {
     # why an answer was not paid
     "no_answer": "no complete answer block outside the reasoning",
     "several_answers": "several different answers (blocks, boxes or sentences)",
+    "too_many_answers": f"more than {MAX_BLOCKS} answer blocks or candidates: a degenerate completion",
     "too_long": f"the answer region is longer than {MAX_ANSWER_CHARS} characters",
     "huge_number": f"a number with more than {MAX_DIGITS} digits",
     "negation": "a negation ('not 18', '18 is wrong')",
@@ -284,6 +288,8 @@ def _tag_blocks(text: str, open_: str, close: str, hidden: tuple[tuple[str, str]
         end = text.find(close, pos + len(open_))
         if end == -1:
             break
+        if len(found) == MAX_BLOCKS:  # a degenerate completion; reading on would cost time, not sense
+            raise _TooMany
         found.append((pos, text[pos + len(open_) : end]))
         pos = text.find(open_, end + len(close))
     if not hidden:
@@ -292,6 +298,20 @@ def _tag_blocks(text: str, open_: str, close: str, hidden: tuple[tuple[str, str]
         return [content for start, content in found if not _inside(text, start, hidden)]
     spans = _hidden_spans(text, hidden)
     return [content for start, content in found if not _is_hidden(start, spans)]
+
+
+class _TooMany(Exception):
+    """More than :data:`MAX_BLOCKS` answer blocks or fallback candidates."""
+
+
+def _capped(matches: Iterable[re.Match], spans: list[tuple[int, int]], group: int = 1) -> list[str]:
+    found = []
+    for m in matches:
+        if not _is_hidden(m.start(), spans):
+            if len(found) == MAX_BLOCKS:
+                raise _TooMany
+            found.append(m.group(group))
+    return found
 
 
 def _one(candidates: list[str]) -> tuple[str | None, str | None]:
@@ -318,7 +338,10 @@ def extract_tag(
     """
     key = _key(tag)
     open_, close = _markers_of(key)
-    return _one(_tag_blocks(text, open_, close, _hidden_markers(key, _ignore_key(ignore_inside))))[0]
+    try:
+        return _one(_tag_blocks(text, open_, close, _hidden_markers(key, _ignore_key(ignore_inside))))[0]
+    except _TooMany:
+        return None
 
 
 def _ignore_key(ignore_inside: Iterable) -> tuple:
@@ -329,16 +352,17 @@ def _ignore_key(ignore_inside: Iterable) -> tuple:
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _HASHES = re.compile(r"####[ \t]*([^\n]{1,300})")
-_ANSWER_IS = re.compile(
-    r"(?:final answer|the answer|answer)[ \t]*(?:is|:|=)[ \t]*(?::[ \t]*)?([^\n]{1,300})", re.IGNORECASE
-)
+# matched on the lower-cased text, so that the search can jump from one "answer" to the next
+_ANSWER_IS = re.compile(r"answer[ \t]*(?:is|:|=)[ \t]*(?::[ \t]*)?([^\n]{1,300})")
+_ANSWER_IS_ANY_CASE = re.compile(_ANSWER_IS.pattern, re.IGNORECASE)
 
 
-def _braced(text: str, start: int) -> tuple[str, int] | None:
-    """``(content, end)`` of the brace group whose ``{`` is just before ``start``; None if unbalanced."""
+def _braced(text: str, start: int, limit: int = 1000) -> tuple[str, int] | None:
+    """``(content, end)`` of the brace group whose ``{`` is just before ``start``; None if unbalanced
+    within ``limit`` characters (no answer is that long)."""
     depth = 1
     i = start
-    n = len(text)
+    n = min(len(text), start + limit)
     while i < n:
         c = text[i]
         if c == "{":
@@ -362,8 +386,27 @@ def _boxed_candidates(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if group is None:
             return found
         if not _is_hidden(m.start(), spans):
+            if len(found) == MAX_BLOCKS:
+                raise _TooMany
             found.append(group[0])
         pos = group[1]
+
+
+def _answer_sentences(text: str, spans: list[tuple[int, int]]) -> list[str]:
+    lower = text.lower()
+    if len(lower) != len(text):  # a few characters change length when lower-cased
+        return _capped(_ANSWER_IS_ANY_CASE.finditer(text), spans)
+    return [text[m.start(1) : m.end(1)] for m in _capped_matches(_ANSWER_IS.finditer(lower), spans)]
+
+
+def _capped_matches(matches: Iterable[re.Match], spans: list[tuple[int, int]]) -> list[re.Match]:
+    found = []
+    for m in matches:
+        if not _is_hidden(m.start(), spans):
+            if len(found) == MAX_BLOCKS:
+                raise _TooMany
+            found.append(m)
+    return found
 
 
 def find_answer(
@@ -386,20 +429,23 @@ def find_answer(
 def _find(
     text: str, open_: str, close: str, hidden: tuple[tuple[str, str], ...], fallback: bool
 ) -> tuple[str | None, str]:
-    blocks = _tag_blocks(text, open_, close, hidden)
-    if blocks or not fallback:
-        found, why = _one(blocks)
-        return (found, "tag") if why is None else (None, why)
-    spans = _hidden_spans(text, hidden)
-    for source, candidates in (
-        ("boxed", lambda: _boxed_candidates(text, spans)),
-        ("hashes", lambda: [m.group(1) for m in _HASHES.finditer(text) if not _is_hidden(m.start(), spans)]),
-        ("answer_is", lambda: [m.group(1) for m in _ANSWER_IS.finditer(text) if not _is_hidden(m.start(), spans)]),
-    ):
-        found_all = candidates()
-        if found_all:
-            found, why = _one(found_all)
-            return (found, source) if why is None else (None, why)
+    try:
+        blocks = _tag_blocks(text, open_, close, hidden)
+        if blocks or not fallback:
+            found, why = _one(blocks)
+            return (found, "tag") if why is None else (None, why)
+        spans = _hidden_spans(text, hidden)
+        for source, candidates in (
+            ("boxed", lambda: _boxed_candidates(text, spans)),
+            ("hashes", lambda: _capped(_HASHES.finditer(text), spans)),
+            ("answer_is", lambda: _answer_sentences(text, spans)),
+        ):
+            found_all = candidates()
+            if found_all:
+                found, why = _one(found_all)
+                return (found, source) if why is None else (None, why)
+    except _TooMany:
+        return None, "too_many_answers"
     return None, "no_answer"
 
 
@@ -968,7 +1014,7 @@ def _grader(key: Any, fallback: bool, ignore: tuple, use_math_verify: bool) -> C
         text = completion if type(completion) is str else completion_text(completion)
         answer, source = _find(text, open_, close, hidden, fallback)
         if answer is None:
-            if source == "several_answers":
+            if source != "no_answer":  # several_answers, too_many_answers
                 return Verdict("unparseable" if _with_percent(gold) is not None else "wrong", source)
             return Verdict("missing", source)
         status, rule, value = _judge(answer, gold, use_math_verify)

@@ -185,12 +185,12 @@ def _verdict(
 ) -> Verdict:
     """:func:`grade` as a :class:`~unsloth_grpo.answers.Verdict` (rule: the countdown verdict).
 
-    Several different answer blocks are a hedge, graded ``malformed``.
+    Several different answer blocks are a hedge, graded ``malformed`` (so are too many blocks).
     """
     numbers, target = decode_gold(gold)
     expression, source = find_answer(text, tag, ignore_inside=ignore_inside)
     if expression is None:
-        rule = "malformed" if source == "several_answers" else "missing"
+        rule = "missing" if source == "no_answer" else "malformed"
         return Verdict(_STATUS[rule], rule)
     rule = check_equation(expression, numbers, target)
     return Verdict(_STATUS[rule], rule, source, expression)

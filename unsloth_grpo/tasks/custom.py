@@ -48,6 +48,10 @@ SYSTEM_PROMPT = (
     "Put only the final answer inside <answer>."
 )
 
+#: Longest answer graded, in characters: a reference answer is a phrase, and longer text would
+#: only cost time (token F1 over a 30k-character answer takes milliseconds).
+MAX_ANSWER_TEXT = 2000
+
 #: How ``qa_correctness`` can grade an answer.
 MODES = ("exact", "numeric", "f1")
 
@@ -113,6 +117,8 @@ def _verdict(
     if predicted is None or gold is None:
         return Verdict("missing" if source == "no_answer" else "wrong", source, value=0.0)
     gold = str(gold)
+    if len(predicted) > MAX_ANSWER_TEXT:
+        return Verdict("wrong", "too_long", source, None, 0.0)
     if mode == "exact":
         score = float(_same_text(predicted, gold))
     elif mode == "numeric":
