@@ -278,3 +278,31 @@ def test_no_completion_up_to_32k_characters_raises_or_takes_a_millisecond(text, 
         (score,) = fn([text], answer=[gold])
         assert score is None or isinstance(score, float)
         assert cpu_ms(fn, [text], answer=[gold]) < 1.0, name
+
+
+# --- the reward lab shows which rule paid ---------------------------------------------------
+
+
+def test_reward_lab_says_which_rule_paid_or_refused_each_completion():
+    import io
+
+    from rich.console import Console
+
+    from unsloth_grpo.evaluation.lab import analyse, print_report
+
+    answers_ = ["18", "The answer is 18 dollars.", "not 18", "17 or 18", "18 thousand", "17"]
+    records = [{"group": i // 3, "completion": fmt(a), "answer": "18"} for i, a in enumerate(answers_)]
+    records.append({"group": 2, "completion": "<answer>17</answer><answer>18</answer>", "answer": "18"})
+    funcs, weights = build_reward_functions([{"name": "correctness"}, {"name": "xml_count"}])
+    report = analyse(records, funcs, weights)
+    assert list(report.grading) == ["correctness"]  # xml_count decides nothing
+    rules = [(e["paid"], e["rule"]) for e in report.grading["correctness"]]
+    assert rules == [(True, "number"), (True, "label+number+unit"), (False, "negation"), (False, "hedge"),
+                     (False, "number+scale+mismatch"), (False, "number+mismatch"), (False, "several_answers")]
+    out = io.StringIO()
+    print_report(report, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "What correctness's grader paid (2 of 7), and why" in text
+    for rule in ("label+number+unit", "negation", "hedge", "several_answers"):
+        assert rule in text
+    assert report.to_dict()["grading"]["correctness"][2]["answer"] == "not 18"
