@@ -484,6 +484,14 @@ _CORE = re.compile(
     re.VERBOSE,
 )
 _DIGIT = re.compile(r"[0-9]")
+_LATEX_CHARS = re.compile(r"[\\{}]")
+#: The commonest phrasings, read without the general path when no word in them needs weighing.
+_QUICK = re.compile(
+    r"(?:([A-Za-z][A-Za-z ,']{0,60}?)(?::| is| are| was| equals) )?\$?(-?)\$?"
+    r"([0-9]{1,3}(?:,[0-9]{3})+|[0-9]{1,%d})(?:\.([0-9]{1,%d}))?(?: ([A-Za-z]+(?: [A-Za-z]+){0,5}))?\.?"
+    % (MAX_DIGITS, MAX_DIGITS)
+)
+_FORMATTING = re.compile(r"[*_`$\\(){}\u2212]")
 _LATEX_FRAC = re.compile(
     r"\\[dt]?frac\s*\{\s*(-?[0-9]+(?:\.[0-9]+)?)\s*\}\s*\{\s*([0-9]+(?:\.[0-9]+)?)\s*\}"
 )
@@ -512,6 +520,8 @@ _SIGN_WORDS = {"minus": -1, "negative": -1, "plus": 1, "positive": 1}
 _SCALES = {"hundred": 100, "thousand": 1000, "k": 1000, "million": 10**6, "mn": 10**6, "billion": 10**9,
            "bn": 10**9, "trillion": 10**12, "dozen": 12, "lakh": 10**5, "crore": 10**7}
 _PERCENT_WORDS = ("percentage", "percent", "per cent")
+#: Words that send a phrase to the general path, which weighs them (or refuses the phrase).
+_QUICK_STOP = _NEGATIONS | _HEDGES | set(_SIGN_WORDS) | set(_SCALES) | {"percent", "percentage", "cent", "n't"}
 _UNIT_SYMBOLS = set("°$€£¥₹ ")
 
 
@@ -560,6 +570,20 @@ def _read_short(s: str) -> _Reading:
         value: Number = int(digits) + Fraction(int(decimals), 10 ** len(decimals)) if decimals else int(digits)
         return _Reading(-value if plain.group(1) or plain.group(2) else value, False, "number")
     s = " ".join(s.split())
+    if s[:7] == "\\boxed{" and s[-1] == "}" and not _LATEX_CHARS.search(s, 7, len(s) - 1):
+        inner = _read_short(s[7:-1])  # \boxed{18}, \boxed{18 dollars}: what is inside, read alone
+        return inner if inner.value is None else _Reading(inner.value, inner.percent, "boxed_answer+" + inner.rule)
+    quick = _QUICK.fullmatch(s)
+    if quick and _QUICK_STOP.isdisjoint(_WORD.findall(s.lower().replace("n't", " n't"))) and (
+        not quick.group(5) or _NOT_UNIT.isdisjoint(quick.group(5).lower().split())
+    ):  # "The answer is 18.", "18 dollars": no word in them needs weighing
+        label, sign, digits, decimals, unit = quick.groups()
+        value = int(digits.replace(",", ""))
+        decimals = (decimals or "").rstrip("0")
+        if decimals:
+            value = value + Fraction(int(decimals), 10 ** len(decimals))
+        rule = ("label+number" if label is not None else "number") + ("+unit" if unit else "")
+        return _Reading(-value if sign else value, False, rule)
     notes: list[str] = []
     s = _unwrap(s, notes)
     if s is None:
@@ -571,6 +595,8 @@ def _read_short(s: str) -> _Reading:
 
 def _unwrap(s: str, notes: list[str]) -> str | None:
     """Remove formatting around the answer (Markdown, math delimiters, one box, simple LaTeX)."""
+    if not _FORMATTING.search(s):
+        return s
     s = s.replace("**", "").replace("`", "").replace("__", "").replace("\u2212", "-")
     for _ in range(3):
         t = s.strip()
@@ -631,13 +657,13 @@ def _words(s: str) -> list[str]:
 
 def _read_phrase(s: str, notes: list[str], *, allow_label: bool) -> _Reading:
     """One number, with an optional label before it and unit or scale words after it."""
-    matches = list(_CORE.finditer(s))
-    if not matches:
-        words = _words(s)
-        return _NO[_bad_words(words) or "not_a_number"]
-    if len(matches) > 1:
+    digit = _DIGIT.search(s)
+    # a number starts at most 4 characters before its first digit ("- $ -5", ".5")
+    m = None if digit is None else _CORE.search(s, max(0, digit.start() - 4))
+    if m is None:
+        return _NO[_bad_words(_words(s)) or "not_a_number"]
+    if _DIGIT.search(s, m.end()):  # any digit after the number belongs to a second one
         return _NO[_bad_words(_words(s)) or "several_numbers"]
-    m = matches[0]
     before, after = s[: m.start()].strip(), s[m.end() :].strip()
     words_before, words_after = _words(before), _words(after)
     bad = _bad_words(words_before) or _bad_words(words_after)
