@@ -258,11 +258,17 @@ def _is_hidden(pos: int, spans: list[tuple[int, int]]) -> bool:
 
 
 def _inside(text: str, pos: int, hidden: tuple[tuple[str, str], ...]) -> bool:
-    """True when ``pos`` lies in a reasoning block: a block opens after the last close before ``pos``."""
+    """True when ``pos`` lies in a reasoning block: one opens before ``pos`` and is not closed before it.
+
+    The scans are short for the usual layout (reasoning first, answer last): the first opening
+    is found at the start, the last closing just before ``pos``.
+    """
     for open_, close in hidden:
-        last_close = text.rfind(close, 0, pos)
-        start = 0 if last_close == -1 else last_close + len(close)
-        if text.find(open_, start, pos) != -1:
+        first = text.find(open_, 0, pos)
+        if first == -1:
+            continue
+        last_close = text.rfind(close, first, pos)
+        if last_close == -1 or text.find(open_, last_close + len(close), pos) != -1:
             return True
     return False
 
@@ -431,6 +437,8 @@ def _find(
 ) -> tuple[str | None, str]:
     try:
         blocks = _tag_blocks(text, open_, close, hidden)
+        if len(blocks) == 1:
+            return blocks[0].strip(), "tag"
         if blocks or not fallback:
             found, why = _one(blocks)
             return (found, "tag") if why is None else (None, why)
@@ -1035,10 +1043,19 @@ def make_grader(
 def _grader(key: Any, fallback: bool, ignore: tuple, use_math_verify: bool) -> Callable[[Any, Any], Verdict]:
     open_, close = _markers_of(key)
     hidden = _hidden_markers(key, ignore)
+    n_open, n_close = len(open_), len(close)
 
     def grader(completion: Any, gold: Any) -> Verdict:
         text = completion if type(completion) is str else completion_text(completion)
-        answer, source = _find(text, open_, close, hidden, fallback)
+        # the usual completion, one answer block after the reasoning, without the general path
+        pos = text.find(open_)
+        end = -1 if pos == -1 else text.find(close, pos + n_open)
+        if end != -1 and text.find(open_, end + n_close) == -1 and not (hidden and _inside(text, pos, hidden)):
+            answer, source = text[pos + n_open : end].strip(), "tag"
+        elif pos == -1 and not fallback:
+            return Verdict("missing", "no_answer")
+        else:
+            answer, source = _find(text, open_, close, hidden, fallback)
         if answer is None:
             if source != "no_answer":  # several_answers, too_many_answers
                 return Verdict("unparseable" if _with_percent(gold) is not None else "wrong", source)
