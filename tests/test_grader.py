@@ -306,3 +306,14 @@ def test_reward_lab_says_which_rule_paid_or_refused_each_completion():
     for rule in ("label+number+unit", "negation", "hedge", "several_answers"):
         assert rule in text
     assert report.to_dict()["grading"]["correctness"][2]["answer"] == "not 18"
+
+
+def test_the_grading_page_names_every_rule():
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "grading.md").read_text()
+    reading = {"tag", "boxed", "hashes", "answer_is", "same_text", "text", "math_verify", "mismatch", "label",
+               "unit", "sign_word", "scale", "percent", "boxed_answer", "equation", "number", "no_answer",
+               "too_many_answers"}
+    missing = [rule for rule in answers.RULES if f"`{rule}" not in page and rule not in reading]
+    assert missing == []
