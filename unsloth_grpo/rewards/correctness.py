@@ -92,7 +92,7 @@ def correctness(
     ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
     use_math_verify: bool = False,
 ) -> RewardFunc:
-    """`reward` when the grader finds the final answer equal to the gold `answer` column.
+    """`reward` when the final answer equals the gold `answer` column (numerically where it is a number).
 
     The grader (:func:`unsloth_grpo.answers.grade`) is strict: one final answer, no hedges,
     negations or scale slips. ``wrong`` for a different answer, ``missing`` when no answer is

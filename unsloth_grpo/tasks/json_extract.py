@@ -215,7 +215,7 @@ def json_extract_keys(*, reward: float = 1.0, tag: str | Sequence[str] | None = 
 
 @register("json_extract_values", family="structured", low=0.0, high=1.0)
 def json_extract_values(*, reward: float = 1.0, tag: str | Sequence[str] | None = "answer") -> RewardFunc:
-    """`reward` times the share of fields whose value matches (numbers as numbers, text ignoring case).
+    """`reward` times the share of gold fields whose value matches (numbers as numbers, text ignoring case).
 
     The share is over the keys of the gold and the answer together: an extra key is a wrong
     field, so the full reward is paid exactly when evaluation counts the answer right. A number
