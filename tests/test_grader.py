@@ -317,3 +317,21 @@ def test_the_grading_page_names_every_rule():
                "too_many_answers"}
     missing = [rule for rule in answers.RULES if f"`{rule}" not in page and rule not in reading]
     assert missing == []
+
+
+def test_grader_follows_the_last_stage_when_the_recipe_lists_its_rewards_per_stage():
+    import dataclasses
+
+    from unsloth_grpo.config import load_config
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.tasks import gsm8k
+
+    d = dataclasses.asdict(RECIPE.resolve())
+    d["rewards"] = [{"name": "xml_count"}]
+    d["stages"] = [
+        {"name": "format", "rewards": [{"name": "correctness", "params": {"tag": "ans"}}]},
+        {"name": "solve", "rewards": [{"name": "correctness", "params": {"tag": "SOLUTION", "fallback": True}}]},
+    ]
+    grader = gsm8k.grader_for(load_config(d))
+    assert grader("<SOLUTION>18</SOLUTION>", "18") and grader("so \\boxed{18}", "18")
+    assert not grader("<ans>18</ans>", "18") and not grader(fmt("18"), "18")
