@@ -273,6 +273,10 @@ def _inside(text: str, pos: int, hidden: tuple[tuple[str, str], ...]) -> bool:
     return False
 
 
+class _TooMany(Exception):
+    """More than :data:`MAX_BLOCKS` answer blocks or fallback candidates: a degenerate completion."""
+
+
 def _tag_blocks(text: str, open_: str, close: str, hidden: tuple[tuple[str, str], ...]) -> list[str]:
     """Contents of the complete ``open_...close`` blocks outside the ``hidden`` blocks, in order.
 
@@ -306,28 +310,13 @@ def _tag_blocks(text: str, open_: str, close: str, hidden: tuple[tuple[str, str]
     return [content for start, content in found if not _is_hidden(start, spans)]
 
 
-class _TooMany(Exception):
-    """More than :data:`MAX_BLOCKS` answer blocks or fallback candidates."""
-
-
-def _capped(matches: Iterable[re.Match], spans: list[tuple[int, int]], group: int = 1) -> list[str]:
-    found = []
-    for m in matches:
-        if not _is_hidden(m.start(), spans):
-            if len(found) == MAX_BLOCKS:
-                raise _TooMany
-            found.append(m.group(group))
-    return found
-
-
 def _one(candidates: list[str]) -> tuple[str | None, str | None]:
     """The single answer among ``candidates`` (stripped), or the rule that refuses them."""
     if not candidates:
         return None, "no_answer"
     first = candidates[0].strip()
-    if len(candidates) > 1 and any(c.strip() != first for c in candidates[1:]):
-        if len({" ".join(c.split()) for c in candidates}) > 1:
-            return None, "several_answers"
+    if len(candidates) > 1 and len({" ".join(c.split()) for c in candidates}) > 1:
+        return None, "several_answers"
     return first, None
 
 
@@ -401,11 +390,12 @@ def _boxed_candidates(text: str, spans: list[tuple[int, int]]) -> list[str]:
 def _answer_sentences(text: str, spans: list[tuple[int, int]]) -> list[str]:
     lower = text.lower()
     if len(lower) != len(text):  # a few characters change length when lower-cased
-        return _capped(_ANSWER_IS_ANY_CASE.finditer(text), spans)
-    return [text[m.start(1) : m.end(1)] for m in _capped_matches(_ANSWER_IS.finditer(lower), spans)]
+        return [m.group(1) for m in _outside(_ANSWER_IS_ANY_CASE.finditer(text), spans)]
+    return [text[m.start(1) : m.end(1)] for m in _outside(_ANSWER_IS.finditer(lower), spans)]
 
 
-def _capped_matches(matches: Iterable[re.Match], spans: list[tuple[int, int]]) -> list[re.Match]:
+def _outside(matches: Iterable[re.Match], spans: list[tuple[int, int]]) -> list[re.Match]:
+    """The matches that start outside ``spans``; more than :data:`MAX_BLOCKS` raise ``_TooMany``."""
     found = []
     for m in matches:
         if not _is_hidden(m.start(), spans):
@@ -424,8 +414,8 @@ def find_answer(
 ) -> tuple[str | None, str]:
     """``(answer region, source)`` or ``(None, why)``: :func:`extract_answer` with its reasons.
 
-    ``source`` is ``tag``, ``boxed``, ``hashes`` or ``answer_is``; ``why`` is ``no_answer`` or
-    ``several_answers``.
+    ``source`` is ``tag``, ``boxed``, ``hashes`` or ``answer_is``; ``why`` is ``no_answer``,
+    ``several_answers`` or ``too_many_answers``.
     """
     key = _key(tag)
     open_, close = _markers_of(key)
@@ -445,7 +435,7 @@ def _find(
         spans = _hidden_spans(text, hidden)
         for source, candidates in (
             ("boxed", lambda: _boxed_candidates(text, spans)),
-            ("hashes", lambda: _capped(_HASHES.finditer(text), spans)),
+            ("hashes", lambda: [m.group(1) for m in _outside(_HASHES.finditer(text), spans)]),
             ("answer_is", lambda: _answer_sentences(text, spans)),
         ):
             found_all = candidates()
