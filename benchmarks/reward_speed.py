@@ -9,7 +9,9 @@ arithmetic steps, then the answer in varied surface forms: ``18``, ``$1,234``, `
 parser's cache is cleared before each reward so no result is served from an earlier run.
 Each reward is timed on one core, on the varied answer forms and on bare integers, bare and
 (varied) inside the validation wrapper that training uses. Goal: correctness above 100,000
-completions/s.
+completions/s on bare integers, the form the GSM8K system prompt asks for; the last line says
+whether this run reached it. ``--grader`` adds the grader's cost on degenerate 32k-character
+completions (the bound is 1 ms each).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from unsloth_grpo.answers import _parse  # noqa: E402
+from unsloth_grpo.answers import _read_short  # noqa: E402
 from unsloth_grpo.rewards import REGISTRY, available_rewards, get_reward, validated  # noqa: E402
 
 #: Parameters for rewards that need some to be built at all.
@@ -87,7 +89,7 @@ def bench(fn, completions: list[str], columns: dict, chunk: int = 1000, budget_s
         part = slice(start, start + chunk)
         cols = {k: v[part] for k, v in columns.items()}
         batch = completions[part]
-        _parse.cache_clear()
+        _read_short.cache_clear()
         t0 = time.process_time()
         fn(batch, **cols)
         took = time.process_time() - t0
@@ -103,6 +105,7 @@ def main(argv=None) -> int:
     parser.add_argument("names", nargs="*", help="rewards to time (default: all built-ins)")
     parser.add_argument("-n", type=int, default=20000, help="completions per reward (default 20000)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--grader", action="store_true", help="also time the grader on degenerate completions")
     args = parser.parse_args(argv)
 
     varied, varied_cols = make_batch(args.n, FORMS, args.seed)
@@ -117,6 +120,7 @@ def main(argv=None) -> int:
     print(f"{'reward':<20}{'varied':>14}{'plain':>14}{'wrapped':>14}   (completions/s)")
     # the library's rewards; task rewards (countdown, JSON, ...) need their own gold formats
     library = [n for n in available_rewards() if not REGISTRY[n].factory.__module__.startswith("unsloth_grpo.tasks")]
+    goal = None
     for name in args.names or library:
         if name not in REGISTRY:
             print(f"unknown reward {name!r}; choose from {', '.join(available_rewards())}")
@@ -130,7 +134,48 @@ def main(argv=None) -> int:
         b = bench(fn, plain, plain_cols)
         c = bench(validated(fn, name), varied, varied_cols)
         print(f"{name:<20}{a:>14,.0f}{b:>14,.0f}{c:>14,.0f}")
+        if name == "correctness":
+            goal = b
+    if goal is not None:
+        verdict = "reached" if goal >= GOAL else "NOT reached"
+        print(f"correctness on bare integers: {goal:,.0f} completions/s (goal {GOAL:,}: {verdict})")
+    if args.grader:
+        degenerate_costs()
     return 0
+
+
+GOAL = 100_000
+
+#: Completions a collapsing policy writes, each about 32k characters.
+DEGENERATE = {
+    "8,000 spaces in the answer": "<answer>a" + " " * 8000 + "b</answer>",
+    "20,000 digits": "<answer>" + "9" * 20000 + "</answer>",
+    "32k spaces": " " * 32000,
+    "one token repeated": "answer " * 4500,
+    "unclosed tags": "<answer>" * 4000,
+    "answer blocks repeated": "<answer>18</answer>" * 1700,
+    "blocks inside reasoning": "<reasoning>" + "<answer>18</answer>" * 1700,
+    "unbalanced boxes": "\\boxed{" * 4500,
+    "'The answer is' repeated": "The answer is " * 2200,
+    "non-ASCII digits": "<answer>" + "\u0661\u0668" * 15000 + "</answer>",
+}
+
+
+def degenerate_costs() -> None:
+    """Worst CPU time over a few calls of the correctness reward, with and without fallback."""
+    plain, fallback = get_reward("correctness"), get_reward("correctness", fallback=True)
+    print(f"\n{'degenerate completion':<30}{'chars':>8}{'ms':>10}{'ms (fallback)':>15}")
+    for label, text in DEGENERATE.items():
+        costs = []
+        for fn in (plain, fallback):
+            best = float("inf")
+            for _ in range(5):
+                _read_short.cache_clear()
+                t0 = time.process_time()
+                fn([text], answer=["18"])
+                best = min(best, time.process_time() - t0)
+            costs.append(1000 * best)
+        print(f"{label:<30}{len(text):>8,}{costs[0]:>10.3f}{costs[1]:>15.3f}")
 
 
 if __name__ == "__main__":

@@ -109,9 +109,11 @@ def test_numbers_not_equal(a, b):
     assert not numbers_equal(a, b)
 
 
-def test_extract_answer_takes_last_answer_block():
+def test_several_answer_blocks_must_agree():
     text = "<reasoning>r</reasoning><answer>5</answer> then <answer> 7 </answer>"
-    assert extract_answer(text) == "7"
+    assert extract_answer(text) is None
+    assert answers.find_answer(text) == (None, "several_answers")
+    assert extract_answer("<answer>7</answer> so <answer> 7 </answer>") == "7"
 
 
 def test_answer_inside_reasoning_does_not_count():
@@ -146,17 +148,24 @@ def test_extract_answer_configurable_tags():
 @pytest.mark.parametrize(
     "text, expected",
     [
-        ("so it is \\boxed{18} and \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("so it is \\boxed{\\frac{1}{2}} and \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("so it is \\boxed{18} and \\boxed{\\frac{1}{2}}", None),  # two different answers
         ("6 * 3 = 18\n#### 18", "18"),
         ("The answer is 42.", "42."),
         ("Final answer: $7", "$7"),
-        ("I have 3 apples and 4 pears", "4"),
+        ("I have 3 apples and 4 pears", None),  # no "last number in the text" fallback
         ("nothing numeric", None),
     ],
 )
 def test_extract_answer_fallbacks(text, expected):
     assert extract_answer(text, fallback=True) == expected
     assert extract_answer(text) is None
+
+
+def test_fallbacks_ignore_the_reasoning():
+    text = "<reasoning>maybe \\boxed{17}</reasoning> so \\boxed{18}"
+    assert extract_answer(text, fallback=True) == "18"
+    assert extract_answer("<think>#### 18</think>", fallback=True) is None
 
 
 def test_tag_wins_over_fallbacks():

@@ -612,18 +612,51 @@ def test_graded_corpus_covers_both_labels_and_every_way_of_going_wrong():
     assert len({r["problem"] for r in rows}) >= 10
 
 
-def test_correctness_agrees_with_the_graded_corpus():
-    rows = _corpus()
+def _disagreements(rows: list[dict]) -> list[tuple]:
+    """Rows where the correctness reward (or the task's grader, which must say the same) errs."""
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.tasks import gsm8k
+
     fn = get_reward("correctness")
+    grader = gsm8k.grader_for(RECIPE.resolve())
     scores = fn([r["completion"] for r in rows], answer=[r["answer"] for r in rows])
-    disagreements = [
-        (r["id"], r["how"], r["answer"], r["completion"][-60:])
-        for r, s in zip(rows, scores)
-        if (s == 2.0) != r["correct"]
-    ]
-    agreement = 1 - len(disagreements) / len(rows)
-    assert agreement >= 0.995, disagreements[:10]
     assert set(scores) == {0.0, 2.0}
+    return [
+        (r["id"], r["how"], r["answer"], r["completion"][-60:], grader(r["completion"], r["answer"]).rule)
+        for r, s in zip(rows, scores)
+        if (s == 2.0) != r["correct"] or bool(grader(r["completion"], r["answer"])) != r["correct"]
+    ]
+
+
+def test_correctness_agrees_with_the_graded_corpus():
+    assert _disagreements(_corpus()) == []  # every row: no tolerance for a grader that errs
+
+
+def _adversarial() -> list[dict]:
+    path = DATA / "gsm8k_adversarial_completions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_adversarial_corpus_is_what_its_script_builds():
+    spec = importlib.util.spec_from_file_location("make_adversarial_corpus", DATA / "make_adversarial_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (DATA / "gsm8k_adversarial_completions.jsonl").read_text() == module.render(module.build())
+
+
+def test_adversarial_corpus_covers_every_trap_and_its_honest_twin():
+    rows = _adversarial()
+    hows = {r["how"] for r in rows}
+    assert {"trap:hedge", "trap:negation", "trap:scale", "trap:sign", "trap:parenthesised_digits",
+            "trap:wrong_expression", "trap:several_blocks", "trap:several_boxes", "trap:nested_blocks",
+            "trap:only_in_reasoning", "trap:contains", "control:sign_word", "control:scale",
+            "control:equation", "control:same_answer_twice"} <= hows
+    assert all(r["answer"] in r["completion"] or r["how"].startswith("control") for r in rows)
+    assert 0.1 <= sum(r["correct"] for r in rows) / len(rows) <= 0.3
+
+
+def test_correctness_pays_no_trap_of_the_adversarial_corpus():
+    assert _disagreements(_adversarial()) == []
 
 
 def test_wrapper_reports_through_trls_log_metric_hook():

@@ -105,10 +105,10 @@ def test_reward_reads_only_the_final_answer_block():
     texts = [
         "<reasoning><answer>(3 + 4) * 2</answer></reasoning>",   # inside the reasoning: not an answer
         "(3 + 4) * 2",                                         # no answer block at all
-        "<answer>3 + 4 + 2</answer> then <answer>(3 + 4) * 2</answer>",  # the last block counts
+        "<answer>3 + 4 + 2</answer> then <answer>(3 + 4) * 2</answer>",  # two answers: a hedge, never paid
         [{"role": "assistant", "content": answer("(4 + 3) * 2")}],        # TRL's chat completions
     ]
-    assert fn(texts, answer=[GOLD] * 4) == [0.0, 0.0, 2.0, 2.0]
+    assert fn(texts, answer=[GOLD] * 4) == [0.0, 0.0, 0.0, 2.0]
 
 
 def test_reward_needs_the_answer_column():

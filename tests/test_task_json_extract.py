@@ -91,7 +91,7 @@ def test_reward_values_on_literal_answers():
     ) == [
         [1.0, 1.0, 1.0],
         [1.0, 1.0, 1.0],
-        [1.0, 0.75, 1.0],
+        [1.0, 0.75, 0.75],  # an extra key is a wrong field: no full reward where evaluation says wrong
         [1.0, 2 / 3, 2 / 3],
         [1.0, 1.0, 2 / 3],
         [1.0, 1.0, 1 / 3],

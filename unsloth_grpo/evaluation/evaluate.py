@@ -2,8 +2,9 @@
 
 * :func:`evaluate` - greedy accuracy, format compliance, completion length and, with ``samples=K``
   (K > 1), pass@k from K sampled completions per problem (the unbiased estimator of Chen et al.,
-  2021). Correctness is :func:`unsloth_grpo.answers.is_correct`, the function the correctness
-  reward calls, so evaluation and training cannot disagree about what a right answer is.
+  2021). Correctness is the task's grader (``grader_for(cfg)``), the very function the recipe's
+  correctness reward pays on, so evaluation and training cannot disagree about what a right answer
+  is; each record keeps the rule that decided (``grader_rule``).
 * :func:`compare` - two evaluations on the same problems: a metric table with differences and the
   problems that flipped either way.
 * :func:`make_eval_callback` - evaluation on a small held-out slice every N training steps, logged
@@ -114,7 +115,7 @@ def evaluate(
     if is_correct is None or matches_format is None:
         from unsloth_grpo import answers
 
-        is_correct = is_correct or answers.is_correct
+        is_correct = is_correct or answers.grade
         matches_format = matches_format or answers.matches_format
     if generate_fn is None:
         from unsloth_grpo.evaluation.generation import generate_detailed
@@ -139,12 +140,14 @@ def evaluate(
     records = []
     for i, (prompt, gold) in enumerate(zip(prompts, golds)):
         text, num_tokens, finished = _unpack(greedy[i][0], tokenizer)
+        verdict = is_correct(text, gold)  # a task grader's Verdict (or a plain bool)
         rec: dict[str, Any] = {
             "index": i,
             "prompt": prompt,
             "completion": text,
             "gold": gold,
-            "correct": bool(is_correct(text, gold)),
+            "correct": bool(verdict),
+            "grader_rule": getattr(verdict, "rule", None),
             "format_ok": bool(matches_format(text)),
             "completion_chars": len(text),
             "completion_tokens": num_tokens,

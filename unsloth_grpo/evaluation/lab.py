@@ -25,6 +25,12 @@ recipe's ``model.name`` unless ``--model`` is given; an adapter or merged direct
 
 Example line: ``{"group": 0, "prompt": "2+2?", "completion": "<reasoning>..</reasoning><answer>4</answer>", "answer": "4"}``
 
+For every reward that decides correct-or-not (``correctness``, ``countdown_equation``, ...) the
+lab also shows what its grader paid and why: the completions grouped by verdict and by the rule
+that decided (``label+number+unit``, ``hedge``, ``several_answers``, ...; see
+:data:`unsloth_grpo.answers.RULES`), with an example answer for each, so a reward hack is visible
+before training on it.
+
 Blocking problems (exit code 1): a reward raises or returns unusable values; a reward
 returns None for every completion; the weighted total is constant within every group (no
 advantage, no learning). Warnings (exit 1 only with ``--strict``): a reward constant within
@@ -135,6 +141,8 @@ class LabReport:
     blocking: list[str]
     warnings: list[str]
     generation_ms_per_completion: float | None = None
+    #: reward name -> one entry per completion: what the reward's grader decided and why
+    grading: dict[str, list[dict]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -145,7 +153,38 @@ class LabReport:
             "correlations": self.correlations,
             "blocking": self.blocking,
             "warnings": self.warnings,
+            "grading": self.grading,
         }
+
+
+def grading_of(fn: Callable, records: Sequence[dict]) -> list[dict] | None:
+    """What the grader behind reward ``fn`` decides for each record, or None when it has none.
+
+    Each entry: ``index``, ``paid`` (the grader says correct), ``status``, ``source`` (where the
+    answer was found), ``rule`` (what read or refused it) and ``answer`` (the answer region).
+    """
+    grader = getattr(getattr(fn, "inner", fn), "grader", None)
+    if grader is None or not all("answer" in r for r in records):
+        return None
+    out = []
+    for i, r in enumerate(records):
+        if r["answer"] is None:
+            continue
+        v = grader(r["completion"], r["answer"])
+        out.append({"index": i, "paid": bool(v), "status": v.status, "source": v.source, "rule": v.rule,
+                    "answer": v.answer})
+    return out
+
+
+def grading_summary(entries: Sequence[dict]) -> list[dict]:
+    """Entries grouped by (paid, status, source, rule), largest groups first, each with an example."""
+    groups: dict[tuple, dict] = {}
+    for e in entries:
+        key = (e["paid"], e["status"], e["source"], e["rule"])
+        g = groups.setdefault(key, {"paid": e["paid"], "status": e["status"], "source": e["source"],
+                                    "rule": e["rule"], "count": 0, "example": e["answer"], "index": e["index"]})
+        g["count"] += 1
+    return sorted(groups.values(), key=lambda g: (not g["paid"], -g["count"]))
 
 
 def _time_reward(fn: Callable, completions: list, columns: dict, budget_s: float = 0.05) -> tuple[list, float]:
@@ -298,9 +337,15 @@ def analyse(
             "cannot be judged"
         )
     n_groups = len(set(groups)) if groups is not None else None
+    grading = {}
+    for r, fn in zip(results, funcs):
+        if r.error is None:
+            entries = grading_of(fn, records)
+            if entries is not None:
+                grading[r.name] = entries
     return LabReport(
         len(records), n_groups, results, stats, correlations, blocking, warnings,
-        generation_ms_per_completion,
+        generation_ms_per_completion, grading,
     )
 
 
@@ -350,12 +395,27 @@ def print_report(report: LabReport, console=None) -> None:
         for a in names:
             corr.add_row(a, *("" if a == b else _num(report.correlations[a][b]) for b in names))
         console.print(corr)
+    for name, entries in report.grading.items():
+        paid = sum(e["paid"] for e in entries)
+        why = Table(title=f"What {name}'s grader paid ({paid} of {len(entries)}), and why")
+        for col in ("paid", "verdict", "answer from", "rule", "count", "example answer (completion #)"):
+            why.add_column(col, justify="right" if col == "count" else "left")
+        for g in grading_summary(entries):
+            example = "-" if g["example"] is None else _one_line(g["example"])
+            why.add_row("yes" if g["paid"] else "no", g["status"], g["source"] or "-", g["rule"], str(g["count"]),
+                        f"{example} (#{g['index']})")
+        console.print(why)
     for line in report.blocking:
         console.print(f"[bold red]BLOCKING[/] {line}", highlight=False)
     for line in report.warnings:
         console.print(f"[yellow]warning[/] {line}", highlight=False)
     if not report.blocking and not report.warnings:
         console.print("[green]no problems found[/]")
+
+
+def _one_line(text: str, limit: int = 60) -> str:
+    text = " ".join(str(text).split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 # ---------------------------------------------------------------- generation

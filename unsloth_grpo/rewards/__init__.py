@@ -51,6 +51,8 @@ __all__ = [
     "reward_metrics",
     "catalogue_markdown",
     "validated",
+    "grader_of",
+    "reward_spec_fields",
 ]
 
 #: Keys of a spec's ``params`` that configure the wrapper instead of the reward.
@@ -213,6 +215,26 @@ def _spec_fields(spec: Any) -> tuple[str, float, dict]:
     except (TypeError, ValueError):
         raise ValueError(f"reward {name!r}: weight {weight!r} is not a number") from None
     return name, weight, dict(params)
+
+
+def reward_spec_fields(spec: Any) -> tuple[str, dict]:
+    """``(name, reward params)`` of a reward spec, without the wrapper's keys."""
+    name, _, params = _spec_fields(spec)
+    return name, {k: v for k, v in params.items() if k not in WRAPPER_KEYS}
+
+
+def grader_of(name: str, params: dict[str, Any] | None = None) -> Callable:
+    """The grader a correctness reward pays on: ``grader(completion, gold) -> Verdict``.
+
+    The reward is built with ``params`` exactly as training builds it, and its ``.grader`` is
+    returned, so whoever grades with it (evaluation, ``compare``, the reward lab) gets the
+    reward's own decision. ``ValueError`` for a reward that has no grader.
+    """
+    fn = get_reward(name, **(params or {}))
+    grader = getattr(fn, "grader", None)
+    if grader is None:
+        raise ValueError(f"reward {name!r} has no grader: it does not decide correct or not")
+    return grader
 
 
 def _adaptive(name: str, setting: Any, fn: Callable) -> AdaptiveWeight | None:

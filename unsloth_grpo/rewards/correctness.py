@@ -1,14 +1,20 @@
 """Correctness rewards: is the final answer right, and is it a number at all.
 
-All of them read the answer with :func:`unsloth_grpo.answers.extract_answer` and grade it
-with :func:`unsloth_grpo.answers.answers_match`, the functions evaluation uses.
+Each reward is the grader's verdict turned into a number: ``correctness`` builds
+:func:`unsloth_grpo.answers.make_grader` from its own parameters and scores what it decides,
+and the same grader is ``fn.grader`` on the returned function, which evaluation, ``compare``
+and the reward lab call (:func:`unsloth_grpo.tasks.gsm8k.grader_for`). So training cannot pay
+for an answer evaluation counts as wrong.
 
 Example::
 
     >>> fn = correctness()
     >>> fn(["<reasoning>6 * 3 = 18</reasoning>\\n<answer>$18</answer>",
-    ...     "<reasoning>6 * 3 = 17</reasoning>\\n<answer>17</answer>"], answer=["18", "18"])
-    [2.0, 0.0]
+    ...     "<reasoning>6 * 3 = 17</reasoning>\\n<answer>17</answer>",
+    ...     "<reasoning>6 * 3</reasoning>\\n<answer>not 18</answer>"], answer=["18", "18", "18"])
+    [2.0, 0.0, 0.0]
+    >>> fn.grader("<answer>18 thousand</answer>", "18").rule
+    'number+scale+mismatch'
 """
 
 from __future__ import annotations
@@ -16,7 +22,15 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Sequence
 
-from ..answers import DEFAULT_IGNORE_INSIDE, _parse, answers_match, extract_answer, parse_number
+from ..answers import (
+    DEFAULT_IGNORE_INSIDE,
+    Verdict,
+    extract_answer,
+    find_answer,
+    make_grader,
+    parse_number,
+    read_answer,
+)
 from ._registry import RewardFunc, per_sample, register, texts
 
 
@@ -55,6 +69,16 @@ def _relative_error(pred: Fraction | float, gold: Fraction | float) -> float:
     return abs(float(pred - gold)) / abs(float(gold))
 
 
+def below_reward(name: str, reward: float, **others: float | None) -> None:
+    """Refuse settings that pay the full ``reward`` for an answer the grader calls wrong."""
+    for key, value in others.items():
+        if value is not None and value >= reward:
+            raise ValueError(
+                f"{name}: {key}={value:g} is not below reward={reward:g}, so an answer the grader calls "
+                f"wrong would earn as much as a right one; lower {key} or raise reward"
+            )
+
+
 @register("correctness", family="correctness", low=0.0, high=2.0)
 def correctness(
     *,
@@ -70,61 +94,47 @@ def correctness(
 ) -> RewardFunc:
     """`reward` when the final answer equals the gold `answer` column (numerically where it is a number).
 
-    ``wrong`` for a different answer, ``missing`` when no answer is found. ``partial`` grants
-    credit for near misses, as pairs ``[relative_tolerance, score]`` tried from the tightest:
-    ``[[0.1, 1.0], [0.2, 0.5]]`` gives 1.0 within 10% and 0.5 within 20% of the gold number
-    (the Unsloth Qwen3 notebook's graded ``check_answer`` is ``reward=5, wrong=-2.5,
-    missing=-2, unparseable=-4.5, partial=[[0.1, 2], [0.2, 1.5]]``). ``unparseable``: score
-    for an answer that is not a number when the gold is one (default: ``wrong``). ``tag``,
-    ``fallback`` and ``ignore_inside`` are :func:`~unsloth_grpo.answers.extract_answer`'s.
-    Samples whose gold answer is None get None.
+    The grader (:func:`unsloth_grpo.answers.grade`) is strict: one final answer, no hedges,
+    negations or scale slips. ``wrong`` for a different answer, ``missing`` when no answer is
+    found, ``unparseable`` for an answer that is not a number when the gold is one (default:
+    ``wrong``). ``partial`` grants credit for near misses, as pairs ``[relative_tolerance,
+    score]`` tried from the tightest: ``[[0.1, 1.0], [0.2, 0.5]]`` gives 1.0 within 10% and 0.5
+    within 20% of the gold number (the Unsloth Qwen3 notebook's graded ``check_answer`` is
+    ``reward=5, wrong=-2.5, missing=-2, unparseable=-4.5, partial=[[0.1, 2], [0.2, 1.5]]``).
+    ``tag``, ``fallback``, ``ignore_inside`` and ``use_math_verify`` configure the grader,
+    which evaluation uses too. Samples whose gold answer is None get None.
     """
     table = _partial_table(partial)
-    if isinstance(tag, list):
-        tag = tuple(tag)
-    ignore = tuple(tuple(t) if isinstance(t, list) else t for t in ignore_inside)
+    below_reward("correctness", reward, wrong=wrong, missing=missing, unparseable=unparseable,
+                 partial=max((credit for _, credit in table), default=None))
+    grader = make_grader(tag=tag, fallback=fallback, ignore_inside=ignore_inside, use_math_verify=use_math_verify)
     no_number = wrong if unparseable is None else unparseable
 
     def score(text: str, gold: Any) -> float | None:
         if gold is None:
             return None
-        predicted = extract_answer(text, tag, fallback=fallback, ignore_inside=ignore)
-        if predicted is None:
+        verdict = grader(text, gold)
+        status = verdict.status
+        if status == "correct":
+            return reward
+        if status == "missing":
             return missing
-        # identical text is a match under every rule below; most right answers take this path
-        if predicted == gold:
-            return reward
-        if isinstance(gold, str) and not use_math_verify:
-            # the common case, answers_match without its generality: two plain numbers
-            pred_num, gold_num = _parse(predicted), _parse(gold)
-            if pred_num is not None and gold_num is not None and not (pred_num[1] or gold_num[1]):
-                if pred_num[0] == gold_num[0]:
-                    return reward
-                return _partial(pred_num[0], gold_num[0])
-        if answers_match(predicted, gold, use_math_verify=use_math_verify):
-            return reward
-        if not table and unparseable is None:
-            return wrong
-        gold_value = parse_number(gold)
-        if gold_value is None:
-            return wrong
-        value = parse_number(predicted)
-        if value is None:
+        if status == "unparseable":
             return no_number
-        return _partial(value, gold_value)
-
-    def _partial(value, gold_value) -> float:
-        if table:
-            error = _relative_error(value, gold_value)
-            for tol, credit in table:
-                if error <= tol:
-                    return credit
+        if table and verdict.value is not None:
+            gold_value = parse_number(gold)
+            if gold_value is not None:
+                error = _relative_error(verdict.value, gold_value)
+                for tol, credit in table:
+                    if error <= tol:
+                        return credit
         return wrong
 
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         golds = _gold_column(answer, len(completions), "correctness")
         return [score(t, g) for t, g in zip(texts(completions), golds)]
 
+    reward_fn.grader = grader  # type: ignore[attr-defined]
     return reward_fn
 
 
@@ -146,22 +156,27 @@ def exact_match(
     if isinstance(tag, list):
         tag = tuple(tag)
     ignore = tuple(tuple(t) if isinstance(t, list) else t for t in ignore_inside)
+    make_grader(tag=tag, ignore_inside=ignore)  # a malformed tag fails here
+    below_reward("exact_match", reward, wrong=wrong)
 
     def norm(s: str) -> str:
         s = " ".join(str(s).split())
         return s if case_sensitive else s.casefold()
 
+    def grader(text: Any, gold: Any) -> Verdict:
+        predicted, source = find_answer(text, tag, fallback=fallback, ignore_inside=ignore)
+        if predicted is None:
+            return Verdict("missing" if source == "no_answer" else "wrong", source)
+        if norm(predicted) == norm(gold):
+            return Verdict("correct", "text", source, predicted)
+        return Verdict("wrong", "mismatch", source, predicted)
+
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         golds = _gold_column(answer, len(completions), "exact_match")
-        out: list[float | None] = []
-        for text, gold in zip(texts(completions), golds):
-            if gold is None:
-                out.append(None)
-                continue
-            predicted = extract_answer(text, tag, fallback=fallback, ignore_inside=ignore)
-            out.append(reward if predicted is not None and norm(predicted) == norm(gold) else wrong)
-        return out
+        return [None if g is None else reward if grader(t, g).correct else wrong
+                for t, g in zip(texts(completions), golds)]
 
+    reward_fn.grader = grader  # type: ignore[attr-defined]
     return reward_fn
 
 
@@ -184,13 +199,11 @@ def integer_answer(
 
     def score(text: str) -> float:
         predicted = extract_answer(text, tag, ignore_inside=ignore)
-        parsed = None if predicted is None else _parse(predicted)
-        if parsed is None:
+        value = None if predicted is None else read_answer(predicted)[0]
+        if value is None:
             return 0.0
-        value = parsed[0]
         if integer_only and not isinstance(value, int):
-            whole = value.denominator == 1 if isinstance(value, Fraction) else value.is_integer()
-            return reward if whole else 0.0
+            return reward if Fraction(value).denominator == 1 else 0.0
         return reward
 
     def reward_fn(completions, **kwargs) -> list[float | None]:

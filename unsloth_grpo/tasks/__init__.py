@@ -12,3 +12,23 @@ import pkgutil
 def available_tasks() -> list[str]:
     """Names of the task modules shipped in this package."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def grader_from_rewards(cfg, names, default):
+    """The grader of the recipe's correctness reward, built from that reward's own parameters.
+
+    The first reward named in ``names`` among ``cfg.rewards`` (then the stages' rewards, the last
+    stage first) is built as training builds it, and its ``.grader`` returned: the very function
+    whose verdict the reward pays on, so evaluation cannot grade differently. ``default`` (a reward
+    spec) is used when the recipe lists none of ``names``.
+    """
+    from unsloth_grpo.rewards import grader_of, reward_spec_fields
+
+    specs = list(getattr(cfg, "rewards", None) or [])
+    for stage in reversed(list(getattr(cfg, "stages", None) or [])):
+        specs.extend(stage.rewards or [])
+    for spec in [*specs, default]:
+        name, params = reward_spec_fields(spec)
+        if name in names:
+            return grader_of(name, params)
+    raise ValueError(f"no reward among {list(names)} to grade with")  # unreachable with a default in names

@@ -35,9 +35,10 @@ import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, _markers, extract_answer, matches_format
+from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, find_answer, matches_format
 from unsloth_grpo.data import DataError, chat_prompt, load_table
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+from unsloth_grpo.rewards.correctness import below_reward
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -171,11 +172,28 @@ def grade(
     ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
 ) -> str:
     """Verdict for a whole completion: ``missing`` without an answer block, else :func:`check_equation`."""
+    return _verdict(text, gold, tag=tag, ignore_inside=ignore_inside).rule
+
+
+#: How each :data:`VERDICTS` entry reads as a grader status.
+_STATUS = {"correct": "correct", "wrong_value": "wrong", "wrong_numbers": "wrong", "malformed": "unparseable",
+           "missing": "missing"}
+
+
+def _verdict(
+    text: Any, gold: Any, *, tag: str | tuple[str, str] = "answer", ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE
+) -> Verdict:
+    """:func:`grade` as a :class:`~unsloth_grpo.answers.Verdict` (rule: the countdown verdict).
+
+    Several different answer blocks are a hedge, graded ``malformed`` (so are too many blocks).
+    """
     numbers, target = decode_gold(gold)
-    expression = extract_answer(text, tag, ignore_inside=ignore_inside)
+    expression, source = find_answer(text, tag, ignore_inside=ignore_inside)
     if expression is None:
-        return "missing"
-    return check_equation(expression, numbers, target)
+        rule = "missing" if source == "no_answer" else "malformed"
+        return Verdict(_STATUS[rule], rule)
+    rule = check_equation(expression, numbers, target)
+    return Verdict(_STATUS[rule], rule, source, expression)
 
 
 def is_correct(completion: Any, gold: Any, *, tag: str | tuple[str, str] = "answer") -> bool:
@@ -199,14 +217,19 @@ def countdown_equation(
     """
     key = tuple(tag) if not isinstance(tag, str) else tag
     _markers(key)  # a malformed tag fails here, not at the first training step
+    below_reward("countdown_equation", reward, partial=partial)
     scores = {"correct": reward, "wrong_value": partial, "wrong_numbers": partial, "malformed": 0.0, "missing": 0.0}
+
+    def grader(completion: Any, gold: Any) -> Verdict:
+        return _verdict(completion, gold, tag=key)
 
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         if answer is None:
             raise ValueError("countdown_equation needs the 'answer' column (the countdown problem as JSON)")
         golds = per_sample(answer, len(completions), "answer")
-        return [scores[grade(t, g, tag=key)] for t, g in zip(texts(completions), golds)]
+        return [scores[grader(t, g).rule] for t, g in zip(texts(completions), golds)]
 
+    reward_fn.grader = grader  # type: ignore[attr-defined]
     return reward_fn
 
 
@@ -349,13 +372,11 @@ def load_dataset_for(cfg):
 # ---------------------------------------------------------------- evaluation
 
 
-def grader_for(cfg) -> Callable[[Any, Any], bool]:
-    """``is_correct(completion, gold)`` reading the answer where the config's ``countdown_equation`` does."""
-    tag: str | tuple[str, str] = "answer"
-    for spec in cfg.rewards:
-        if spec.name == "countdown_equation" and "tag" in spec.params:
-            tag = spec.params["tag"] if isinstance(spec.params["tag"], str) else tuple(spec.params["tag"])
-    return lambda completion, gold: is_correct(completion, gold, tag=tag)
+def grader_for(cfg) -> Callable[[Any, Any], Verdict]:
+    """``grader(completion, gold) -> Verdict`` of the recipe's ``countdown_equation`` reward, with its parameters."""
+    from unsloth_grpo.tasks import grader_from_rewards
+
+    return grader_from_rewards(cfg, ("countdown_equation",), {"name": "countdown_equation"})
 
 
 def evaluate(model, tokenizer, dataset, *, tag: str | tuple[str, str] = "answer", **kwargs) -> dict[str, Any]:

@@ -32,9 +32,10 @@ from typing import Any, Callable, Sequence
 
 from unsloth_grpo.answers import (
     DEFAULT_IGNORE_INSIDE,
+    Verdict,
     _markers,
     answers_match,
-    extract_answer,
+    find_answer,
     matches_format,
     parse_number,
 )
@@ -46,6 +47,10 @@ SYSTEM_PROMPT = (
     "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
     "Put only the final answer inside <answer>."
 )
+
+#: Longest answer graded, in characters: a reference answer is a phrase, and longer text would
+#: only cost time (token F1 over a 30k-character answer takes milliseconds).
+MAX_ANSWER_TEXT = 2000
 
 #: How ``qa_correctness`` can grade an answer.
 MODES = ("exact", "numeric", "f1")
@@ -94,17 +99,34 @@ def grade(
     ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
 ) -> float:
     """Score in [0, 1] of the final answer in ``text`` against ``gold`` under ``mode`` (see :data:`MODES`)."""
+    return _verdict(text, gold, mode=mode, tag=tag, ignore_inside=ignore_inside).value or 0.0
+
+
+def _verdict(
+    text: Any,
+    gold: Any,
+    *,
+    mode: str = "exact",
+    tag: str | tuple[str, str] = "answer",
+    ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
+) -> Verdict:
+    """:func:`grade` as a :class:`~unsloth_grpo.answers.Verdict`: its ``value`` is the score, correct at 1.0."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
-    predicted = extract_answer(text, tag, ignore_inside=ignore_inside)
+    predicted, source = find_answer(text, tag, ignore_inside=ignore_inside)
     if predicted is None or gold is None:
-        return 0.0
+        return Verdict("missing" if source == "no_answer" else "wrong", source, value=0.0)
     gold = str(gold)
+    if len(predicted) > MAX_ANSWER_TEXT:
+        return Verdict("wrong", "too_long", source, None, 0.0)
     if mode == "exact":
-        return float(_same_text(predicted, gold))
-    if mode == "numeric":
-        return float(answers_match(predicted, gold))
-    return token_f1(predicted, gold)
+        score = float(_same_text(predicted, gold))
+    elif mode == "numeric":
+        score = float(answers_match(predicted, gold))
+    else:
+        score = token_f1(predicted, gold)
+    return Verdict("correct" if score >= 1.0 else "wrong", f"{mode}_match" if score >= 1.0 else "mismatch",
+                   source, predicted, score)
 
 
 def is_correct(completion: Any, gold: Any, *, mode: str = "exact", threshold: float = 1.0) -> bool:
@@ -130,13 +152,16 @@ def qa_correctness(
     key = tag if isinstance(tag, str) else tuple(tag)
     _markers(key)  # a malformed tag fails here, not at the first training step
 
+    def grader(completion: Any, gold: Any) -> Verdict:
+        return _verdict(completion, gold, mode=mode, tag=key)
+
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         if answer is None:
             raise ValueError("qa_correctness needs the 'answer' column (the reference answers)")
         golds = per_sample(answer, len(completions), "answer")
-        return [None if g is None else reward * grade(t, g, mode=mode, tag=key)
-                for t, g in zip(texts(completions), golds)]
+        return [None if g is None else reward * grader(t, g).value for t, g in zip(texts(completions), golds)]
 
+    reward_fn.grader = grader  # type: ignore[attr-defined]
     return reward_fn
 
 
@@ -158,10 +183,15 @@ def grading_mode(rewards: Sequence[Any]) -> str:
     return "exact"
 
 
-def grader_for(cfg) -> Callable[[Any, Any], bool]:
-    """``is_correct(completion, gold)`` with the mode of ``cfg.rewards``."""
-    mode = grading_mode(cfg.rewards)
-    return lambda completion, gold: is_correct(completion, gold, mode=mode)
+#: The rewards that decide correct-or-not for this task; evaluation grades with the recipe's.
+GRADING_REWARDS = ("qa_correctness", "correctness", "exact_match")
+
+
+def grader_for(cfg) -> Callable[[Any, Any], Verdict]:
+    """``grader(completion, gold) -> Verdict`` of the recipe's correctness reward, with all its parameters."""
+    from unsloth_grpo.tasks import grader_from_rewards
+
+    return grader_from_rewards(cfg, GRADING_REWARDS, {"name": "qa_correctness"})
 
 
 # ---------------------------------------------------------------- synthetic handbook questions

@@ -2,8 +2,8 @@
 
 This module owns the task: the system prompt that fixes the answer format, the loader (hub,
 local file, or an offline generator of GSM8K-format problems), gold-answer parsing, the default
-rewards, and correctness for evaluation. The correctness reward and evaluation both call
-:func:`unsloth_grpo.answers.is_correct`, so training and evaluation measure the same thing.
+rewards, and correctness for evaluation. Evaluation grades with the correctness reward's own
+grader (:func:`grader_for`), so training and evaluation measure the same thing.
 
 Example::
 
@@ -98,16 +98,26 @@ def load_gsm8k(
     )
 
 
+#: The rewards that decide correct-or-not for this task; evaluation grades with the recipe's.
+GRADING_REWARDS = ("correctness", "exact_match")
+
+
 def is_correct(completion: str, gold: str) -> bool:
-    """Evaluation's verdict: the same extraction and comparison as the correctness reward."""
+    """Evaluation's verdict under the default ``correctness`` reward (see :func:`grader_for`)."""
     from unsloth_grpo.answers import is_correct as _is_correct
 
     return _is_correct(completion, gold)
 
 
 def grader_for(cfg):
-    """The grader evaluation uses for a recipe config: the correctness reward's own comparison."""
-    return is_correct
+    """``grader(completion, gold) -> Verdict`` of the recipe's correctness reward, with its parameters.
+
+    The grader is the reward's own (``tag``, ``fallback``, ``ignore_inside``,
+    ``use_math_verify``), so evaluation counts as right exactly what the reward pays for.
+    """
+    from unsloth_grpo.tasks import grader_from_rewards
+
+    return grader_from_rewards(cfg, GRADING_REWARDS, {"name": "correctness"})
 
 
 # ---------------------------------------------------------------- offline problems

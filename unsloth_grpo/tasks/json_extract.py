@@ -32,7 +32,7 @@ import random
 import re
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, _markers, completion_text, extract_tag, matches_format
+from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, completion_text, extract_tag, matches_format
 from unsloth_grpo.data import DataError, chat_prompt, load_table, to_prompt_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 
@@ -138,17 +138,32 @@ def key_score(predicted: dict | None, gold: dict) -> float:
 
 
 def value_score(predicted: dict | None, gold: dict) -> float:
-    """Share of the gold fields present with a matching value."""
+    """Gold fields present with a matching value, over the keys of either object.
+
+    An extra key counts as a wrong field, so 1.0 means exactly the gold keys, every value right:
+    what evaluation counts as correct.
+    """
     if predicted is None:
         return 0.0
-    return sum(k in predicted and value_matches(predicted[k], v) for k, v in gold.items()) / len(gold)
+    right = sum(k in predicted and value_matches(predicted[k], v) for k, v in gold.items())
+    return right / len(predicted.keys() | gold.keys())
+
+
+def _verdict(completion: Any, gold: Any, tag: str | tuple[str, str] | None = "answer") -> Verdict:
+    gold_obj = decode_gold(gold)
+    predicted = extract_json(completion, tag)
+    if predicted is None:
+        return Verdict("unparseable", "not_a_json_object")
+    score = value_score(predicted, gold_obj)
+    if score == 1.0:
+        return Verdict("correct", "all_fields", "tag" if tag is not None else "text", None, score)
+    rule = "extra_keys" if predicted.keys() - gold_obj.keys() else "wrong_fields"
+    return Verdict("wrong", rule, "tag" if tag is not None else "text", None, score)
 
 
 def is_correct(completion: Any, gold: Any, *, tag: str | tuple[str, str] | None = "answer") -> bool:
     """Evaluation's verdict: a strict JSON object with exactly the gold keys and every value right."""
-    gold_obj = decode_gold(gold)
-    predicted = extract_json(completion, tag)
-    return predicted is not None and key_score(predicted, gold_obj) == 1.0 and value_score(predicted, gold_obj) == 1.0
+    return _verdict(completion, gold, tag).correct
 
 
 # ---------------------------------------------------------------- rewards
@@ -202,14 +217,20 @@ def json_extract_keys(*, reward: float = 1.0, tag: str | Sequence[str] | None = 
 def json_extract_values(*, reward: float = 1.0, tag: str | Sequence[str] | None = "answer") -> RewardFunc:
     """`reward` times the share of gold fields whose value matches (numbers as numbers, text ignoring case).
 
-    A number given as a string (``"36"`` for ``36``) does not match. Invalid JSON scores 0.
+    The share is over the keys of the gold and the answer together: an extra key is a wrong
+    field, so the full reward is paid exactly when evaluation counts the answer right. A number
+    given as a string (``"36"`` for ``36``) does not match. Invalid JSON scores 0.
     """
     key = _tag(tag)
+
+    def grader(completion: Any, gold: Any) -> Verdict:
+        return _verdict(completion, gold, key)
 
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         golds = _golds(answer, len(completions), "json_extract_values")
         return [reward * value_score(extract_json(t, key), g) for t, g in zip(texts(completions), golds)]
 
+    reward_fn.grader = grader  # type: ignore[attr-defined]
     return reward_fn
 
 
@@ -349,13 +370,11 @@ def load_dataset_for(cfg):
 # ---------------------------------------------------------------- evaluation
 
 
-def grader_for(cfg) -> Callable[[Any, Any], bool]:
-    """``is_correct(completion, gold)`` reading the answer where the config's ``json_extract_values`` does."""
-    tag: str | tuple[str, str] | None = "answer"
-    for spec in cfg.rewards:
-        if spec.name == "json_extract_values" and "tag" in spec.params:
-            tag = _tag(spec.params["tag"])
-    return lambda completion, gold: is_correct(completion, gold, tag=tag)
+def grader_for(cfg) -> Callable[[Any, Any], Verdict]:
+    """``grader(completion, gold) -> Verdict`` of the recipe's ``json_extract_values`` reward, with its parameters."""
+    from unsloth_grpo.tasks import grader_from_rewards
+
+    return grader_from_rewards(cfg, ("json_extract_values",), {"name": "json_extract_values"})
 
 
 def evaluate(model, tokenizer, dataset, *, tag: str | tuple[str, str] | None = "answer", **kwargs) -> dict[str, Any]:
