@@ -72,7 +72,10 @@ QWEN25_3B = dict(QWEN25_1P5B, hidden_size=2048, intermediate_size=11008, num_hid
 #: alone takes tens of seconds to build and load on a busy 2-core machine; tests check it apart).
 DRY_SHAPE = dict(QWEN25_1P5B, vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2)
-ARCHS = {"qwen2.5-1.5b": QWEN25_1P5B, "qwen2.5-3b": QWEN25_3B, "dry": DRY_SHAPE}
+#: tests/test_gpu.py's model: two narrow layers, the full vocabulary (so the logits term is real).
+GPU_TEST_SHAPE = dict(QWEN25_1P5B, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2)
+ARCHS = {"qwen2.5-1.5b": QWEN25_1P5B, "qwen2.5-3b": QWEN25_3B, "dry": DRY_SHAPE, "gpu-test": GPU_TEST_SHAPE}
 
 #: Modules the kit imports on the GPU machine; each must be carried or on its image.
 KIT_IMPORTS = {"torch": "torch", "transformers": "transformers", "peft": "peft", "accelerate": "accelerate",
@@ -313,7 +316,10 @@ def run_train(spec: dict) -> dict:
 
         trainer = GRPOTrainer(model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=[spread_reward],
                               args=args, train_dataset=dataset, callbacks=[Measure()])
+        before = {n: p.detach().float().cpu().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
         trainer.train()
+        changed = {n for n, p in trainer.model.named_parameters()
+                   if n in before and not torch.equal(before[n], p.detach().float().cpu())}
     est = memory.estimate_memory(
         spec["model_dir"], load_in_4bit=loaded.info.load_in_4bit, lora_rank=s.lora_rank,
         num_generations=s.num_generations, per_device_train_batch_size=s.per_device_train_batch_size,
@@ -338,6 +344,10 @@ def run_train(spec: dict) -> dict:
         "completion_mean_length": mean_len,
         "completion_min_length": min(min_lengths) if min_lengths else None,
         "prompt_tokens": prompt_len,
+        "trainable_tensors": len(before),
+        "trainable_changed": len(changed),
+        # LoRA's B starts at zero, so every B must move in the first step; A moves from the second on
+        "lora_B_unchanged": sorted(n for n in before if "lora_B" in n and n not in changed)[:5],
     }
     return {"backend_info": loaded.info.to_dict(), "measured": measured, "estimate": est.to_dict(),
             "trainer_logs": rows}
@@ -420,9 +430,16 @@ def run_recipe(spec: dict) -> dict:
 def child_env() -> dict:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "UNSLOTH_DISABLE_STATISTICS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if not _cuda_visible():
+        # a toy model on a shared CPU: more threads only contend (a 0.7 s step took 7 s with two)
+        env["OMP_NUM_THREADS"] = "1"
     paths = [str(ROOT)] + ([str(DEVICE_SITE)] if DEVICE_SITE.is_dir() else [])
     env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return env
+
+
+def _cuda_visible() -> bool:
+    return memory.detect_gpu() is not None
 
 
 def prepare_packages(log=print) -> list[str]:
@@ -495,6 +512,8 @@ def verdict(r: dict) -> str:
     bits = []
     if want and m.get("completion_mean_length") is not None and m["completion_mean_length"] < want - 0.5:
         bits.append(f"completions cut short (mean {m['completion_mean_length']:.0f} < {want}): figures invalid")
+    if m.get("trainable_changed") == 0 or m.get("lora_B_unchanged"):
+        bits.append("training left LoRA weights unchanged")
     err = r.get("planner_error_pct")
     if err is not None:
         if err < -5:
