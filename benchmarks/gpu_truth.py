@@ -140,11 +140,14 @@ def build_tokenizer(path: Path, vocab_size: int):
     small = build_small(path)
     spec = json.loads((path / "tokenizer.json").read_text())
     vocab = spec["model"]["vocab"]
-    taken = set(vocab.values()) | {t["id"] for t in spec["added_tokens"]}
-    words = (f"\u0120w{i}" for i in range(vocab_size))  # '\u0120' is byte-level BPE's space
-    for idx in range(vocab_size):
-        if idx not in taken:
-            vocab[next(words)] = idx
+    # transformers numbers added tokens after the model's vocabulary, so the filler words go in
+    # between: trained vocabulary, filler words, then the added answer tags at the very end
+    extra = sorted((t for t in spec["added_tokens"] if t["content"] not in vocab), key=lambda t: t["id"])
+    first_extra = vocab_size - len(extra)
+    for i, token in enumerate(extra):
+        token["id"] = first_extra + i
+    for idx in range(len(vocab), first_extra):
+        vocab[f"\u0120w{idx}"] = idx  # '\u0120' is byte-level BPE's space: id N decodes to " wN"
     (path / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False))
     tok = PreTrainedTokenizerFast(tokenizer_file=str(path / "tokenizer.json"), eos_token=small.eos_token,
                                   pad_token=small.pad_token, bos_token=None, unk_token=None)
