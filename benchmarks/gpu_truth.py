@@ -239,7 +239,10 @@ class DevicePeak:
     def __init__(self, every: float = 0.05):
         import torch
 
-        self.torch, self.every, self.peak = torch, every, 0
+        free, total = torch.cuda.mem_get_info()
+        #: In use on the device before this process loads anything (its own CUDA context included).
+        self.before = total - free
+        self.torch, self.every, self.peak = torch, every, self.before
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -319,10 +322,10 @@ def run_train(spec: dict) -> dict:
 
         trainer = GRPOTrainer(model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=[spread_reward],
                               args=args, train_dataset=dataset, callbacks=[Measure()])
-        before = {n: p.detach().float().cpu().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+        before = {n: p.detach().cpu().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
         trainer.train()
         changed = {n for n, p in trainer.model.named_parameters()
-                   if n in before and not torch.equal(before[n], p.detach().float().cpu())}
+                   if n in before and not torch.equal(before[n], p.detach().cpu())}
     est = memory.estimate_memory(
         spec["model_dir"], load_in_4bit=loaded.info.load_in_4bit, lora_rank=s.lora_rank,
         num_generations=s.num_generations, per_device_train_batch_size=s.per_device_train_batch_size,
@@ -338,6 +341,7 @@ def run_train(spec: dict) -> dict:
         "peak_allocated_gb": _gib(torch.cuda.max_memory_allocated()) if cuda else None,
         "peak_reserved_gb": _gib(torch.cuda.max_memory_reserved()) if cuda else None,
         "device_peak_used_gb": _gib(sampler.peak) if cuda else None,
+        "device_used_before_load_gb": _gib(sampler.before) if cuda else None,
         "load_peak_allocated_gb": _gib(load_peak),
         "load_seconds": round(load_s, 2),
         "step_seconds": [round(t, 3) for t in step_s],
@@ -347,6 +351,8 @@ def run_train(spec: dict) -> dict:
         "completion_mean_length": mean_len,
         "completion_min_length": min(min_lengths) if min_lengths else None,
         "prompt_tokens": prompt_len,
+        "bnb_4bit_linears": sum(1 for mod in trainer.model.modules() if type(mod).__name__ == "Linear4bit"
+                                and type(mod).__module__.startswith("bitsandbytes")),
         "trainable_tensors": len(before),
         "trainable_changed": len(changed),
         # LoRA's B starts at zero, so every B must move in the first step; A moves from the second on
@@ -442,7 +448,9 @@ def child_env() -> dict:
 
 
 def _cuda_visible() -> bool:
-    return memory.detect_gpu() is not None
+    import torch
+
+    return torch.cuda.is_available()  # no CUDA context in the parent: the device's reading stays the child's
 
 
 def prepare_packages(log=print) -> list[str]:
@@ -553,13 +561,22 @@ def run_config(c: Config, *, model_dir: Path, device: str, settings: RunSettings
 
 
 def card_info() -> dict:
-    gpu = memory.detect_gpu()
-    if gpu is None:
-        return {"name": "cpu", "total_gb": None, "compute_capability": None}
+    """The first GPU from ``nvidia-smi`` (the parent opens no CUDA context of its own), or 'cpu'."""
     import torch
 
-    return {**gpu, "total_gb": round(gpu["total_gb"], 2), "cuda": torch.version.cuda,
-            "driver_visible_devices": torch.cuda.device_count()}
+    if not torch.cuda.is_available():
+        return {"name": "cpu", "total_gb": None, "compute_capability": None}
+    fields = "name,memory.total,compute_cap,driver_version"
+    try:
+        line = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, check=True, timeout=30).stdout.splitlines()[0]
+        name, total_mib, cc, driver = (x.strip() for x in line.split(","))
+        info = {"name": name, "total_gb": round(float(total_mib) / 1024, 2), "compute_capability": float(cc),
+                "driver": driver}
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        gpu = memory.detect_gpu()
+        info = {**gpu, "total_gb": round(gpu["total_gb"], 2)}
+    return {**info, "cuda": torch.version.cuda, "devices": torch.cuda.device_count()}
 
 
 def versions() -> dict:
