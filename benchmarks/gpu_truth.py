@@ -39,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -480,18 +480,23 @@ def wheel_list_problems() -> list[str]:
     return out
 
 
-def _child(args: list[str], timeout: float) -> tuple[int, str]:
-    proc = subprocess.Popen([sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=child_env(), start_new_session=True)
+def _run_group(cmd: list[str], timeout: float) -> tuple[int, str]:
+    """Run ``cmd`` in its own process group; past ``timeout`` the whole group is killed (TimeoutError)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            env=child_env(), start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
         return proc.returncode, out
     except subprocess.TimeoutExpired:
         import signal
 
-        os.killpg(proc.pid, signal.SIGKILL)  # the child and anything it started
+        os.killpg(proc.pid, signal.SIGKILL)  # the child and anything it started (the recipe, pytest's runs)
         out, _ = proc.communicate()
         raise TimeoutError(out or "") from None
+
+
+def _child(args: list[str], timeout: float) -> tuple[int, str]:
+    return _run_group([sys.executable, __file__, *args], timeout)
 
 
 def _result_of(output: str) -> dict | None:
@@ -726,14 +731,13 @@ def run_gpu_tests(timeout: float, log=print) -> dict:
         return {"status": "skipped", "error": f"{timeout:.0f} s of the budget left"}
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests/test_gpu.py"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=child_env(), timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        return {"status": "timeout", "error": str(exc.stdout or "")[-2000:]}
-    tail = (proc.stdout + proc.stderr).strip().splitlines()
+        code, out = _run_group(cmd, timeout)
+    except TimeoutError as exc:
+        return {"status": "timeout", "error": str(exc)[-2000:]}
+    tail = out.strip().splitlines()
     summary = tail[-1] if tail else ""
     log(f"gpu tests: {summary}")
-    return {"status": "ok" if proc.returncode == 0 else "failed", "summary": summary,
-            "log_tail": "\n".join(tail[-40:])}
+    return {"status": "ok" if code == 0 else "failed", "summary": summary, "log_tail": "\n".join(tail[-40:])}
 
 
 # ------------------------------------------------------------------------------ results table
