@@ -395,13 +395,13 @@ def run_recipe(spec: dict) -> dict:
                      "max_completion_length": s.max_completion_length, "save_steps": 1, "samples_every": 0,
                      "extra": forced_length_kwargs(s.max_completion_length)},
     }
-    if spec["device"] == "cpu":  # --dry: resolve the config and the data, load nothing
+    if spec["device"] == "cpu":  # 4-bit needs CUDA
         config["model"].update(load_in_4bit=False, device="cpu")
     path = out.parent / f"{out.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     cmd = [sys.executable, "-m", "unsloth_grpo.recipes.gsm8k", "--config", str(path)]
-    if spec["device"] == "cpu":
+    if spec.get("check_only"):  # --dry: resolve the config and the data, load nothing
         cmd.append("--check")
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=child_env())
@@ -410,7 +410,7 @@ def run_recipe(spec: dict) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"recipe exited {proc.returncode}:\n{tail}")
     result: dict = {"command": " ".join(cmd), "seconds": round(seconds, 1), "log_tail": tail[-1500:]}
-    if spec["device"] == "cpu":
+    if spec.get("check_only"):
         return result
     metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()] if \
         (out / "metrics.jsonl").exists() else []
@@ -422,7 +422,8 @@ def run_recipe(spec: dict) -> dict:
     info = json.loads((out / "run_info.json").read_text())
     from unsloth_grpo.config import load_config
 
-    est = memory.estimate_for_config(load_config(out / "config.yaml"), memory.detect_gpu())
+    gpu = memory.detect_gpu() if spec["device"] == "cuda" else None
+    est = memory.estimate_for_config(load_config(out / "config.yaml"), gpu)
     times = [m["step_time"] for m in metrics if "step_time" in m]
     lengths = [m["completions/mean_length"] for m in metrics if "completions/mean_length" in m]
     result.update(backend_info=info.get("backend"), saved=saved, estimate=est.to_dict(), trainer_logs=metrics,
@@ -547,7 +548,7 @@ def run_config(c: Config, *, model_dir: Path, device: str, settings: RunSettings
                workdir: Path) -> dict:
     spec = {"name": c.name, "kind": c.kind, "backend": c.backend, "load_in_4bit": c.load_in_4bit,
             "model_dir": str(model_dir), "device": device, "settings": asdict(settings),
-            "output_dir": str(workdir / "runs" / c.name)}
+            "output_dir": str(workdir / "runs" / c.name), "check_only": device == "cpu"}
     base = {"name": c.name, "title": c.title, "kind": c.kind, "arch": c.arch, "backend": c.backend,
             "load_in_4bit": c.load_in_4bit, "settings": asdict(settings), "timeout_s": round(timeout)}
     t0 = time.perf_counter()

@@ -200,3 +200,18 @@ def test_tokenizer_has_the_full_qwen_vocabulary(tmp_path):
     assert tok.convert_ids_to_tokens(151935) == "</answer>"  # the answer tags stay whole, at the end
     assert tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
                                    add_generation_prompt=True).endswith("<|im_start|>assistant\n")
+
+
+@pytest.mark.slow
+def test_recipe_configuration_runs_end_to_end_on_the_toy_model(tmp_path):
+    """Configuration 4 without --check: the recipe CLI trains, checkpoints and saves, and the kit reads it back."""
+    from dataclasses import asdict
+
+    model_dir = kit.build_model_dir("dry", tmp_path / "model", "cpu")
+    spec = {"name": "recipe-gsm8k", "kind": "recipe", "model_dir": str(model_dir), "device": "cpu",
+            "settings": asdict(kit.DRY_SETTINGS), "output_dir": str(tmp_path / "run"), "check_only": False}
+    r = kit.run_recipe(spec)
+    assert {"adapter_model.safetensors", "checkpoints", "metrics.jsonl"} <= set(r["saved"])
+    assert r["measured"]["completion_mean_length"] == kit.DRY_SETTINGS.max_completion_length
+    assert r["estimate"]["settings"]["max_completion_length"] == kit.DRY_SETTINGS.max_completion_length
+    assert len(r["trainer_logs"]) == 2
