@@ -466,6 +466,13 @@ def prepare_packages(log=print) -> list[str]:
     return [m for m in KIT_IMPORTS if importlib.util.find_spec(m) is None]
 
 
+def unmet_requirements() -> list[str]:
+    """Requirements of the unpacked carried packages that this machine does not meet (recorded, not fatal)."""
+    if not DEVICE_SITE.is_dir():
+        return []
+    return wheels.requirement_problems(DEVICE_SITE, wheels.installed_here())
+
+
 def wheel_list_problems() -> list[str]:
     """Each distribution the kit imports must be carried or on the GPU image; each carried wheel present."""
     from packaging.utils import canonicalize_name as canon
@@ -620,7 +627,8 @@ def run_kit(*, dry: bool, budget: float, workdir: Path, out_path: Path | None, o
         "budget_s": budget, "versions": versions(), "settings": asdict(settings),
         "vllm": "not measured: vLLM's wheel is far over what the GPU machine can be sent; generation here is "
                 "transformers' generate",
-        "wheel_problems": problems, "missing_imports": absent, "configs": [],
+        "wheel_problems": problems, "missing_imports": absent, "unmet_requirements": unmet_requirements(),
+        "configs": [],
     }
     for p in problems + [f"cannot import {m}" for m in absent]:
         log(f"warning: {p}")

@@ -177,16 +177,21 @@ def unpack(wheel_dir: Path = CARRY, site: Path = SITE) -> list[str]:
     return names
 
 
-def requirement_problems(site: Path = SITE) -> list[str]:
-    """Requirements of the carried packages that are neither carried, on the image, nor optional."""
+def requirement_problems(site: Path = SITE, installed: dict[str, str | None] | None = None) -> list[str]:
+    """Requirements of the carried packages that are neither carried, installed, nor optional.
+
+    ``installed`` maps canonical names to versions (None: version unknown); by default the GPU
+    image's list above. The kit passes what this machine really has (:func:`installed_here`).
+    """
     from email.parser import Parser
 
     from packaging.requirements import Requirement
-    from packaging.version import Version
+    from packaging.version import InvalidVersion, Version
 
+    where = "the GPU image" if installed is None else "this machine"
+    if installed is None:
+        installed = {_canon(p): IMAGE_VERSIONS.get(p) for p in IMAGE_PACKAGES}
     carried = {_canon(p) for p in WHEELS}
-    image = {_canon(p) for p in IMAGE_PACKAGES}
-    known = {_canon(k): v for k, v in IMAGE_VERSIONS.items()}
     optional = {_canon(p) for p in NOT_CARRIED}
     problems = []
     for meta in sorted(site.glob("*.dist-info/METADATA")):
@@ -199,12 +204,24 @@ def requirement_problems(site: Path = SITE) -> list[str]:
             name = _canon(req.name)
             if name in optional or name in carried:
                 continue
-            if name not in image:
-                problems.append(f"{owner} needs {req} which is neither carried nor on the GPU image")
-            elif name in known and req.specifier and not req.specifier.contains(Version(known[name]),
-                                                                               prereleases=True):
-                problems.append(f"{owner} needs {req} but the GPU image has {req.name} {known[name]}")
+            if name not in installed:
+                problems.append(f"{owner} needs {req} which is neither carried nor on {where}")
+                continue
+            have = installed[name]
+            try:
+                ok = have is None or not req.specifier or req.specifier.contains(Version(have), prereleases=True)
+            except InvalidVersion:
+                ok = True
+            if not ok:
+                problems.append(f"{owner} needs {req} but {where} has {req.name} {have}")
     return problems
+
+
+def installed_here() -> dict[str, str | None]:
+    """Every distribution this interpreter can import, canonical name -> version."""
+    from importlib.metadata import distributions
+
+    return {_canon(d.metadata["Name"]): d.version for d in distributions() if d.metadata["Name"]}
 
 
 def missing_files(site: Path = SITE) -> list[str]:
