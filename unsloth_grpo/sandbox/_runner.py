@@ -1,0 +1,243 @@
+"""The child side of the sandbox: built-in modules only (``json`` would cost ~90 ms of imports per job), run as ``python -I -S -B -c``.
+
+The parent (:mod:`unsloth_grpo.sandbox`) never imports this module. It reads the source and
+starts a fresh interpreter with it, so that nothing of the trainer (its modules, memory,
+open files) exists in the process that runs untrusted code. Every name the runner needs
+after the untrusted code starts is bound locally before it starts: the untrusted code can
+patch modules, ``builtins`` and ``__main__``, but not a local variable of a frame it cannot
+reach, and the audit hook below refuses every way of reaching a frame.
+
+Protocol: the job arrives as JSON on stdin (read, then closed). Results go to the inherited
+write-only file descriptor ``job["result_fd"]`` as lines ``<nonce> <kind> <repr of plain data>``. The nonce
+comes with the job and only ever lives in locals of :func:`_main` and the hook's closure, so
+a line written by the untrusted code cannot be taken for a verdict.
+"""
+
+
+def _main():  # noqa: C901  (one function on purpose: its locals are what the untrusted code cannot reach)
+    import _signal
+    import builtins
+    import marshal
+    import os
+    import resource
+    import sys
+
+    write, getframe, get_ident = os.write, sys._getframe, __import__("_thread").get_ident
+    realpath, fsdecode, monotonic = os.path.realpath, os.fsdecode, __import__("time").monotonic
+    modules = sys.modules
+
+    job = marshal.loads(sys.stdin.buffer.read())
+    os.close(0)
+    nonce, out_fd, limits = job["nonce"], job["result_fd"], job["limits"]
+    # Everything the untrusted code calls from here on; the values of these names never change.
+    tag = (nonce + " ").encode()
+
+    def emit(kind, payload):
+        try:
+            write(out_fd, tag + kind.encode() + b" " + repr(payload).encode() + b"\n")
+        except OSError:  # the result file hit its size limit: the verdicts already written stand
+            pass
+
+    # ---- kernel limits (this process only; set before any job code runs)
+    _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)  # a write past the file-size limit fails instead of killing
+    wanted = {
+        "RLIMIT_AS": limits["memory_bytes"],
+        "RLIMIT_CPU": limits["cpu_seconds"],
+        "RLIMIT_FSIZE": limits["output_bytes"],
+        "RLIMIT_NOFILE": limits["open_files"],
+        "RLIMIT_NPROC": 0,
+        "RLIMIT_CORE": 0,
+    }
+    for name, value in wanted.items():
+        resource.setrlimit(getattr(resource, name), (value, value))
+    try:
+        netns = os.readlink("/proc/self/ns/net")
+    except OSError:
+        netns = None
+    emit("facts", {
+        "uid": os.getuid(),
+        "netns": netns,
+        "limits": {name: resource.getrlimit(getattr(resource, name))[0] for name in wanted},
+    })
+    # signal handlers receive the running frame: take the module away before the job runs.
+    for name in ("signal", "_signal"):
+        modules.pop(name, None)
+
+    # ---- the audit hook: what Python-level code may not do
+    root = realpath(os.getcwd())
+    read_roots = tuple(realpath(p) for p in sys.path if p) + (root,)
+    frame_ok = frozenset(realpath(os.path.join(p, f)) for p in sys.path if p for f in (
+        "collections/__init__.py", "typing.py", "enum.py", "warnings.py"))
+    denied_modules = frozenset(job["denied_modules"])
+    process_events = frozenset((
+        "os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.kill",
+        "os.killpg", "os.startfile", "subprocess.Popen", "signal.pthread_kill", "pty.spawn"))
+    path_events = frozenset((
+        "os.remove", "os.unlink", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate",
+        "os.utime", "os.chdir", "os.rename", "os.replace", "os.link", "os.symlink", "os.chflags",
+        "os.lchflags", "os.lchmod", "os.lchown", "os.mkfifo", "os.mknod", "shutil.rmtree",
+        "os.setxattr", "os.removexattr"))
+    frame_attrs = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    busy, created, seen = set(), [0], set()
+    max_files = limits["max_files"]
+
+    def inside(path, roots):
+        try:
+            full = realpath(fsdecode(path))
+        except (TypeError, ValueError):
+            return False
+        return any(full == r or full.startswith(r + "/") for r in roots)
+
+    def deny(event, what):
+        if event not in seen:
+            seen.add(event)
+            emit("blocked", {"event": event, "what": str(what)[:200]})
+        raise PermissionError(f"sandbox: {event} is not allowed ({str(what)[:100]})")
+
+    def hook(event, args):
+        me = get_ident()
+        if me in busy:
+            return
+        busy.add(me)
+        try:
+            check(event, args)
+        finally:
+            busy.discard(me)
+
+    def check(event, args):
+        if event == "open":
+            path, mode, flags = args
+            if isinstance(path, int) or path is None:
+                return
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & write_flags)
+            if writing:
+                if not inside(path, (root,)):
+                    deny(event, f"writing {path} outside the working directory")
+                created[0] += 1
+                if created[0] > max_files:
+                    deny(event, f"more than {max_files} files opened for writing")
+            elif not inside(path, read_roots) and fsdecode(path) != "/dev/null":
+                deny(event, f"reading {path} outside the working directory and the standard library")
+        elif event in path_events:
+            for p in args[:2] if event in ("os.rename", "os.replace", "os.link", "os.symlink") else args[:1]:
+                if isinstance(p, (str, bytes)) and not inside(p, (root,)):
+                    deny(event, p)
+                if isinstance(p, int) and event != "os.chdir":
+                    deny(event, "a file descriptor")
+        elif event in ("os.listdir", "os.scandir"):
+            if args and isinstance(args[0], (str, bytes)) and not inside(args[0], read_roots):
+                deny(event, args[0])
+        elif event == "import":
+            name = args[0]
+            if name in denied_modules or name.partition(".")[0] in denied_modules:
+                deny(event, name)
+        elif event == "object.__getattr__":
+            if args[1] in frame_attrs:
+                deny(event, args[1])
+        elif event == "sys._getframe":
+            caller = getframe(2).f_code.co_filename
+            if realpath(caller) not in frame_ok:
+                deny(event, "frame introspection")
+        elif event in process_events or event.startswith(("socket.", "ctypes.", "os.exec", "os.spawn",
+                                                           "os.posix_spawn", "winreg.", "_winapi.")):
+            deny(event, "processes, signals, sockets and foreign functions are not available")
+        elif event in ("sys._current_frames", "sys.settrace", "sys.setprofile", "sys.addaudithook",
+                       "gc.get_objects", "gc.get_referrers", "gc.get_referents", "resource.setrlimit",
+                       "resource.prlimit", "sqlite3.connect", "sys.remote_exec", "os.add_dll_directory"):
+            deny(event, "not available in the sandbox")
+
+    # ---- the verdict: a value the tests compare must be plain data, so __eq__ cannot be faked
+    plain_scalars = (bool, int, float, complex, str, bytes, type(None))
+    containers = (list, tuple, set, frozenset)
+
+    def plain(value, budget=[0]):
+        budget[0] = 0
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            budget[0] += 1
+            if budget[0] > 1_000_000:
+                raise TypeError("the returned value is too large to check")
+            t = type(v)
+            if t in plain_scalars:
+                continue
+            if t in containers:
+                stack.extend(v)
+            elif t is dict:
+                stack.extend(v.keys())
+                stack.extend(v.values())
+            else:
+                raise TypeError(f"the function returned a {t.__name__!s}; tests accept only plain data "
+                                "(numbers, strings, bytes, None and lists/tuples/sets/dicts of them)")
+        return value
+
+    def guarded(fn):
+        def candidate(*a, **k):
+            return plain(fn(*a, **k))
+        return candidate
+
+    def error_name(exc):
+        try:
+            return type.__dict__["__name__"].__get__(type(exc))
+        except BaseException:
+            return "Exception"
+
+    snapshot = {}
+
+    def tampered():
+        for name, (module, attrs) in snapshot.items():
+            if modules.get(name) is not module:
+                return f"sys.modules[{name!r}] was replaced"
+            current = module.__dict__
+            for key, value in attrs.items():
+                if current.get(key, current) is not value:
+                    return f"{name}.{key} was changed"
+        return None
+
+    # ---- run
+    clean_builtins = dict(builtins.__dict__)
+    test_ns = {"__builtins__": clean_builtins, "__name__": "__sandbox_tests__"}
+    user_ns = {"__builtins__": builtins, "__name__": "__main__"}
+    code_kwargs = dict(dont_inherit=True)
+    sys.addaudithook(hook)
+    started = monotonic()
+    errors = []
+    try:
+        if job["setup"]:  # the harness's own definitions (a HumanEval check function, imports)
+            exec(compile(job["setup"], "<tests>", "exec", **code_kwargs), test_ns)
+        for name, module in list(modules.items()):
+            snapshot[name] = (module, dict(getattr(module, "__dict__", {})))
+        solution_error = None
+        try:
+            if job["context"]:
+                exec(compile(job["context"], "<context>", "exec", **code_kwargs), user_ns)
+            exec(compile(job["solution"], "<solution>", "exec", **code_kwargs), user_ns)
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt included: the tests still run
+            solution_error = error_name(exc)
+            if solution_error == "MemoryError":
+                errors.append("MemoryError")
+        entry = job["entry_point"]
+        fn = user_ns.get(entry) if entry else None
+        if entry:
+            test_ns[job["candidate_name"] or entry] = guarded(fn) if callable(fn) else fn
+        emit("defined", {"error": solution_error, "callable": callable(fn)})
+        for i, test in enumerate(job["tests"]):
+            try:
+                exec(compile(test, f"<test {i}>", "exec", **code_kwargs), test_ns)
+                why = tampered()
+                if why is None:
+                    emit("ok", i)
+                else:
+                    emit("fail", [i, "Tampering", why])
+            except BaseException as exc:
+                name = error_name(exc)
+                if name == "MemoryError":
+                    errors.append(name)
+                emit("fail", [i, name, ""])
+    except BaseException as exc:  # the harness itself failed (a bad setup, or memory)
+        emit("harness_error", error_name(exc))
+    emit("done", {"seconds": monotonic() - started, "errors": errors})
+
+
+_main()
