@@ -137,8 +137,9 @@ class Job:
     ``solution`` is the untrusted code. ``entry_point`` names the function the tests call; the
     tests see it under ``candidate_name`` (default: the same name; HumanEval's harness calls it
     ``candidate``). ``setup`` is trusted harness code run first in the tests' own namespace (a
-    HumanEval ``check`` function); ``context`` is code run before the solution in its namespace
-    (a HumanEval prompt's imports and helpers). Each entry of ``tests`` is one test: Python
+    HumanEval ``check`` function); ``context`` is trusted code run before the solution in its
+    namespace and, as a separate copy, in the tests' (a HumanEval prompt's imports and helpers,
+    so a completion that redefines a helper the tests use does not change the tests). Each entry of ``tests`` is one test: Python
     statements that pass when they run without an exception.
     """
 

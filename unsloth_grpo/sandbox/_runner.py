@@ -67,7 +67,7 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     root = realpath(os.getcwd())
     read_roots = tuple(realpath(p) for p in sys.path if p) + (root,)
     frame_ok = frozenset(realpath(os.path.join(p, f)) for p in sys.path if p for f in (
-        "collections/__init__.py", "typing.py", "enum.py", "warnings.py"))
+        "collections/__init__.py", "typing.py", "enum.py", "warnings.py", "types.py"))
     denied_modules = frozenset(job["denied_modules"])
     process_events = frozenset((
         "os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.kill",
@@ -132,12 +132,10 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
             name = args[0]
             if name in denied_modules or name.partition(".")[0] in denied_modules:
                 deny(event, name)
-        elif event == "object.__getattr__":
-            if args[1] in frame_attrs:
-                deny(event, args[1])
-        elif event == "sys._getframe":
-            caller = getframe(2).f_code.co_filename
-            if realpath(caller) not in frame_ok:
+        elif event == "object.__getattr__" and args[1] in frame_attrs or event == "sys._getframe":
+            # Standard-library modules that look at a frame and keep nothing of it (types.py
+            # takes type(tb.tb_frame) at import, namedtuple and TypeVar read the caller's module name).
+            if realpath(getframe(2).f_code.co_filename) not in frame_ok:
                 deny(event, "frame introspection")
         elif event in process_events or event.startswith(("socket.", "ctypes.", "os.exec", "os.spawn",
                                                            "os.posix_spawn", "winreg.", "_winapi.")):
@@ -183,6 +181,13 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
         except BaseException:
             return "Exception"
 
+    def error_text(exc):
+        # Runs the code's own __str__ at worst, still inside the sandbox.
+        try:
+            return BaseException.__str__(exc)[:300]
+        except BaseException:
+            return ""
+
     snapshot = {}
 
     def tampered():
@@ -204,8 +209,11 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     started = monotonic()
     errors = []
     try:
-        if job["setup"]:  # the harness's own definitions (a HumanEval check function, imports)
-            exec(compile(job["setup"], "<tests>", "exec", **code_kwargs), test_ns)
+        # The tests get their own copy of the context (the helpers a HumanEval test calls, such as
+        # poly for find_zero) and the harness's definitions, made before the code runs.
+        for part, label in ((job["context"], "<context>"), (job["setup"], "<tests>")):
+            if part:
+                exec(compile(part, label, "exec", **code_kwargs), test_ns)
         for name, module in list(modules.items()):
             snapshot[name] = (module, dict(getattr(module, "__dict__", {})))
         solution_error = None
@@ -220,7 +228,8 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
         entry = job["entry_point"]
         fn = user_ns.get(entry) if entry else None
         if entry:
-            test_ns[job["candidate_name"] or entry] = guarded(fn) if callable(fn) else fn
+            for name in {entry, job["candidate_name"] or entry}:
+                test_ns[name] = guarded(fn) if callable(fn) else fn
         emit("defined", {"error": solution_error, "callable": callable(fn)})
         for i, test in enumerate(job["tests"]):
             try:
@@ -234,7 +243,7 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
                 name = error_name(exc)
                 if name == "MemoryError":
                     errors.append(name)
-                emit("fail", [i, name, ""])
+                emit("fail", [i, name, error_text(exc)])
     except BaseException as exc:  # the harness itself failed (a bad setup, or memory)
         emit("harness_error", error_name(exc))
     emit("done", {"seconds": monotonic() - started, "errors": errors})
