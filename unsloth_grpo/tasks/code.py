@@ -133,9 +133,16 @@ def job_for(code: str, gold: Any):
 
 def run_tests(completions: Sequence[Any], golds: Sequence[Any], *, timeout: float = 5.0,
               memory_mb: int = 512) -> list:
-    """Sandbox results, one per completion (None where there is no fenced code block), run in parallel."""
+    """Sandbox results, one per completion, run in parallel.
+
+    None (no test passed) where there is no fenced block, or where its code does not parse or
+    does not define the function the tests call: such code is not worth a process, and both
+    the reward and evaluation skip it, so they still agree.
+    """
     codes = [extract_code(c) for c in completions]
-    jobs = [(i, job_for(code, gold)) for i, (code, gold) in enumerate(zip(codes, golds)) if code is not None]
+    golds = [decode_gold(g) for g in golds]
+    jobs = [(i, job_for(code, gold)) for i, (code, gold) in enumerate(zip(codes, golds))
+            if code is not None and defines_function(code, gold["entry_point"])]
     results: list = [None] * len(codes)
     for (i, _), result in zip(jobs, sandbox_for(timeout, memory_mb).map([j for _, j in jobs])):
         results[i] = result
