@@ -15,9 +15,9 @@ ADD = "def add(a, b):\n    return a + b\n"
 TESTS = ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]
 
 
-@pytest.fixture(scope="module")
-def box():
-    with Sandbox(Limits(timeout=3.0, memory_mb=256)) as b:
+@pytest.fixture(scope="module", params=[True, False], ids=["fork-server", "fresh-interpreter"])
+def box(request):
+    with Sandbox(Limits(timeout=3.0, memory_mb=256), fork_server=request.param) as b:
         yield b
 
 
@@ -109,22 +109,28 @@ def test_claimed_isolation_holds_at_the_kernel(tmp_path):
     assert (out.stdout.strip() == "refused") is box.isolation.kernel_process_limit, (box.isolation, out.stdout)
 
 
-def test_a_run_weaker_than_claimed_is_refused(monkeypatch):
-    box = Sandbox(Limits(timeout=3.0))
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_a_run_weaker_than_claimed_is_refused(monkeypatch, fork_server):
+    box = Sandbox(Limits(timeout=3.0), fork_server=fork_server)
     job = Job(solution=ADD, tests=TESTS, entry_point="add")
     # claims a network namespace but starts the child without one
     box.isolation = Isolation(network_namespace=True, kernel_process_limit=box.isolation.kernel_process_limit)
-    monkeypatch.setattr(box, "command", lambda: [box.python, "-I", "-S", "-B", "-c", sb._BOOTSTRAP])
+    monkeypatch.setattr(box, "command", lambda source=None: [box.python, "-I", "-S", "-B", "-c", source or sb._BOOTSTRAP])
     with pytest.raises(SandboxError, match="network namespace"):
         box.run(job)
+    box.close()
 
 
-def test_a_runner_that_skips_a_limit_is_refused(monkeypatch):
+@pytest.mark.parametrize("fork_server", [True, False])
+def test_a_runner_that_skips_a_limit_is_refused(monkeypatch, fork_server):
     weak = sb._RUNNER_SOURCE.replace('"RLIMIT_AS": limits["memory_bytes"],', "")
     assert weak != sb._RUNNER_SOURCE
-    monkeypatch.setattr(sb, "_BOOTSTRAP", sb._BOOTSTRAP.replace(repr(sb._RUNNER_SOURCE), repr(weak)))
+    for name in ("_BOOTSTRAP", "_SERVE"):
+        monkeypatch.setattr(sb, name, getattr(sb, name).replace(repr(sb._RUNNER_SOURCE), repr(weak)))
+    box = Sandbox(Limits(timeout=3.0), fork_server=fork_server)
     with pytest.raises(SandboxError, match="RLIMIT_AS"):
-        Sandbox(Limits(timeout=3.0)).run(Job(solution=ADD, tests=TESTS, entry_point="add"))
+        box.run(Job(solution=ADD, tests=TESTS, entry_point="add"))
+    box.close()
 
 
 def test_claiming_a_kernel_process_limit_for_a_root_child_is_refused():
@@ -142,6 +148,21 @@ def test_required_namespaces_fail_loudly_when_missing(monkeypatch):
     with pytest.raises(SandboxError, match="namespaces=True but user namespaces are not available"):
         Sandbox(namespaces=True)
     assert Sandbox(namespaces="auto").isolation.network_namespace is False
+
+
+def test_the_fork_server_stops_with_its_sandbox_and_restarts_when_needed():
+    box = Sandbox(Limits(timeout=3.0))
+    job = Job(solution=ADD, tests=TESTS, entry_point="add")
+    assert box.run(job).status == "passed"
+    server = box._server.proc
+    box.close()
+    assert server.poll() is not None  # exited, reaped
+    assert box.run(job).status == "passed"
+    box._server.proc.kill()  # a server that died is replaced at the next job
+    box._server.proc.wait()
+    results = [box.run(job) for _ in range(2)]
+    assert results[-1].status == "passed"
+    box.close()
 
 
 def test_result_fraction_without_tests():

@@ -120,13 +120,14 @@ def loopback_server():
     server.close()
 
 
-def test_attack_suite(tmp_path, loopback_server, capsys):
+@pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "fresh-interpreter"])
+def test_attack_suite(tmp_path, loopback_server, capsys, fork_server):
     port, connected = loopback_server
     victim = tmp_path / "trainer_file.txt"
     victim.write_text("trainer data")
     runner_before = RUNNER.read_bytes()
     attacks = _attacks(victim, port)
-    box = Sandbox(LIMITS, workers=2)
+    box = Sandbox(LIMITS, workers=2, fork_server=fork_server)
     t0 = time.perf_counter()
     results = box.map([Job(**{"solution": a[1], "tests": TESTS, "entry_point": "add", **(a[4] if len(a) > 4 else {})})
                        for a in attacks])
@@ -137,7 +138,8 @@ def test_attack_suite(tmp_path, loopback_server, capsys):
     for (name, *_), r in zip(attacks, results):
         rows.append(f"{name:36s} {r.status:9s} {r.passed}/{r.total:<4d} {r.seconds:7.2f}  {'; '.join(r.blocked)[:60]}")
     with capsys.disabled():
-        print("\n" + "\n".join(rows) + f"\n{len(attacks)} attacks in {wall:.1f}s ({box.isolation.summary()})")
+        print("\n" + "\n".join(rows) + f"\n{len(attacks)} attacks in {wall:.1f}s, fork server {'on' if fork_server else 'off'} "
+              f"({box.isolation.summary()})")
 
     problems = []
     for (name, _, outcomes, honest, *_), r in zip(attacks, results):

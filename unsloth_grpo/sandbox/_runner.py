@@ -59,8 +59,9 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
         "netns": netns,
         "limits": {name: resource.getrlimit(getattr(resource, name))[0] for name in wanted},
     })
-    # signal handlers receive the running frame: take the module away before the job runs.
-    for name in ("signal", "_signal"):
+    # signal handlers receive the running frame: take the module away before the job runs
+    # (and select, which the fork server used).
+    for name in ("signal", "_signal", "select"):
         modules.pop(name, None)
 
     # ---- the audit hook: what Python-level code may not do
@@ -249,4 +250,98 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     emit("done", {"seconds": monotonic() - started, "errors": errors})
 
 
-_main()
+def _serve():
+    """The fork server: a clean interpreter that forks one child per job and never runs job code.
+
+    Requests arrive on stdin as lines ``id<TAB>timeout<TAB>workdir<TAB>iodir``; the child makes
+    itself a session leader, moves into ``workdir``, takes ``iodir``'s job/stdout/stderr/results
+    files as descriptors 0-3, closes everything else (this server's pipes included) and runs
+    :func:`_main`. The server kills a child (its own process group) at its deadline, kills
+    anything left in that group once it exits, reaps it and answers
+    ``id<TAB>returncode<TAB>seconds<TAB>killed``. It stops when stdin closes (the trainer went
+    away), killing its children first.
+    """
+    import os
+    import select
+    import time
+
+    import sys
+
+    out, err = sys.stdout, sys.stderr  # flushed at the end: os._exit does not
+
+    def child(workdir, iodir):
+        os.setsid()
+        os.chdir(workdir)
+        os.environ.update({"HOME": workdir, "TMPDIR": workdir})
+        for fd, name, flags in ((0, "job", os.O_RDONLY), (1, "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                (2, "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                (3, "results", os.O_WRONLY | os.O_APPEND)):
+            opened = os.open(os.path.join(iodir, name), flags, 0o600)
+            if opened != fd:
+                os.dup2(opened, fd)
+                os.close(opened)
+        os.closerange(4, 1 << 16)
+        try:
+            _main()
+        finally:
+            for stream in (out, err):
+                try:
+                    stream.flush()
+                except BaseException:
+                    pass
+
+    children = {}
+    pending = b""
+    os.write(1, b"ready\n")
+    while True:
+        ready, _, _ = select.select([0], [], [], 0.002 if children else None)
+        if ready:
+            chunk = os.read(0, 1 << 16)
+            if not chunk:
+                for pid in children:
+                    try:
+                        os.killpg(pid, 9)
+                    except OSError:
+                        pass
+                return
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                ident, timeout, workdir, iodir = line.decode().split("\t")
+                start = time.monotonic()
+                pid = os.fork()
+                if pid == 0:
+                    code = 70
+                    try:
+                        child(workdir, iodir)
+                        code = 0
+                    finally:
+                        os._exit(code)
+                children[pid] = [ident, start + float(timeout), start, False]
+        now = time.monotonic()
+        for pid, entry in children.items():
+            if not entry[3] and now > entry[1]:
+                try:
+                    os.killpg(pid, 9)
+                except OSError:
+                    pass
+                entry[3] = True
+        while children:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is None or info.si_pid == 0:
+                break
+            pid = info.si_pid
+            try:  # the group is still ours until the child is reaped: end whatever it left behind
+                os.killpg(pid, 9)
+            except OSError:
+                pass
+            _, status = os.waitpid(pid, 0)
+            ident, _, start, killed = children.pop(pid)
+            seconds = time.monotonic() - start
+            os.write(1, f"{ident}\t{os.waitstatus_to_exitcode(status)}\t{seconds:.4f}\t{int(killed)}\n".encode())
+
+
+if __name__ == "__sandbox_serve__":
+    _serve()
+else:
+    _main()
