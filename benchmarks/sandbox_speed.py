@@ -7,7 +7,9 @@ The completions are fenced solutions of the offline code problems (``tasks.code.
 with 5 tests each): three quarters right, one quarter wrong (returns None), so both verdicts
 cost what they cost in training. Each completion runs in its own fresh sandboxed process
 (every isolation layer this machine allows); "pool" runs ``--workers`` of them at once, "serial"
-one at a time. Figures depend on the machine's load: other processes share its cores.
+one at a time; "fork server" forks each process from a clean interpreter started once, "new
+interpreter each" starts ``python`` for every completion. Figures depend on the machine's load:
+other processes share its cores.
 """
 
 from __future__ import annotations
@@ -44,12 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="Processes the pool runs at once.")
     args = parser.parse_args(argv)
 
-    pool = Sandbox(Limits(timeout=5.0), workers=args.workers)
-    serial = Sandbox(Limits(timeout=5.0), workers=1)
-    print(f"isolation: {pool.isolation.summary()}")
+    boxes = {
+        "pool, fork server": Sandbox(Limits(timeout=5.0), workers=args.workers),
+        "serial, fork server": Sandbox(Limits(timeout=5.0), workers=1),
+        "pool, new interpreter each": Sandbox(Limits(timeout=5.0), workers=args.workers, fork_server=False),
+        "serial, new interpreter each": Sandbox(Limits(timeout=5.0), workers=1, fork_server=False),
+    }
+    print(f"isolation: {boxes['pool, fork server'].isolation.summary()}")
     print(f"{args.size} completions x 5 tests per batch, {args.batches} batches, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
-    for name, box in (("pool", pool), ("serial", serial)):
+    for name, box in boxes.items():
         rates, per_job = [], []
         for b in range(args.batches):
             jobs, kinds = batch(args.size, seed=b)
@@ -61,11 +67,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"wrong verdicts: {[r.status for r in results]}")
             rates.append(len(jobs) / seconds)
             per_job.append(statistics.median(r.seconds for r in results))
-        workers = box.workers if name == "pool" else 1
-        print(f"{name:6s} workers={workers:<2d} {statistics.median(rates):6.1f} completions/s "
+        print(f"{name:28s} workers={box.workers:<2d} {statistics.median(rates):6.1f} completions/s "
               f"(batch of {args.size} in {args.size / statistics.median(rates):.2f} s; "
               f"median {statistics.median(per_job) * 1000:.0f} ms per completion process)")
-    pool.close()
+        box.close()
     return 0
 
 
