@@ -40,6 +40,10 @@ def _attacks(victim: Path, port: int) -> list[tuple]:
          f"open({str(victim)!r}, 'w').write('pwned')\ndef add(a, b):\n    return 0\n", {"blocked"}, 0),
         ("write via a symlink", f"import os\nos.symlink({str(victim.parent)!r}, 'up')\nopen('up/x', 'w')\n",
          {"blocked"}, 0),
+        ("write through a directory descriptor", "import os, sys\nfd = os.open(sys.path[-1], os.O_RDONLY)\n"
+         "os.open('pwned', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\n", {"blocked"}, 0),
+        ("remove relative to a directory descriptor", f"import os\nfd = os.open('.', os.O_RDONLY)\n"
+         f"os.remove('x', dir_fd=fd)\n", {"blocked"}, 0),
         ("delete the harness",
          f"import os, sys\nfor f in os.listdir('.'):\n    os.remove(f)\nos.remove({str(RUNNER)!r})\n", {"blocked"}, 0),
         ("rewrite the harness", f"open({str(RUNNER)!r}, 'a').write('\\n# pwned')\n", {"blocked"}, 0),

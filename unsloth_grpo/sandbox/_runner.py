@@ -23,7 +23,7 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     import sys
 
     write, getframe, get_ident = os.write, sys._getframe, __import__("_thread").get_ident
-    realpath, fsdecode, monotonic = os.path.realpath, os.fsdecode, __import__("time").monotonic
+    realpath, fsdecode, monotonic, isdir = os.path.realpath, os.fsdecode, __import__("time").monotonic, os.path.isdir
     modules = sys.modules
 
     job = marshal.loads(sys.stdin.buffer.read())
@@ -78,6 +78,9 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
         "os.utime", "os.chdir", "os.rename", "os.replace", "os.link", "os.symlink", "os.chflags",
         "os.lchflags", "os.lchmod", "os.lchown", "os.mkfifo", "os.mknod", "shutil.rmtree",
         "os.setxattr", "os.removexattr"))
+    dir_fd_args = {"os.remove": (1,), "os.rmdir": (1,), "os.mkdir": (2,), "os.chmod": (2,), "os.chown": (3,),
+                   "os.rename": (2, 3), "os.replace": (2, 3), "os.link": (2, 3), "os.utime": (3,),
+                   "os.mkfifo": (2,), "os.mknod": (3,)}
     frame_attrs = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     busy, created, seen = set(), [0], set()
@@ -120,12 +123,20 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
                     deny(event, f"more than {max_files} files opened for writing")
             elif not inside(path, read_roots) and fsdecode(path) != "/dev/null":
                 deny(event, f"reading {path} outside the working directory and the standard library")
+            elif isdir(path) and not inside(path, (root,)):
+                # a directory descriptor would let os.open(name, dir_fd=fd) write where the check cannot see
+                deny(event, f"opening the directory {path}")
         elif event in path_events:
-            for p in args[:2] if event in ("os.rename", "os.replace", "os.link", "os.symlink") else args[:1]:
+            if event == "os.symlink":
+                deny(event, "symbolic links")
+            for p in args[:2] if event in ("os.rename", "os.replace", "os.link") else args[:1]:
                 if isinstance(p, (str, bytes)) and not inside(p, (root,)):
                     deny(event, p)
                 if isinstance(p, int) and event != "os.chdir":
                     deny(event, "a file descriptor")
+            # a path relative to a directory descriptor would be checked against the wrong directory
+            if any(args[i] not in (None, -100) for i in dir_fd_args.get(event, ()) if i < len(args)):
+                deny(event, "a path relative to a directory descriptor")
         elif event in ("os.listdir", "os.scandir"):
             if args and isinstance(args[0], (str, bytes)) and not inside(args[0], read_roots):
                 deny(event, args[0])
@@ -150,13 +161,12 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     plain_scalars = (bool, int, float, complex, str, bytes, type(None))
     containers = (list, tuple, set, frozenset)
 
-    def plain(value, budget=[0]):
-        budget[0] = 0
-        stack = [value]
+    def plain(value):
+        stack, seen_items = [value], 0
         while stack:
             v = stack.pop()
-            budget[0] += 1
-            if budget[0] > 1_000_000:
+            seen_items += 1
+            if seen_items > 1_000_000:
                 raise TypeError("the returned value is too large to check")
             t = type(v)
             if t in plain_scalars:

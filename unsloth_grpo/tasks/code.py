@@ -206,7 +206,7 @@ def code_compiles(*, reward: float = 1.0) -> RewardFunc:
 
 @register("code_block_format", family="format", low=0.0, high=1.0)
 def code_block_format(*, per_fence: float = 0.5) -> RewardFunc:
-    """`per_fence` for an opening ```python fence and again for the fence that closes it.
+    """`per_fence` for an opening python code fence and again for the fence that closes it.
 
     Partial credit on purpose: a model that has never seen the format gets a signal from the
     first fence. Says nothing about the code inside.
