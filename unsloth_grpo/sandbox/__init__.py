@@ -265,20 +265,25 @@ class _ForkServer:
             try:
                 self.proc.stdin.write(f"{ident}\t{timeout}\t{work}\t{io}\n".encode())
                 self.proc.stdin.flush()
-            except OSError:
+            except OSError:  # the server is gone and the reader has not seen it yet
                 self._waiting.pop(ident, None)
+                self.alive = False
                 return None
         if not slot[0].wait(timeout + 120):
             raise SandboxError("the sandbox's fork server stopped answering")
         return slot[1]
 
     def close(self) -> None:
+        """Stop the server (it kills its children first); safe to call twice."""
+        if self._log.closed:
+            return
         try:
-            self.proc.stdin.close()  # the server kills its children and exits
+            self.proc.stdin.close()
             self.proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # its own session, started for it
-            self.proc.wait()
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own session, started for it, not yet reaped
+                self.proc.wait()
         self._log.close()
 
 
@@ -352,8 +357,8 @@ class Sandbox:
                 (io / "job").write_bytes(marshal.dumps(payload))
                 if self.fork_server:
                     answer = self._fork_server().run(work, io, limits.timeout)
-                    # None: the server died under this job (the job cannot reach it; a bug then)
-                    returncode, seconds, timed_out = answer if answer is not None else (-signal.SIGKILL, 0.0, False)
+                    # None: the server died under this job (which cannot reach it): a crash, not a verdict
+                    returncode, seconds, timed_out = answer if answer is not None else (None, 0.0, False)
                 else:
                     returncode, seconds, timed_out = self._spawn(io, work, result_fd)
             finally:
@@ -382,7 +387,7 @@ class Sandbox:
                 proc.wait()
             return proc.returncode, time.perf_counter() - start, timed_out
 
-    def _result(self, job: Job, nonce: str, lines: list[str], returncode: int, seconds: float,
+    def _result(self, job: Job, nonce: str, lines: list[str], returncode: int | None, seconds: float,
                 timed_out: bool, stderr: str) -> Result:
         records: list[tuple[str, object]] = []
         for line in lines:
@@ -408,8 +413,10 @@ class Sandbox:
         errors = list(done.get("errors", [])) if isinstance(done, dict) else []
         if next((d for k, d in records if k == "harness_error"), None) == "MemoryError":
             errors.append("MemoryError")
-        if timed_out or returncode in (-signal.SIGXCPU, -signal.SIGKILL) and done is None:
-            status = "timeout" if timed_out or returncode == -signal.SIGXCPU else "memory"
+        if timed_out or returncode == -signal.SIGXCPU:
+            status = "timeout"
+        elif returncode == -signal.SIGKILL and done is None:  # not ours: the kernel's out-of-memory killer
+            status = "memory"
         elif "MemoryError" in errors or defined.get("error") == "MemoryError":
             status = "memory"
         elif blocked:
