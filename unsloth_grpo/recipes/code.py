@@ -31,9 +31,13 @@ PRESETS = {
     # Offline on CPU with the tiny random model, whose tokenizer keeps the fences ```python and
     # ``` whole (builtin:tiny-code). It cannot write Python, so the rise is the fenced-block
     # format (code_block_format); code_compiles and tests_passed are computed and logged (and
-    # stay at 0: random text never parses as a function of the right name).
+    # stay at 0: random text never parses as a function of the right name). Two fence tokens
+    # are a sparser signal than the four answer tags of the other smoke presets: with 8
+    # completions of 12 tokens some seeds saw no fence in 30 steps, so each step samples 16 of 16.
     "smoke": merge_dicts(
-        smoke_preset(output_dir="outputs/code-smoke", task_rewards=[]),
+        smoke_preset(output_dir="outputs/code-smoke", task_rewards=[],
+                     training={"num_generations": 16, "per_device_train_batch_size": 16,
+                               "max_completion_length": 16}),
         {"model": {"name": "builtin:tiny-code"},
          "rewards": [{"name": "code_block_format", "weight": 1.0},
                      {"name": "code_compiles", "weight": 0.5},
