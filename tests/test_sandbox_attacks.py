@@ -40,6 +40,15 @@ def _attacks(victim: Path, port: int) -> list[tuple]:
          f"open({str(victim)!r}, 'w').write('pwned')\ndef add(a, b):\n    return 0\n", {"blocked"}, 0),
         ("write via a symlink", f"import os\nos.symlink({str(victim.parent)!r}, 'up')\nopen('up/x', 'w')\n",
          {"blocked"}, 0),
+        ("patch os.path to fool the path check", "import os, posixpath\n"
+         "posixpath.realpath = os.path.realpath = lambda p, **k: os.getcwd() + '/ok'\n"
+         "posixpath.abspath = posixpath.normpath = lambda p: os.getcwd() + '/ok'\n"
+         "os.fsdecode = lambda p: os.getcwd() + '/ok'\n"
+         f"open({str(victim)!r}, 'w').write('pwned')\n", {"blocked"}, 0),
+        ("a path that changes its answer", "import os\nclass P:\n    n = 0\n    def __fspath__(self):\n"
+         f"        P.n += 1\n        return 'ok' if P.n % 2 else {str(victim)!r}\n"
+         "for _ in range(4):\n    try:\n        open(P(), 'w').write('pwned')\n    except PermissionError:\n"
+         "        pass\nraise SystemExit\n", {"blocked"}, 0),
         ("write through a directory descriptor", "import os, sys\nfd = os.open(sys.path[-1], os.O_RDONLY)\n"
          "os.open('pwned', os.O_WRONLY | os.O_CREAT, dir_fd=fd)\n", {"blocked"}, 0),
         ("remove relative to a directory descriptor", f"import os\nfd = os.open('.', os.O_RDONLY)\n"

@@ -22,9 +22,22 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     import resource
     import sys
 
+    import _stat
+    import collections
+    import enum
+    import types  # noqa: F401  (imported now: at import it reads a traceback's frame, which the hook refuses)
+    import typing
+
+    # Only C functions and this function's closures from here on: a Python function of a module
+    # (os.path.realpath, os.fsdecode) looks its helpers up in that module, which the job can patch.
     write, getframe, get_ident = os.write, sys._getframe, __import__("_thread").get_ident
-    realpath, fsdecode, monotonic, isdir = os.path.realpath, os.fsdecode, __import__("time").monotonic, os.path.isdir
+    lstat, stat_, readlink, getcwd = os.lstat, os.stat, os.readlink, os.getcwd
+    is_link, is_dir, monotonic = _stat.S_ISLNK, _stat.S_ISDIR, __import__("time").monotonic
     modules = sys.modules
+    # the standard-library code that may look at its caller's frame: it reads the module name and
+    # keeps nothing (TypeVar and typing.NamedTuple, collections.namedtuple, the Enum functional API)
+    frame_ok = frozenset((typing._caller.__code__, collections.namedtuple.__code__,
+                          enum.EnumType.__dict__["_create_"].__code__))
 
     job = marshal.loads(sys.stdin.buffer.read())
     os.close(0)
@@ -65,10 +78,8 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
         modules.pop(name, None)
 
     # ---- the audit hook: what Python-level code may not do
-    root = realpath(os.getcwd())
-    read_roots = tuple(realpath(p) for p in sys.path if p) + (root,)
-    frame_ok = frozenset(realpath(os.path.join(p, f)) for p in sys.path if p for f in (
-        "collections/__init__.py", "typing.py", "enum.py", "warnings.py", "types.py"))
+    root = os.path.realpath(getcwd())
+    read_roots = tuple(os.path.realpath(p) for p in sys.path if p) + (root,)
     denied_modules = frozenset(job["denied_modules"])
     process_events = frozenset((
         "os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.kill",
@@ -86,18 +97,60 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     busy, created, seen = set(), [0], set()
     max_files = limits["max_files"]
 
+    def resolve(path):
+        """``path`` made absolute with every symlink followed (as the kernel will), or None."""
+        if type(path) is bytes:
+            path = path.decode("utf-8", "surrogateescape")
+        if type(path) is not str or "\x00" in path:
+            return None
+        if not path.startswith("/"):
+            path = getcwd() + "/" + path
+        done, todo, hops = [], path.split("/")[::-1], 0
+        while todo:
+            part = todo.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            here = "/" + "/".join(done + [part])
+            try:
+                mode = lstat(here).st_mode
+            except OSError:
+                done.append(part)
+                continue
+            if is_link(mode):
+                hops += 1
+                if hops > 40:
+                    return None
+                target = readlink(here)
+                if target.startswith("/"):
+                    done = []
+                todo.extend(target.split("/")[::-1])
+            else:
+                done.append(part)
+        return "/" + "/".join(done)
+
     def inside(path, roots):
+        full = resolve(path)
+        return full is not None and any(full == r or full.startswith(r + "/") for r in roots)
+
+    def a_dir(path):
+        full = resolve(path)
         try:
-            full = realpath(fsdecode(path))
-        except (TypeError, ValueError):
+            return full is not None and is_dir(stat_(full).st_mode)
+        except OSError:
             return False
-        return any(full == r or full.startswith(r + "/") for r in roots)
+
+    def shown(x):
+        return x if type(x) is str else x.decode("utf-8", "replace") if type(x) is bytes else f"<{type(x).__name__}>"
 
     def deny(event, what):
         if event not in seen:
             seen.add(event)
-            emit("blocked", {"event": event, "what": str(what)[:200]})
-        raise PermissionError(f"sandbox: {event} is not allowed ({str(what)[:100]})")
+            emit("blocked", {"event": event, "what": shown(what)[:200]})
+        raise PermissionError(f"sandbox: {event} is not allowed ({shown(what)[:100]})")
 
     def hook(event, args):
         me = get_ident()
@@ -112,8 +165,10 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     def check(event, args):
         if event == "open":
             path, mode, flags = args
-            if isinstance(path, int) or path is None:
+            if type(path) is int or path is None:
                 return
+            if type(path) not in (str, bytes):  # a path-like object could answer differently when asked again
+                deny(event, "a path given as an object (pass a str)")
             writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool((flags or 0) & write_flags)
             if writing:
                 if not inside(path, (root,)):
@@ -121,33 +176,32 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
                 created[0] += 1
                 if created[0] > max_files:
                     deny(event, f"more than {max_files} files opened for writing")
-            elif not inside(path, read_roots) and fsdecode(path) != "/dev/null":
-                deny(event, f"reading {path} outside the working directory and the standard library")
-            elif isdir(path) and not inside(path, (root,)):
+            elif not inside(path, read_roots) and resolve(path) != "/dev/null":
+                deny(event, f"reading {shown(path)} outside the working directory and the standard library")
+            elif a_dir(path) and not inside(path, (root,)):
                 # a directory descriptor would let os.open(name, dir_fd=fd) write where the check cannot see
-                deny(event, f"opening the directory {path}")
+                deny(event, f"opening the directory {shown(path)}")
         elif event in path_events:
             if event == "os.symlink":
                 deny(event, "symbolic links")
             for p in args[:2] if event in ("os.rename", "os.replace", "os.link") else args[:1]:
-                if isinstance(p, (str, bytes)) and not inside(p, (root,)):
+                if type(p) is int:
+                    if event != "os.chdir":
+                        deny(event, "a file descriptor")
+                elif not inside(p, (root,)):
                     deny(event, p)
-                if isinstance(p, int) and event != "os.chdir":
-                    deny(event, "a file descriptor")
             # a path relative to a directory descriptor would be checked against the wrong directory
             if any(args[i] not in (None, -100) for i in dir_fd_args.get(event, ()) if i < len(args)):
                 deny(event, "a path relative to a directory descriptor")
         elif event in ("os.listdir", "os.scandir"):
-            if args and isinstance(args[0], (str, bytes)) and not inside(args[0], read_roots):
+            if args and args[0] is not None and type(args[0]) is not int and not inside(args[0], read_roots):
                 deny(event, args[0])
         elif event == "import":
             name = args[0]
             if name in denied_modules or name.partition(".")[0] in denied_modules:
                 deny(event, name)
         elif event == "object.__getattr__" and args[1] in frame_attrs or event == "sys._getframe":
-            # Standard-library modules that look at a frame and keep nothing of it (types.py
-            # takes type(tb.tb_frame) at import, namedtuple and TypeVar read the caller's module name).
-            if realpath(getframe(2).f_code.co_filename) not in frame_ok:
+            if getframe(2).f_code not in frame_ok:
                 deny(event, "frame introspection")
         elif event in process_events or event.startswith(("socket.", "ctypes.", "os.exec", "os.spawn",
                                                            "os.posix_spawn", "winreg.", "_winapi.")):
@@ -273,9 +327,12 @@ def _serve():
     """
     import os
     import select
+    import sys
     import time
 
-    import sys
+    # what every job imports before its code runs, loaded once here so that a fork finds it ready
+    for name in ("_stat", "collections", "enum", "marshal", "resource", "types", "typing"):
+        __import__(name)
 
     out, err = sys.stdout, sys.stderr  # flushed at the end: os._exit does not
 
