@@ -231,7 +231,7 @@ def test_eval_cli_on_humaneval_offline(tmp_path, humaneval):
 
 
 @pytest.mark.slow
-def test_smoke_preset_reward_rises_over_seeds(tmp_path):
+def test_smoke_preset_reward_rises_over_seeds(tmp_path, capsys):
     rises = {}
     for seed in (0, 1, 2):
         out = tmp_path / f"run{seed}"
@@ -242,5 +242,7 @@ def test_smoke_preset_reward_rises_over_seeds(tmp_path):
         first = sum(r["reward"] for r in rows[:5]) / 5
         last = sum(r["reward"] for r in rows[-5:]) / 5
         rises[seed] = last - first
+    with capsys.disabled():
+        print(f"\ncode smoke preset, rise of the mean reward (first 5 -> last 5 steps) by seed: {rises}")
     # the rise is the fenced-block format; the tiny model writes no working code
     assert sum(rises.values()) / len(rises) >= 0.2 and min(rises.values()) > 0.1, rises
