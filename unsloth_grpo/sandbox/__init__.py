@@ -18,11 +18,13 @@ crashing, hanging, exiting early, faking test results or damaging its surroundin
 that the reward reflects tests the code really passed, that the trainer and the machine are
 untouched, and that every call returns within its limit.
 
-Each job runs in a **fresh interpreter** (``python -I -S -B``: no site-packages, no user paths,
-no ``PYTHON*`` variables), started in a new session with a scrubbed environment, in a fresh
-temporary working directory that is deleted afterwards. Nothing of the trainer's process
-(modules, memory, open files) exists in it; the tests are sent over a pipe, never written to
-disk. The layers, from the kernel up:
+Each job runs in a **fresh process** of a clean interpreter (``python -I -S -B``: no
+site-packages, no user paths, no ``PYTHON*`` variables), forked from a server started once that
+never runs job code (or, with ``fork_server=False``, started anew), in a new session with a
+scrubbed environment and a fresh temporary working directory that is deleted afterwards. Nothing
+of the trainer's process (modules, memory, open files) exists in it; the tests reach it through a
+private file read before the job's code runs, never the working directory. The layers, from the
+kernel up:
 
 * **Kernel limits** (``setrlimit`` in the child only): address space (``memory_mb``), CPU
   seconds, the size of any file it writes (stdout and stderr are files, so ``output_bytes``
@@ -37,8 +39,12 @@ disk. The layers, from the kernel up:
   outside the working directory, reading outside it and the standard library, sockets,
   processes, signals to other processes, ``ctypes`` and other foreign-function or raw-OS modules,
   and every way of reaching an interpreter frame (``sys._getframe``, ``tb_frame``, ``gi_frame``,
-  tracing, ``gc`` object walks) are refused. A refused action raises ``PermissionError`` in the
-  code and marks the result ``blocked``.
+  tracing, ``gc`` object walks) are refused, save for three standard-library functions that read
+  their caller's module name (allowed by code object). Paths are resolved by the hook's own code
+  on C functions (``os.path`` can be patched by the job), symlinks and ``dir_fd`` paths are
+  refused, and only ``str``/``bytes`` paths are accepted (so ``pathlib`` file I/O is refused: a
+  path-like object could answer differently when asked twice). A refused action raises
+  ``PermissionError`` in the code and marks the result ``blocked``.
 * **An honest verdict.** Verdicts are written, with a nonce that only the harness's frame
   holds, to a write-only descriptor: text the code prints, or an early ``sys.exit(0)`` /
   ``os._exit(0)``, cannot report a pass. The tests run in their own namespace with a copy of
