@@ -77,6 +77,10 @@ def _attacks(victim: Path, port: int) -> list[tuple]:
         ("patch a module the tests use", "import math\ndef add(a, b):\n    math.isclose = lambda *a, **k: True\n"
          "    return 0\n", {"failed"}, 0, {"setup": "import math",
                                           "tests": [f"assert math.isclose({t[7:].replace(' == ', ', ')})" for t in TESTS]}),
+        ("plant a fake module the tests import later", "import sys, types\nfake = types.ModuleType('fractions')\n"
+         "fake.Fraction = lambda *a: 0\nsys.modules['fractions'] = fake\ndef add(a, b):\n    return 0\n",
+         {"failed"}, 0, {"tests": [f"def check():\n    import fractions\n    {t.replace(' == ', ' == fractions.Fraction(')})\n"
+                                   "check()" for t in TESTS[:2]]}),
         ("read expected outputs via frames", "import sys\ndef add(a, b):\n    f = sys._getframe(1)\n"
          "    return f.f_locals\n", {"blocked"}, 0),
         ("read expected outputs via a traceback", "def add(a, b):\n    try:\n        raise ValueError\n"

@@ -23,6 +23,7 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     import sys
 
     import _stat
+    import ast
     import collections
     import enum
     import types  # noqa: F401  (imported now: at import it reads a traceback's frame, which the hook refuses)
@@ -34,6 +35,7 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
     lstat, stat_, readlink, getcwd = os.lstat, os.stat, os.readlink, os.getcwd
     is_link, is_dir, monotonic = _stat.S_ISLNK, _stat.S_ISDIR, __import__("time").monotonic
     modules = sys.modules
+    parse, walk, Import, ImportFrom = ast.parse, ast.walk, ast.Import, ast.ImportFrom
     # the standard-library code that may look at its caller's frame: it reads the module name and
     # keeps nothing (TypeVar and typing.NamedTuple, collections.namedtuple, the Enum functional API)
     frame_ok = frozenset((typing._caller.__code__, collections.namedtuple.__code__,
@@ -279,6 +281,25 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
         for part, label in ((job["context"], "<context>"), (job["setup"], "<tests>")):
             if part:
                 exec(compile(part, label, "exec", **code_kwargs), test_ns)
+        # Modules the tests import, even inside a function, are loaded now, so that the code cannot
+        # plant a fake one in sys.modules for them (the snapshot below catches a replaced one).
+        for part in (job["setup"], *job["tests"]):
+            try:
+                tree = parse(part)
+            except (SyntaxError, ValueError):
+                continue
+            for node in walk(tree):
+                if type(node) is Import:
+                    names = [alias.name for alias in node.names]
+                elif type(node) is ImportFrom and node.module and not node.level:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    try:
+                        __import__(name)
+                    except Exception:
+                        pass
         for name, module in list(modules.items()):
             snapshot[name] = (module, dict(getattr(module, "__dict__", {})))
         solution_error = None
@@ -331,7 +352,7 @@ def _serve():
     import time
 
     # what every job imports before its code runs, loaded once here so that a fork finds it ready
-    for name in ("_stat", "collections", "enum", "marshal", "resource", "types", "typing"):
+    for name in ("_stat", "ast", "collections", "enum", "marshal", "resource", "types", "typing"):
         __import__(name)
 
     out, err = sys.stdout, sys.stderr  # flushed at the end: os._exit does not
