@@ -48,9 +48,10 @@ kernel up:
 * **An honest verdict.** Verdicts are written, with a nonce that only the harness's frame
   holds, to a write-only descriptor: text the code prints, or an early ``sys.exit(0)`` /
   ``os._exit(0)``, cannot report a pass. The tests run in their own namespace with a copy of
-  the builtins taken before the code ran, they are compiled before the code runs, every value
-  the function returns must be plain data (so an object whose ``__eq__`` always says yes is
-  refused), and a test counts only if the code left the modules the tests use unchanged.
+  the builtins (and of the context) taken before the code ran, every value the function returns
+  must be plain data (so an object whose ``__eq__`` always says yes is refused), the modules the
+  tests import are loaded before the code runs, and a test counts only if the code left the
+  modules loaded by then unchanged.
 
 Every run reports what was really in force (its uid, its network namespace, the limits it
 read back), and the parent refuses the result with :class:`SandboxError` when that is weaker
