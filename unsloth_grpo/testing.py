@@ -25,6 +25,9 @@ from pathlib import Path
 #: Tags the tiny tokenizer keeps whole. They are the GSM8K recipe's answer format.
 FORMAT_TOKENS = ["<reasoning>", "</reasoning>", "<answer>", "</answer>"]
 
+#: The code task's fences, kept whole by ``builtin:tiny-code`` (the same model otherwise).
+CODE_TOKENS = ["```python\n", "```"]
+
 #: The chat template: ChatML, which Qwen models use. ``add_generation_prompt`` opens the
 #: assistant turn so the completion starts right after it.
 CHATML_TEMPLATE = (
@@ -67,8 +70,9 @@ def _corpus(n_lines: int, seed: int) -> list[str]:
     return lines
 
 
-def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0):
-    """Train and save a byte-level BPE tokenizer with a ChatML chat template."""
+def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0,
+                    extra_tokens: list[str] | tuple[str, ...] = ()):
+    """Train and save a byte-level BPE tokenizer with a ChatML chat template (and ``extra_tokens`` kept whole)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -89,25 +93,28 @@ def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int
         pad_token="<|endoftext|>",
         unk_token=None,
     )
-    fast.add_tokens(FORMAT_TOKENS)
+    fast.add_tokens(FORMAT_TOKENS + list(extra_tokens))
     fast.chat_template = CHATML_TEMPLATE
     fast.padding_side = "left"
     fast.save_pretrained(str(path))
     return fast
 
 
-def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool = False) -> str:
+def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool = False,
+                     extra_tokens: list[str] | tuple[str, ...] = ()) -> str:
     """Build (or reuse) the tiny Qwen2 model and tokenizer in ``path``; return the path.
 
     The result is deterministic for a given ``seed``. An existing build is reused unless
     ``overwrite`` is set, so calling this at the start of every smoke run costs nothing.
+    ``extra_tokens`` are added as whole tokens after the format tags (``CODE_TOKENS`` for
+    ``builtin:tiny-code``); without them the model is exactly ``builtin:tiny``.
     """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     path = Path(path)
     marker = path / _MARKER
-    wanted = {"seed": seed, **TINY_MODEL_KWARGS}
+    wanted = {"seed": seed, **TINY_MODEL_KWARGS, **({"extra_tokens": list(extra_tokens)} if extra_tokens else {})}
     if not overwrite and marker.exists():
         try:
             if json.loads(marker.read_text()) == wanted:
@@ -115,7 +122,7 @@ def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool 
         except json.JSONDecodeError:
             pass
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(path, seed=seed)
+    tokenizer = build_tokenizer(path, seed=seed, extra_tokens=extra_tokens)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         bos_token_id=None,

@@ -395,8 +395,13 @@ def _settings(args) -> dict[str, Any]:
 
 
 def _eval_one(model_path: str, problems, grader, args) -> dict[str, Any]:
+    import importlib
+
     loaded = _load_model(model_path, args.backend, args.device)
-    result = evaluate(loaded.model, loaded.tokenizer, problems, is_correct=grader, **_settings(args))
+    # a task with its own answer format (code: a fenced block) says how to check it
+    fmt = getattr(importlib.import_module(f"unsloth_grpo.tasks.{args.task}"), "matches_format", None)
+    result = evaluate(loaded.model, loaded.tokenizer, problems, is_correct=grader, matches_format=fmt,
+                      **_settings(args))
     result["model"] = model_path
     result["dataset"] = args.dataset
     result["split"] = args.split

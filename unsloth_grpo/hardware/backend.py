@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 TINY_MODEL = "builtin:tiny"
+#: The tiny model with the code task's fences as whole tokens (the code recipe's smoke preset).
+TINY_CODE_MODEL = "builtin:tiny-code"
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -62,13 +64,17 @@ def cache_dir() -> Path:
 
 
 def resolve_model_path(name: str) -> str:
-    """``builtin:tiny`` -> a locally built tiny model; anything else unchanged."""
+    """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; anything else unchanged."""
     if name == TINY_MODEL:
         from unsloth_grpo.testing import build_tiny_model
 
         return build_tiny_model(cache_dir() / "tiny-model")
+    if name == TINY_CODE_MODEL:
+        from unsloth_grpo.testing import CODE_TOKENS, build_tiny_model
+
+        return build_tiny_model(cache_dir() / "tiny-code-model", extra_tokens=CODE_TOKENS)
     if name.startswith("builtin:"):
-        raise BackendError(f"unknown built-in model '{name}'; the only one is '{TINY_MODEL}'")
+        raise BackendError(f"unknown built-in model '{name}'; use '{TINY_MODEL}' or '{TINY_CODE_MODEL}'")
     return name
 
 
