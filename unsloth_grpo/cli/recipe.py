@@ -94,6 +94,8 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
             "max_steps": 40, "learning_rate": 2e-2, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
             "weight_decay": 0.0, "max_grad_norm": 1.0, "num_generations": 8, "per_device_train_batch_size": 8,
             "max_completion_length": 12, "temperature": 1.0, "samples_every": 20, "save_steps": 0,
+            # every 12-token completion is cut short: masking them would leave nothing to learn from
+            "mask_truncated_completions": False,
         },
         "monitor": {"ignore": ["length_clipped"]},
     }, {"data": data or {}, "training": training or {}})

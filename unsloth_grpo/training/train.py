@@ -26,7 +26,7 @@ _MANAGED = {
     "output_dir", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
     "max_grad_norm", "optim", "num_generations", "per_device_train_batch_size",
     "gradient_accumulation_steps", "max_completion_length", "temperature", "top_p", "beta",
-    "loss_type", "scale_rewards", "logging_steps", "save_steps", "save_total_limit", "seed",
+    "loss_type", "mask_truncated_completions", "epsilon_high", "scale_rewards", "logging_steps", "save_steps", "save_total_limit", "seed",
     "bf16", "fp16", "use_cpu", "report_to", "reward_weights", "gradient_checkpointing",
 }
 
@@ -88,6 +88,9 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
         top_p=t.top_p,
         beta=t.beta,
         loss_type=t.loss_type,
+        # written out so both backends run the same loss (Unsloth changes them for an explicit dapo)
+        mask_truncated_completions=t.mask_truncated_completions,
+        epsilon_high=t.epsilon_high,
         scale_rewards=t.scale_rewards,
         logging_steps=t.logging_steps,
         save_strategy="steps" if t.save_steps > 0 else "no",
@@ -112,8 +115,10 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
 
         kwargs.update(vllm_server_kwargs(cfg.model.vllm_server))
     elif info.use_vllm and info.backend == "transformers":
+        # without a length vLLM sizes its KV cache for the model's whole context (131k for Llama 3.1)
         kwargs.update(use_vllm=True, vllm_mode="colocate",
-                      vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization)
+                      vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
+                      vllm_max_model_length=cfg.model.max_seq_length)
     valid = set(GRPOConfig.__dataclass_fields__)
     for key, value in t.extra.items():
         if key in _MANAGED:
@@ -331,7 +336,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     checkpoints and the resume message. SIGINT/SIGTERM save a checkpoint and raise
     :class:`TrainingStopped` with exit code 130/143.
     """
-    from unsloth_grpo.hardware.backend import select_backend
+    from unsloth_grpo.hardware.backend import prepare_backend
 
     check(cfg)  # every config problem at once, before anything heavy
     if cfg.stages:
@@ -351,7 +356,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     reward_funcs, weights = build_reward_functions(cfg.rewards)
     if dataset is None:
         dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
-    select_backend(cfg.model.backend)  # imports unsloth first when it is the one chosen
+    prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen (vLLM standby set before)
 
     _check_environment(cfg, distributed, log)
     out = Path(cfg.output_dir)
