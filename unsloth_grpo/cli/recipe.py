@@ -35,9 +35,8 @@ class Recipe:
         if output_dir is not None:
             extra.append(f"output_dir={output_dir}")
         if preset == AUTO_PRESET:
-            # the model may come from the config file or an override, so resolve it first
-            model = load_config(config, base=base, overrides=extra).model.name
-            base = merge_dicts(base, _auto_preset(model, gpu))
+            # the model and the vLLM settings may come from the config file or an override: resolve them first
+            base = merge_dicts(base, _auto_preset(load_config(config, base=base, overrides=extra), gpu))
         elif preset is not None:
             if preset not in self.presets:
                 raise ConfigError(f"--preset '{preset}' is unknown for the {self.name} recipe; "
@@ -50,21 +49,31 @@ class Recipe:
 AUTO_PRESET = "auto"
 
 
-def _auto_preset(model: str, gpu: dict | None) -> dict:
-    """Planner settings for ``model`` on the detected GPU, as a partial config (a preset)."""
-    from unsloth_grpo.hardware import memory
-    from unsloth_grpo.config import parse_override
+def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bool] | None = None) -> dict:
+    """Planner settings for ``cfg``'s model on the detected GPU (or ``gpu``), as a partial config.
 
+    The plan is made with the vLLM setting the run will use (the loader's own decision for this
+    card and the installed vLLM), and writes it as overrides, so the plan and the run agree.
+    """
+    from unsloth_grpo.config import parse_override
+    from unsloth_grpo.hardware import memory, profiles
+
+    gpu = gpu if gpu is not None else memory.detect_gpu()
+    if gpu is None:
+        raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use --preset smoke")
+    backend = memory.resolve_backend(cfg.model.backend, cfg.model.vllm_server)
+    choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm)
     try:
-        plan = memory.plan_for_gpu(model, gpu=gpu)
+        plan = memory.plan_for_choice(cfg.model.name, gpu, choice, backend=backend,
+                                      max_prompt_length=cfg.data.max_prompt_tokens)
     except memory.UnknownModelError as exc:
         raise ConfigError(f"--preset auto: {exc}") from None
     except ValueError as exc:
-        raise ConfigError(f"--preset auto: {exc}; on a CPU use --preset smoke") from None
+        raise ConfigError(f"--preset auto: {exc}") from None
     if not plan.fits:
         alt = f" Nearest that fits: {plan.alternative.summary()}" if plan.alternative is not None else ""
         raise ConfigError(f"--preset auto: {plan.summary()}.{alt}")
-    print(f"preset auto: {plan.summary()}")
+    print(f"preset auto: {plan.summary()}; vLLM {'on' if choice.use else 'off'} ({choice.reason})")
     preset: dict = {}
     for text in plan.override_list():
         preset = merge_dicts(preset, parse_override(text))
