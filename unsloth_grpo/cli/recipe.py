@@ -175,8 +175,14 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
               + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards))
         return 0
     from unsloth_grpo.data import DataError
-    from unsloth_grpo.hardware.doctor import EnvironmentProblem
+    from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere, preflight_recipe
     from unsloth_grpo.training.train import TrainingStopped
+
+    try:
+        preflight_recipe(cfg)  # before any import of the training stack: no GPU, missing model, hub off
+    except RecipeCannotRunHere as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
@@ -187,7 +193,7 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         try:
             result = train_fn(cfg, resume=resume) if resume is not None else train_fn(cfg)
             break
-        except (ConfigError, DataError, CheckpointError) as exc:
+        except (ConfigError, DataError, CheckpointError, RecipeCannotRunHere) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except EnvironmentProblem as exc:

@@ -339,6 +339,9 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.hardware.backend import prepare_backend
 
     check(cfg)  # every config problem at once, before anything heavy
+    from unsloth_grpo.hardware.doctor import preflight_recipe
+
+    preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
     if cfg.stages:
         from unsloth_grpo.training.stages import run_stages
 
