@@ -329,3 +329,15 @@ def set_standby_environment(choice: VllmChoice, env: dict | None = None) -> None
     if choice.use and choice.standby:
         env.setdefault("UNSLOTH_VLLM_STANDBY", "1")
 
+
+
+def profile_table_markdown(profiles: Any = None) -> str:
+    """docs/gpu.md: the shipped profiles and what each decides before any plan (dtype, attention)."""
+    rows = ["| profile | card | memory (GB) | compute capability | dtype (auto) | vLLM attention backends |",
+            "|---|---|---|---|---|---|"]
+    for p in (PROFILES.values() if profiles is None else profiles):
+        cc = f"{p.compute_capability[0]}.{p.compute_capability[1]}" if p.cuda else "-"
+        memory = f"{p.total_gb:.1f}" if p.cuda else "-"
+        attention = ", ".join(p.vllm_attention) or "none (no vLLM)"
+        rows.append(f"| `{p.key}` | {p.name} | {memory} | {cc} | {training_dtype(p)} | {attention} |")
+    return "\n".join(rows)
