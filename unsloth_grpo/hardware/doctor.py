@@ -1036,8 +1036,8 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     out: list[Problem] = []
     if not profile.cuda and m.device != "cpu" and needs_gpu(m):
         out.append(Problem(
-            ERROR, "gpu", f"no CUDA GPU: this recipe needs one ({name}"
-            + (", 4-bit" if m.load_in_4bit else "") + "); `--preset smoke` runs here",
+            ERROR, "gpu", "no CUDA GPU: this recipe needs one; `--preset smoke` runs here "
+            f"(it loads {name}{' in 4-bit' if m.load_in_4bit else ''})",
             f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
             "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
     if name.startswith("builtin:"):

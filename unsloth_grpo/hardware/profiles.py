@@ -252,7 +252,7 @@ def standby_utilization(total_gb: float) -> float:
     """The ``gpu_memory_utilization`` Unsloth's standby mode sets for a card of ``total_gb``."""
     tenth = total_gb * 0.1
     share = next(u for floor, u in _STANDBY_TIERS if tenth >= floor)
-    return round(share * 0.95, 4)
+    return share * 0.95
 
 
 @dataclass(frozen=True)
