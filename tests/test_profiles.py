@@ -271,6 +271,27 @@ def test_loss_settings_are_explicit_on_either_backend(name, tmp_path):
     assert smoke.training.mask_truncated_completions is False  # its 12-token completions are all cut
 
 
+def test_trls_engine_may_fall_back_only_under_auto():
+    from unsloth_grpo.training.train import _may_fall_back
+
+    colocate = types.SimpleNamespace(use_vllm=True, vllm_mode="colocate")
+    assert _may_fall_back(gsm8k.RECIPE.resolve(), colocate)
+    assert not _may_fall_back(gsm8k.RECIPE.resolve(overrides=["model.fast_inference=on"]), colocate)
+    assert not _may_fall_back(gsm8k.RECIPE.resolve(), types.SimpleNamespace(use_vllm=True, vllm_mode="server"))
+
+
+def test_plan_cli_takes_a_card_profile_and_standby(capsys):
+    from unsloth_grpo.cli import plan as plan_cli
+
+    assert plan_cli.main(["--model", "qwen2.5-1.5b", "--card", "t4", "--vllm", "--standby", "--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["vram_gb"] == T4.total_gb and out["overrides"]["model.dtype"] == "fp16"
+    assert out["overrides"]["model.fast_inference"] == "on" and out["overrides"]["model.vllm_standby"] == "on"
+    assert plan_cli.main(["--model", "qwen2.5-1.5b", "--card", "t4", "--standby"]) == 2
+
+
 def test_recipe_yamls_write_the_loss_settings():
     for path in (ROOT / "recipes").glob("*.yaml"):
         text = path.read_text()

@@ -133,6 +133,16 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
     return GRPOConfig(**kwargs)
 
 
+def _may_fall_back(cfg: RecipeConfig, args) -> bool:
+    """Whether a failed start of TRL's colocated vLLM may be answered by generating without it."""
+    return bool(getattr(args, "use_vllm", False)) and getattr(args, "vllm_mode", "") == "colocate" \
+        and cfg.model.fast_inference == "auto"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
 def _metrics_callback(path: Path):
     from transformers import TrainerCallback
 
@@ -393,11 +403,10 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     if cfg.training.samples_every and main_process:
         recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
-    trainer = GRPOTrainer(
+    trainer_kwargs = dict(
         model=loaded.model,
         processing_class=loaded.tokenizer,
         reward_funcs=reward_funcs,
-        args=args,
         train_dataset=dataset,
         callbacks=[
             _metrics_callback(metrics_path),
@@ -407,6 +416,16 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             *(callbacks or []),
         ],
     )
+    try:
+        trainer = GRPOTrainer(args=args, **trainer_kwargs)
+    except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
+        if not _may_fall_back(cfg, args):
+            raise
+        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {_first_line(exc)}); generating without "
+            "vLLM (set model.fast_inference=off to skip the attempt)")
+        loaded.info.use_vllm = False
+        args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(reward_funcs), weights=weights)
+        trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
