@@ -180,7 +180,7 @@ def test_gsm8k_notebook_runs_in_smoke_mode(tmp_path, kernel_name):
     assert _text(_cell(nb, "answer_questions(")).count("Q: ") == 3
 
     assert "Rewards on 64 completions in 8 groups" in _text(_cell(nb, "analyse(records"))
-    assert "no GPU here; assuming a Colab T4" in _text(_cell(nb, "plan_for_gpu("))
+    assert "no GPU here; assuming a Colab T4" in _text(_cell(nb, "plan_for_choice("))
 
 
 @pytest.mark.slow
