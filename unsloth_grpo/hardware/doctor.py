@@ -965,6 +965,7 @@ def preflight(
     output_dir: str = ".",
     vllm_server: tuple[str, int] | None = None,
     report: Report | None = None,
+    load_in_4bit: bool = True,
 ) -> None:
     """The check a recipe runs first: raise :class:`EnvironmentProblem` on blocking problems.
 
@@ -973,7 +974,8 @@ def preflight(
     """
     if report is None:
         report = collect_report(output_dir=output_dir, check_hub=False, vllm_server=vllm_server)
-    problems = run_checks(report, backend=backend, need_bf16=need_bf16, fast_inference=fast_inference)
+    problems = run_checks(report, backend=backend, need_bf16=need_bf16, fast_inference=fast_inference,
+                          load_in_4bit=load_in_4bit)
     for p in problems:
         if not p.blocking:
             logger.warning("%s", p)

@@ -274,7 +274,8 @@ def _check_environment(cfg: RecipeConfig, distributed, log: Callable[[str], None
 
     server = distributed.parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
     preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
-              fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server)
+              fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server,
+              load_in_4bit=cfg.model.load_in_4bit)
     try:
         from unsloth_grpo.hardware.memory import check_config
 
