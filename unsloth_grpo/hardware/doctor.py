@@ -124,8 +124,8 @@ class GPU:
 
     @property
     def bf16(self) -> bool:
-        """Native bf16 arithmetic starts with Ampere (compute capability 8.0)."""
-        return tuple(self.compute_capability) >= (8, 0)
+        """Native bf16 arithmetic starts with Ampere (compute capability 8.0): the card profile's rule."""
+        return CardProfile("gpu", self.name, self.total_memory_bytes / 2**30, tuple(self.compute_capability)).bf16
 
     def describe(self) -> str:
         cc = self.compute_capability
@@ -670,8 +670,9 @@ def run_checks(
     """Every problem with this environment for a run on ``backend``, errors first.
 
     ``need_bf16=True`` makes a GPU without bf16 blocking; ``fast_inference='on'`` makes a
-    missing vLLM (or one that cannot load the run's 4-bit weights) blocking. Unsloth's (or vLLM's) own version ranges block only when the run
-    uses them; otherwise a mismatch there is a warning.
+    missing vLLM (or one that cannot load the run's 4-bit weights) blocking. Unsloth's (or
+    vLLM's) own version ranges block only when the run uses them; otherwise a mismatch there
+    is a warning.
     """
     if fast_inference not in FAST_INFERENCE:
         raise ValueError(f"fast_inference={fast_inference!r} is not one of {', '.join(FAST_INFERENCE)}")

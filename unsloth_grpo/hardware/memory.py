@@ -896,9 +896,7 @@ def dtype_for(compute_capability: float | tuple[int, int] | None) -> str:
     """bf16 on compute capability 8.0 and newer (Ampere+); fp16 before (T4 is 7.5, V100 7.0)."""
     if compute_capability is None:
         return "bf16"
-    if isinstance(compute_capability, tuple):
-        compute_capability = compute_capability[0] + compute_capability[1] / 10
-    return "bf16" if float(compute_capability) >= 8.0 else "fp16"
+    return training_dtype(from_gpu({"name": "GPU", "total_gb": 0.0, "compute_capability": compute_capability}))
 
 
 def plan(
