@@ -404,6 +404,15 @@ def test_cpu_only_offline_machine_refuses_the_default_recipe(tmp_path):
                                                        cache_dir=str(tmp_path)))
 
 
+def test_what_needs_a_gpu(tiny_model_dir):
+    assert doctor.needs_gpu(ModelConfig())  # the default: a pre-quantized 4-bit checkpoint
+    assert doctor.needs_gpu(ModelConfig(name="Qwen/Qwen2.5-1.5B-Instruct"))  # a hub model in 4-bit
+    assert not doctor.needs_gpu(ModelConfig(name="Qwen/Qwen2.5-1.5B-Instruct", load_in_4bit=False))
+    assert not doctor.needs_gpu(ModelConfig(name="builtin:tiny"))  # 4-bit is dropped on CPU, as before
+    assert not doctor.needs_gpu(ModelConfig(name=tiny_model_dir))
+    assert doctor.needs_gpu(ModelConfig(name="builtin:tiny", fast_inference="on"))
+
+
 def test_hub_id_typo_offline_names_the_cached_model_and_never_retries(tmp_path):
     (tmp_path / "models--Qwen--Qwen2.5-1.5B-Instruct" / "snapshots" / "abc").mkdir(parents=True)
     (tmp_path / "models--Qwen--Qwen2.5-1.5B-Instruct" / "snapshots" / "abc" / "config.json").write_text("{}")

@@ -1012,9 +1012,13 @@ def _in_cache(repo: str, cache_dir: str) -> bool:
 
 
 def needs_gpu(model_cfg) -> bool:
-    """Whether a model section only runs on a CUDA GPU: 4-bit loading or a pre-quantized checkpoint."""
+    """Whether a model section only runs on a CUDA GPU: a pre-quantized checkpoint, vLLM asked for,
+    or a hub model to load in 4-bit. A local directory or ``builtin:tiny`` loads in full precision
+    on a CPU instead (the loader drops 4-bit there and says so)."""
     name = str(model_cfg.name)
-    return bool(model_cfg.load_in_4bit) or "bnb-4bit" in name.lower() or model_cfg.fast_inference == "on"
+    local = name.startswith("builtin:") or Path(name).expanduser().exists()
+    return ("bnb-4bit" in name.lower() or model_cfg.fast_inference == "on"
+            or (bool(model_cfg.load_in_4bit) and not local))
 
 
 def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str, str] | None = None,
