@@ -327,6 +327,14 @@ def test_t4_preset_fits_the_t4():
         assert _fits(cfg, T4, vllm)[0]
 
 
+def test_oom_advice_does_not_shrink_a_pool_standby_sets_itself():
+    from unsloth_grpo.training.oom import _smaller_vllm_pool
+
+    s = dict(use_vllm=True, gpu_memory_utilization=0.76)
+    assert _smaller_vllm_pool(s) == {"gpu_memory_utilization": 0.66}
+    assert _smaller_vllm_pool({**s, "vllm_standby": True}) is None
+
+
 def test_standby_moves_the_pool_into_the_generation_phase():
     shape = memory.model_shape("qwen2.5-1.5b")
     kw = dict(use_vllm=True, gpu_memory_utilization=0.7, gpu_total_gb=8)
