@@ -169,7 +169,7 @@ def training_dtype(profile: CardProfile, requested: str = "auto") -> str:
     """The compute dtype of a run: bf16 from compute capability 8.0, fp16 below, fp32 on CPU.
 
     An explicit request is kept when the card can run it; bf16 on a card below 8.0 raises
-    :class:`HardwareError` (emulated bf16 is slow and Unsloth's kernels refuse it).
+    :class:`HardwareError` (torch would emulate it there, slowly).
     """
     if requested not in ("auto", "bf16", "fp16", "fp32"):
         raise HardwareError(f"model.dtype='{requested}' is not one of auto, bf16, fp16, fp32")
