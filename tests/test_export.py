@@ -43,7 +43,8 @@ def test_merged_logits_equal_adapter_logits(adapter_dir, tiny_model_dir, tmp_pat
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    result = ex.export_model(adapter_dir, tmp_path / "merged", log=lambda _m: None)
+    # fp32 on purpose, so the merge can be checked exactly (the default writes 16-bit weights)
+    result = ex.export_model(adapter_dir, tmp_path / "merged", dtype="fp32", log=lambda _m: None)
     assert result.method == "peft merge_and_unload"
     assert result.base_model == tiny_model_dir
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "merged"))
@@ -56,13 +57,23 @@ def test_merged_logits_equal_adapter_logits(adapter_dir, tiny_model_dir, tmp_pat
     assert diff < 1e-3
     # the adapter really changes the model, so equality above is not the base model twice
     assert ex.compare_logits(adapted, base.eval(), tok, texts) > 0.1
-    assert merged.dtype == torch.float32  # the tiny base is fp32; 'auto' keeps the base dtype
+    assert merged.dtype == torch.float32
     assert not any(k.startswith("base_model") or "lora" in k for k in merged.state_dict())
     # the bundle keeps the run's own record and adds the export's
     bundle = json.loads((tmp_path / "merged" / "reproducibility.json").read_text())
     assert bundle["seed"] == 7 and bundle["export"]["method"] == "peft merge_and_unload"
     assert bundle["export"]["adapter"] == str(adapter_dir)
     assert ex.verify_merge(result) < 1e-3
+
+
+def test_auto_export_of_an_fp32_base_is_16bit_with_a_model_card(adapter_dir, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    ex.export_model(adapter_dir, tmp_path / "auto", log=lambda _m: None)
+    assert AutoModelForCausalLM.from_pretrained(str(tmp_path / "auto")).dtype == torch.bfloat16  # was fp32
+    card = (tmp_path / "auto" / "README.md").read_text()
+    assert "model (LoRA merged)" in card and "task: `gsm8k`" in card
 
 
 def test_fp16_export_halves_the_weights(adapter_dir, tmp_path):
@@ -186,3 +197,37 @@ def smoke_run(tmp_path_factory) -> Path:
         assert main(["--preset", "smoke", "--output-dir", str(run), "training.max_steps=4",
                      "training.samples_every=0"]) == 0
     return run
+
+
+def test_model_card_names_the_hub_base_task_rewards_steps_scores_and_plots(tmp_path):
+    run = tmp_path / "run"
+    (run / "plots").mkdir(parents=True)
+    (run / "plots" / "reward.png").write_bytes(b"png")
+    (run / "config.yaml").write_text(
+        "task: gsm8k\nmodel:\n  name: unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit\n  load_in_4bit: true\n"
+        "data:\n  source: openai/gsm8k\nrewards:\n- {name: correctness, weight: 2.0}\n- {name: xml_count, weight: 0.5}\n"
+        "training: {max_steps: 3, loss_type: dapo, mask_truncated_completions: true, epsilon_high: 0.28,"
+        " num_generations: 8, max_completion_length: 512, learning_rate: 5.0e-06}\n")
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps({"step": i, "reward": r})
+                                                 for i, r in enumerate([0.1, 0.2, 0.6], 1)) + "\n")
+    (run / "report.json").write_text(json.dumps({"n": 32, "metrics": [
+        {"metric": "accuracy", "baseline": 0.25, "trained": 0.5, "diff": 0.25}]}))
+    card = ex.write_model_card(run, base_model="/root/.cache/unsloth_grpo/whatever")
+    text = card.read_text()
+    header = text.split("---")[1]
+    assert "base_model: unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit" in header and "/root/.cache" not in text
+    assert "`correctness` x 2" in text and "`xml_count` x 0.5" in text
+    assert "steps: 3 of 3" in text and "| accuracy | 0.250 | 0.500 | +0.250 |" in text
+    assert "![reward](plots/reward.png)" in text and "mask_truncated_completions=True" in text
+    assert ex.trained_in_4bit(run)
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    ex.write_model_card(merged, run_dir=run, merged=True)
+    assert (merged / "plots" / "reward.png").exists() and "library_name: transformers" in (merged / "README.md").read_text()
+    # the smoke run's tiny model is no hub model: no base_model in the header
+    (run / "config.yaml").write_text("task: gsm8k\nmodel: {name: 'builtin:tiny'}\n")
+    assert "base_model:" not in ex.model_card(run).split("---")[1]
+
+
+def test_offline_gguf_help_says_what_the_machine_needs():
+    assert "without network" in ex.GGUF_HELP and "llama-quantize" in ex.GGUF_HELP

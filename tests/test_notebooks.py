@@ -17,6 +17,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+ROOT = NOTEBOOKS.parent
 NAMES = ("gsm8k_grpo", "custom_task")
 KERNEL = "unsloth-grpo-tests"
 
@@ -51,12 +52,26 @@ def test_committed_notebook_is_valid_stripped_and_colab_ready(name):
     assert _strip_module().strip(nb) is False  # nothing left for the stripper either
     params = nb.cells[_parameters_index(nb)].source
     assert "SMOKE = False" in params  # Colab users get the real run
-    badge = f"https://colab.research.google.com/github/OWNER/unsloth-grpo/blob/main/notebooks/{name}.ipynb"
-    assert badge in nb.cells[0].source
+    repo = _repository_url().removeprefix("https://github.com/")
+    badge = f"https://colab.research.google.com/github/{repo}/blob/main/notebooks/{name}.ipynb"
+    assert badge in nb.cells[0].source  # the one place: pyproject.toml's [project.urls] Repository
     install = "\n".join(c.source for c in nb.cells if "%pip install" in c.source)
-    assert '"unsloth-grpo[unsloth,vllm] @ git+https://github.com/OWNER/unsloth-grpo"' in install
+    assert '%pip install -q "{INSTALL}"' in install  # one variable, set in the parameters cell
+    assert 'INSTALL = "unsloth-grpo[unsloth,vllm]"' in params  # the package name, not a URL
     assert "if not SMOKE" in install
     assert nb.metadata["accelerator"] == "GPU"
+
+
+def _repository_url() -> str:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+
+
+def test_no_placeholder_url_in_notebooks_recipes_or_docs():
+    for path in [*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("recipes/**/*.yaml"), *ROOT.glob("docs/*.md"), ROOT / "README.md",
+                 ROOT / "pyproject.toml"]:
+        assert "OWNER" not in path.read_text(), path
 
 
 def test_strip_removes_outputs_timings_and_injected_cells(tmp_path):
@@ -165,7 +180,7 @@ def test_gsm8k_notebook_runs_in_smoke_mode(tmp_path, kernel_name):
     assert _text(_cell(nb, "answer_questions(")).count("Q: ") == 3
 
     assert "Rewards on 64 completions in 8 groups" in _text(_cell(nb, "analyse(records"))
-    assert "no GPU here; assuming a Colab T4" in _text(_cell(nb, "plan_for_gpu("))
+    assert "no GPU here; assuming a Colab T4" in _text(_cell(nb, "plan_for_choice("))
 
 
 @pytest.mark.slow

@@ -47,7 +47,12 @@ class ModelConfig:
     fast_inference: str = _f(
         "auto", help="vLLM generation: 'auto' (when vllm is installed and CUDA present), 'on' or 'off'."
     )
-    gpu_memory_utilization: float = _f(0.6, help="Share of GPU memory vLLM may take (its weights and KV cache).")
+    gpu_memory_utilization: float = _f(
+        0.6, help="Share of GPU memory vLLM may take (its weights and KV cache) when standby is off; with "
+                  "standby Unsloth sets it from the card's size.")
+    vllm_standby: str = _f(
+        "auto", help="Unsloth's vLLM standby (weights shared with training, vLLM asleep while training): "
+                     "'auto' (on with Unsloth + vLLM), 'on' or 'off'.")
     vllm_server: str | None = _f(
         None, help="host:port of a running `trl vllm-serve` to generate on (TRL vllm_mode='server'); needs backend transformers."
     )
@@ -110,6 +115,11 @@ class TrainingConfig:
     top_p: float = _f(1.0, help="Nucleus sampling during training.")
     beta: float = _f(0.0, help="KL coefficient; > 0 loads a reference model and logs 'kl'.")
     loss_type: str = _f("dapo", help="TRL GRPO loss: 'dapo', 'grpo', 'dr_grpo', 'bnpo'.")
+    mask_truncated_completions: bool = _f(
+        True, help="Leave completions cut at max_completion_length out of the loss (DAPO's setting; Unsloth "
+                   "applies it to an explicit loss_type dapo, so it is written out for both backends).")
+    epsilon_high: float | None = _f(
+        0.28, help="Upper clip of the importance ratio (DAPO's 0.28; null = the lower epsilon, TRL's 0.2).")
     scale_rewards: str = _f("group", help="TRL reward scaling: 'group', 'batch' or 'none'.")
     logging_steps: int = _f(1, help="Log metrics every N steps.")
     save_steps: int = _f(100, help="Save a resumable checkpoint every N steps (0 = only on SIGINT/SIGTERM).")
@@ -347,6 +357,8 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append(f"model.dtype='{m.dtype}' is not one of {', '.join(DTYPES)}")
     if m.fast_inference not in ("auto", "on", "off"):
         p.append(f"model.fast_inference='{m.fast_inference}' must be 'auto', 'on' or 'off'")
+    if m.vllm_standby not in ("auto", "on", "off"):
+        p.append(f"model.vllm_standby='{m.vllm_standby}' must be 'auto', 'on' or 'off'")
     if m.device not in ("auto", "cuda", "cpu"):
         p.append(f"model.device='{m.device}' must be 'auto', 'cuda' or 'cpu'")
     if not 0.05 <= m.gpu_memory_utilization <= 0.95:

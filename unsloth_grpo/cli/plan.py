@@ -3,6 +3,7 @@
     unsloth-grpo plan --model qwen2.5-1.5b --vram-gb 8
     unsloth-grpo plan --model ./my-model/config.json --vram-gb 16 --compute-capability 7.5
     unsloth-grpo plan --model llama-3.1-8b --vram-gb 6 --no-4bit      # exits 1, names an alternative
+    unsloth-grpo plan --model qwen2.5-3b --card t4 --vllm --standby   # a shipped card profile
     unsloth-grpo plan --table                                          # the README table
 
 Without ``--vram-gb`` the first CUDA GPU is used. Exit status: 0 when a plan fits, 1 when
@@ -15,7 +16,7 @@ import argparse
 import json
 import sys
 
-from unsloth_grpo.hardware import memory
+from unsloth_grpo.hardware import memory, profiles
 
 _TERM_HELP = {
     "weights": "base model weights",
@@ -37,6 +38,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", help="Built-in name (" + ", ".join(sorted(memory.BUILTIN_CONFIGS)) + "), a hub id "
                    "of one of them, or a local model directory / config.json.")
     p.add_argument("--vram-gb", type=float, default=None, help="Card memory in GB (GiB). Default: the detected GPU.")
+    p.add_argument("--card", choices=list(profiles.PROFILES)[1:], default=None,
+                   help="A shipped card profile (its memory and compute capability): "
+                        + ", ".join(list(profiles.PROFILES)[1:]) + ".")
     p.add_argument("--compute-capability", type=float, default=None,
                    help="e.g. 7.5 for a T4 (fp16), 8.6 for an RTX 3090 (bf16). Default: the detected GPU's.")
     p.add_argument("--4bit", dest="load_in_4bit", action=argparse.BooleanOptionalAction, default=None,
@@ -44,6 +48,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--backend", choices=["unsloth", "transformers"], default="unsloth")
     p.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=False,
                    help="Generate with vLLM (also picks gpu_memory_utilization).")
+    p.add_argument("--standby", action="store_true",
+                   help="With --vllm and the unsloth backend: Unsloth's standby mode (the pool is Unsloth's share "
+                        "of the card, the KV cache sleeps while training).")
     p.add_argument("--prompt-length", type=int, default=256, help="Longest prompt in tokens (data.max_prompt_tokens).")
     p.add_argument("--num-generations", type=int, default=None, help="Pin the group size instead of searching.")
     p.add_argument("--completion-length", type=int, default=None, help="Pin max_completion_length.")
@@ -115,6 +122,15 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     vram, cc = args.vram_gb, args.compute_capability
+    card = getattr(args, "card", None)
+    if card is not None:
+        profile = profiles.get_profile(card)
+        vram = vram if vram is not None else profile.total_gb
+        cc = cc if cc is not None else profile.capability
+    standby = bool(getattr(args, "standby", False))
+    if standby and not (args.use_vllm and args.backend == "unsloth"):
+        print("error: --standby needs --vllm and --backend unsloth", file=sys.stderr)
+        return 2
     if vram is None:
         gpu = memory.detect_gpu()
         if gpu is None:
@@ -127,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         p = memory.plan(
             args.model, vram, compute_capability=cc, backend=args.backend, load_in_4bit=args.load_in_4bit,
-            use_vllm=args.use_vllm, max_prompt_length=args.prompt_length, num_generations=args.num_generations,
+            use_vllm=args.use_vllm, vllm_standby=standby, max_prompt_length=args.prompt_length,
+            num_generations=args.num_generations,
             max_completion_length=args.completion_length, max_generations=args.max_generations,
             max_completion=args.max_completion, lora_rank=args.lora_rank, beta=args.beta,
             optimizer=args.optimizer, margin=args.margin,

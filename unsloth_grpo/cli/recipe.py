@@ -35,9 +35,8 @@ class Recipe:
         if output_dir is not None:
             extra.append(f"output_dir={output_dir}")
         if preset == AUTO_PRESET:
-            # the model may come from the config file or an override, so resolve it first
-            model = load_config(config, base=base, overrides=extra).model.name
-            base = merge_dicts(base, _auto_preset(model, gpu))
+            # the model and the vLLM settings may come from the config file or an override: resolve them first
+            base = merge_dicts(base, _auto_preset(load_config(config, base=base, overrides=extra), gpu))
         elif preset is not None:
             if preset not in self.presets:
                 raise ConfigError(f"--preset '{preset}' is unknown for the {self.name} recipe; "
@@ -50,21 +49,31 @@ class Recipe:
 AUTO_PRESET = "auto"
 
 
-def _auto_preset(model: str, gpu: dict | None) -> dict:
-    """Planner settings for ``model`` on the detected GPU, as a partial config (a preset)."""
-    from unsloth_grpo.hardware import memory
-    from unsloth_grpo.config import parse_override
+def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bool] | None = None) -> dict:
+    """Planner settings for ``cfg``'s model on the detected GPU (or ``gpu``), as a partial config.
 
+    The plan is made with the vLLM setting the run will use (the loader's own decision for this
+    card and the installed vLLM), and writes it as overrides, so the plan and the run agree.
+    """
+    from unsloth_grpo.config import parse_override
+    from unsloth_grpo.hardware import memory, profiles
+
+    gpu = gpu if gpu is not None else memory.detect_gpu()
+    if gpu is None:
+        raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use --preset smoke")
+    backend = memory.resolve_backend(cfg.model.backend, cfg.model.vllm_server)
+    choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm)
     try:
-        plan = memory.plan_for_gpu(model, gpu=gpu)
+        plan = memory.plan_for_choice(cfg.model.name, gpu, choice, backend=backend,
+                                      max_prompt_length=cfg.data.max_prompt_tokens)
     except memory.UnknownModelError as exc:
         raise ConfigError(f"--preset auto: {exc}") from None
     except ValueError as exc:
-        raise ConfigError(f"--preset auto: {exc}; on a CPU use --preset smoke") from None
+        raise ConfigError(f"--preset auto: {exc}") from None
     if not plan.fits:
         alt = f" Nearest that fits: {plan.alternative.summary()}" if plan.alternative is not None else ""
         raise ConfigError(f"--preset auto: {plan.summary()}.{alt}")
-    print(f"preset auto: {plan.summary()}")
+    print(f"preset auto: {plan.summary()}; vLLM {'on' if choice.use else 'off'} ({choice.reason})")
     preset: dict = {}
     for text in plan.override_list():
         preset = merge_dicts(preset, parse_override(text))
@@ -94,6 +103,8 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
             "max_steps": 40, "learning_rate": 2e-2, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
             "weight_decay": 0.0, "max_grad_norm": 1.0, "num_generations": 8, "per_device_train_batch_size": 8,
             "max_completion_length": 12, "temperature": 1.0, "samples_every": 20, "save_steps": 0,
+            # every 12-token completion is cut short: masking them would leave nothing to learn from
+            "mask_truncated_completions": False,
         },
         "monitor": {"ignore": ["length_clipped"]},
     }, {"data": data or {}, "training": training or {}})
@@ -164,8 +175,14 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
               + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards))
         return 0
     from unsloth_grpo.data import DataError
-    from unsloth_grpo.hardware.doctor import EnvironmentProblem
+    from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere, preflight_recipe
     from unsloth_grpo.training.train import TrainingStopped
+
+    try:
+        preflight_recipe(cfg)  # before any import of the training stack: no GPU, missing model, hub off
+    except RecipeCannotRunHere as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
@@ -176,7 +193,7 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         try:
             result = train_fn(cfg, resume=resume) if resume is not None else train_fn(cfg)
             break
-        except (ConfigError, DataError, CheckpointError) as exc:
+        except (ConfigError, DataError, CheckpointError, RecipeCannotRunHere) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except EnvironmentProblem as exc:

@@ -20,6 +20,17 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from unsloth_grpo.hardware.profiles import (
+    CPU,
+    CardProfile,
+    HardwareError,
+    VllmChoice,
+    choice_for_config,
+    measure,
+    set_standby_environment,
+    training_dtype,
+)
+
 TINY_MODEL = "builtin:tiny"
 #: The tiny model with the code task's fences as whole tokens (the code recipe's smoke preset).
 TINY_CODE_MODEL = "builtin:tiny-code"
@@ -82,24 +93,29 @@ def _world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def auto_backend(unsloth_importable: bool | None = None, world_size: int | None = None) -> tuple[str, str]:
+def auto_backend(unsloth_importable: bool | None = None, world_size: int | None = None,
+                 vllm_server: str | None = None) -> tuple[str, str]:
     """The rule behind ``backend: auto``, and why; imports nothing (the doctor and planner use it too).
 
     Unsloth when it is importable and this is a single process (Unsloth's fast path is
-    single-GPU); otherwise plain transformers + peft.
+    single-GPU) that generates in-process; otherwise plain transformers + peft. With a
+    ``vllm_server`` the transformers backend is chosen: Unsloth's trainer always generates with
+    its own colocated vLLM and would ignore the server.
     """
     if unsloth_importable is None:
         unsloth_importable = importlib.util.find_spec("unsloth") is not None
     world_size = _world_size() if world_size is None else world_size
     if world_size > 1:
         return "transformers", f"{world_size} processes: Unsloth is single-GPU"
+    if vllm_server:
+        return "transformers", "model.vllm_server is set: Unsloth's trainer ignores a vLLM server"
     if unsloth_importable:
         return "unsloth", "unsloth is installed"
     return "transformers", "unsloth is not installed"
 
 
-def select_backend(requested: str = "auto") -> tuple[str, str]:
-    """Choose 'unsloth' or 'transformers' and say why; imports Unsloth when it is chosen."""
+def backend_name(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
+    """The backend a run uses and why, checked but not imported; raises BackendError when it cannot run."""
     if requested not in ("auto", "unsloth", "transformers"):
         raise BackendError(f"model.backend='{requested}' is not one of auto, unsloth, transformers")
     if requested == "transformers":
@@ -113,12 +129,82 @@ def select_backend(requested: str = "auto") -> tuple[str, str]:
                 f"model.backend='unsloth' under {_world_size()} processes: Unsloth's fast path is single-GPU. "
                 "Set model.backend=transformers (or auto) to train data-parallel with accelerate/torchrun."
             )
-        _import_unsloth()
+        if vllm_server:
+            raise BackendError("model.backend='unsloth' with model.vllm_server: Unsloth's trainer generates with "
+                               "its own in-process vLLM and ignores the server; set model.backend=transformers")
         return "unsloth", "requested"
-    name, why = auto_backend()
+    return auto_backend(vllm_server=vllm_server)
+
+
+def select_backend(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
+    """Choose 'unsloth' or 'transformers' and say why; imports Unsloth when it is chosen."""
+    name, why = backend_name(requested, vllm_server=vllm_server)
     if name == "unsloth":
         _import_unsloth()
     return name, why
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Everything the loader decides about a run on one card, before anything is loaded."""
+
+    backend: str
+    backend_reason: str
+    device: str
+    dtype: str
+    load_in_4bit: bool
+    vllm: VllmChoice
+    notes: tuple[str, ...] = ()
+
+    def info(self, model_name: str) -> BackendInfo:
+        return BackendInfo(self.backend, self.device, self.dtype, self.load_in_4bit, self.vllm.use, model_name,
+                           "; ".join([self.backend_reason, *self.notes]))
+
+
+def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str, str] | None = None,
+           vllm: tuple[str | None, bool] | None = None, bnb_importable: bool | None = None) -> Decision:
+    """Backend, device, dtype, 4-bit and vLLM for ``model_cfg`` on ``profile`` (measured when None).
+
+    A pure function of its inputs: ``backend`` (name, why), ``vllm`` (installed version, plugin)
+    and ``bnb_importable`` are looked up when not given. Raises BackendError for a setting the
+    card cannot run (bf16 below compute capability 8.0, ``device: cuda`` or ``fast_inference: on``
+    without what they need).
+    """
+    profile = measure() if profile is None else profile
+    name, why = backend if backend is not None else backend_name(model_cfg.backend, vllm_server=model_cfg.vllm_server)
+    if model_cfg.device == "cuda" and not profile.cuda:
+        raise BackendError("model.device='cuda' but no CUDA GPU is visible; set model.device=auto")
+    card = profile if model_cfg.device != "cpu" else CPU
+    try:
+        dtype = training_dtype(card, model_cfg.dtype)
+    except HardwareError as exc:
+        raise BackendError(str(exc)) from None
+    notes = []
+    load_4bit = bool(model_cfg.load_in_4bit)
+    if load_4bit and not card.cuda:
+        load_4bit = False
+        notes.append("4-bit needs CUDA; full precision on CPU")
+    if load_4bit and name == "transformers":
+        if bnb_importable is None:
+            bnb_importable = importlib.util.find_spec("bitsandbytes") is not None
+        if not bnb_importable:
+            load_4bit = False
+            notes.append("bitsandbytes missing; 16-bit weights")
+    choice = choice_for_config(model_cfg, card, backend=name, vllm=vllm, world_size=_world_size())
+    if choice.error:
+        raise BackendError(f"model.fast_inference='on' but {choice.error}")
+    if not choice.use and model_cfg.fast_inference == "auto" and card.cuda and not model_cfg.vllm_server:
+        notes.append(f"no vLLM: {choice.reason}")
+    return Decision(name, why, "cuda" if card.cuda else "cpu", dtype, load_4bit, choice, tuple(notes))
+
+
+def prepare_backend(model_cfg, profile: CardProfile | None = None) -> Decision:
+    """Decide for this machine and import Unsloth when it is the backend, standby set first."""
+    decision = decide(model_cfg, profile)
+    if decision.backend == "unsloth":
+        set_standby_environment(decision.vllm)  # read by Unsloth at import time
+        _import_unsloth()
+    return decision
 
 
 def _import_unsloth() -> None:
@@ -135,50 +221,32 @@ def _import_unsloth() -> None:
         print(f"note: {', '.join(late)} was imported before unsloth; Unsloth's speed-ups may be partial")
 
 
-def resolve_device(requested: str = "auto") -> str:
-    import torch
-
+def resolve_device(requested: str = "auto", profile: CardProfile | None = None) -> str:
+    """'cuda' or 'cpu' for a ``model.device`` setting on ``profile`` (this machine's when None)."""
     if requested == "cpu":
         return "cpu"
-    if torch.cuda.is_available():
+    profile = measure() if profile is None else profile
+    if profile.cuda:
         return "cuda"
     if requested == "cuda":
         raise BackendError("model.device='cuda' but no CUDA GPU is visible; set model.device=auto")
     return "cpu"
 
 
-def resolve_dtype(requested: str, device: str) -> str:
-    """bf16 only where the GPU supports it, fp16 on older GPUs (T4), fp32 on CPU."""
-    import torch
-
+def resolve_dtype(requested: str, device: str, profile: CardProfile | None = None) -> str:
+    """bf16 from compute capability 8.0, fp16 on older GPUs (T4), fp32 on CPU (:func:`training_dtype`)."""
     if device == "cpu":
-        return "fp32" if requested in ("auto", "fp32") else requested
-    bf16_ok = torch.cuda.is_bf16_supported()
-    if requested == "auto":
-        return "bf16" if bf16_ok else "fp16"
-    if requested == "bf16" and not bf16_ok:
-        name = torch.cuda.get_device_name(0)
-        raise BackendError(f"model.dtype='bf16' but {name} has no bf16 support; set model.dtype=fp16 (or auto)")
-    return requested
+        return training_dtype(CPU, requested)
+    try:
+        return training_dtype(measure() if profile is None else profile, requested)
+    except HardwareError as exc:
+        raise BackendError(str(exc)) from None
 
 
 def torch_dtype(name: str):
     import torch
 
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
-
-
-def wants_vllm(fast_inference: str, device: str) -> bool:
-    have = importlib.util.find_spec("vllm") is not None
-    if fast_inference == "off":
-        return False
-    if fast_inference == "on":
-        if not have:
-            raise BackendError("model.fast_inference='on' but vllm is not installed: pip install 'unsloth-grpo[vllm]'")
-        if device != "cuda":
-            raise BackendError("model.fast_inference='on' needs a CUDA GPU; vLLM's training path does not run on CPU")
-        return True
-    return have and device == "cuda"
 
 
 def _targets(lora) -> list[str] | str:
@@ -196,34 +264,25 @@ def _prepare_tokenizer(tokenizer) -> Any:
 
 
 def load_model(model_cfg, lora_cfg=None, *, seed: int = 3407, gradient_checkpointing: bool = True,
-               log=print) -> LoadedModel:
+               log=print, profile: CardProfile | None = None) -> LoadedModel:
     """Load the base model and tokenizer and attach LoRA (when ``lora_cfg`` is given).
 
-    Prints the chosen backend, device, dtype and 4-bit/vLLM state once.
+    Every choice comes from :func:`decide` for this machine's card (or ``profile``). Prints the
+    chosen backend, device, dtype and 4-bit/vLLM state once.
     """
-    backend, why = select_backend(model_cfg.backend)
-    device = resolve_device(model_cfg.device)
-    dtype = resolve_dtype(model_cfg.dtype, device)
-    use_vllm = wants_vllm(model_cfg.fast_inference, device)
-    load_4bit = bool(model_cfg.load_in_4bit)
-    notes = [why]
-    if load_4bit and device != "cuda":
-        load_4bit = False
-        notes.append("4-bit needs CUDA; full precision on CPU")
-    if load_4bit and backend == "transformers" and importlib.util.find_spec("bitsandbytes") is None:
-        load_4bit = False
-        notes.append("bitsandbytes missing; 16-bit weights")
+    decision = prepare_backend(model_cfg, profile)
     path = resolve_model_path(model_cfg.name)
-    info = BackendInfo(backend, device, dtype, load_4bit, use_vllm, model_cfg.name, "; ".join(notes))
+    info = decision.info(model_cfg.name)
     log(f"unsloth-grpo: {info.summary()}")
-    if backend == "unsloth":
-        model, tokenizer = _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing)
+    if decision.backend == "unsloth":
+        model, tokenizer = _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing,
+                                         decision.vllm, log)
     else:
         model, tokenizer = _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing)
     return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
 
 
-def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing):
+def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing, choice: VllmChoice, log=print):
     from unsloth import FastLanguageModel
 
     kwargs: dict[str, Any] = dict(
@@ -236,8 +295,22 @@ def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing)
     )
     if info.use_vllm:
         kwargs["max_lora_rank"] = (lora_cfg.max_lora_rank or lora_cfg.r) if lora_cfg else 16
-        kwargs["gpu_memory_utilization"] = model_cfg.gpu_memory_utilization
-    model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
+        kwargs["gpu_memory_utilization"] = choice.gpu_memory_utilization
+    try:
+        model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - any engine start failure (attention backend, memory, plugin)
+        if not (info.use_vllm and choice.fallback):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {first}); generating without vLLM "
+            "(set model.fast_inference=off to skip the attempt)")
+        _release_cuda_memory()
+        info.use_vllm = False
+        info.reason = "; ".join(filter(None, [info.reason, "vLLM failed to start, generating without it"]))
+        kwargs.update(fast_inference=False)
+        kwargs.pop("max_lora_rank", None)
+        kwargs.pop("gpu_memory_utilization", None)
+        model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
     if lora_cfg is not None:
         model = FastLanguageModel.get_peft_model(
             model,
@@ -249,6 +322,19 @@ def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing)
             random_state=seed,
         )
     return model, tokenizer
+
+
+def _release_cuda_memory() -> None:
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
 
 
 def _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing):
@@ -285,7 +371,7 @@ def is_adapter_dir(path: str | os.PathLike) -> bool:
 
 
 def load_for_inference(name_or_path: str, *, backend: str = "transformers", device: str = "auto",
-                       dtype: str = "auto", log=print) -> LoadedModel:
+                       dtype: str = "auto", log=print, profile: CardProfile | None = None) -> LoadedModel:
     """Load a base model, a LoRA adapter directory, a merged model or ``builtin:tiny`` for generation.
 
     An adapter directory is loaded on top of the base model named in its ``adapter_config.json``
@@ -293,11 +379,13 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     """
     if not str(name_or_path).startswith("builtin:") and looks_local(name_or_path) and not Path(name_or_path).exists():
         raise BackendError(f"model path '{name_or_path}' does not exist")
-    dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
+    profile = measure() if profile is None else profile
+    dev = resolve_device(device, profile)
+    dt = resolve_dtype(dtype, dev, profile)
     path = resolve_model_path(str(name_or_path))
     adapter = is_adapter_dir(path)
     base = json.loads((Path(path) / "adapter_config.json").read_text())["base_model_name_or_path"] if adapter else path
+    base = resolve_model_path(base)  # an adapter of the smoke run names builtin:tiny
     chosen = backend
     if backend == "auto":
         chosen = "unsloth" if dev == "cuda" and importlib.util.find_spec("unsloth") else "transformers"

@@ -43,6 +43,8 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from unsloth_grpo.hardware.profiles import CardProfile, vllm_version_problem
+
 logger = logging.getLogger(__name__)
 
 #: This package's distribution name (what ``pip install -e .`` registers).
@@ -122,8 +124,8 @@ class GPU:
 
     @property
     def bf16(self) -> bool:
-        """Native bf16 arithmetic starts with Ampere (compute capability 8.0)."""
-        return tuple(self.compute_capability) >= (8, 0)
+        """Native bf16 arithmetic starts with Ampere (compute capability 8.0): the card profile's rule."""
+        return CardProfile("gpu", self.name, self.total_memory_bytes / 2**30, tuple(self.compute_capability)).bf16
 
     def describe(self) -> str:
         cc = self.compute_capability
@@ -229,6 +231,14 @@ class EnvironmentProblem(RuntimeError):
             f"this environment cannot run the recipe:\n{lines}\n"
             "Run `unsloth-grpo doctor` for the full report."
         )
+
+
+class RecipeCannotRunHere(EnvironmentProblem):
+    """This recipe cannot run on this machine (no GPU, a missing model); the CLI exits with 2."""
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        RuntimeError.__init__(self, "this recipe cannot run here:\n" + "\n".join(f"  - {p}" for p in self.problems))
 
 
 # ---------------------------------------------------------------- version ranges
@@ -568,7 +578,8 @@ def collect_report(
     for dist, lines in reqs.items():
         declared += parse_declared(dist, lines, include_extras=dist == PACKAGE)
 
-    names = list(dict.fromkeys([canonicalize_name(n) for n in TRACKED] + [d.name for d in declared]))
+    names = list(dict.fromkeys([canonicalize_name(n) for n in TRACKED] + [d.name for d in declared]
+                               + ["vllm-bnb-plugin"]))
     if versions is None:
         found = {n: _installed_version(n) for n in names}
     else:
@@ -589,7 +600,9 @@ def collect_report(
     elif not torch.cuda_available:
         vllm_usable, vllm_reason = False, "vllm is installed but there is no CUDA GPU"
     else:
-        vllm_usable, vllm_reason = True, f"vllm {found.get('vllm') or '?'} and a CUDA GPU are present"
+        problem = vllm_version_problem(found.get("vllm"), load_in_4bit=False)
+        vllm_usable = problem is None
+        vllm_reason = problem or f"vllm {found.get('vllm') or '?'} and a CUDA GPU are present"
 
     offline = {k: env[k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if k in env}
     host, port = hub_address(env)
@@ -652,12 +665,14 @@ def run_checks(
     backend: str = "auto",
     need_bf16: bool | None = None,
     fast_inference: str = "auto",
+    load_in_4bit: bool = True,
 ) -> list[Problem]:
     """Every problem with this environment for a run on ``backend``, errors first.
 
     ``need_bf16=True`` makes a GPU without bf16 blocking; ``fast_inference='on'`` makes a
-    missing vLLM blocking. Unsloth's (or vLLM's) own version ranges block only when the run
-    uses them; otherwise a mismatch there is a warning.
+    missing vLLM (or one that cannot load the run's 4-bit weights) blocking. Unsloth's (or
+    vLLM's) own version ranges block only when the run uses them; otherwise a mismatch there
+    is a warning.
     """
     if fast_inference not in FAST_INFERENCE:
         raise ValueError(f"fast_inference={fast_inference!r} is not one of {', '.join(FAST_INFERENCE)}")
@@ -667,7 +682,7 @@ def run_checks(
     problems += _version_problems(report, effective, fast_inference)
     problems += _backend_problems(report, backend, effective)
     problems += _gpu_problems(report, effective, need_bf16)
-    problems += _vllm_problems(report, fast_inference)
+    problems += _vllm_problems(report, fast_inference, load_in_4bit)
     problems += _network_problems(report)
     problems += _disk_problems(report)
     return sorted(problems, key=lambda p: p.severity != ERROR)
@@ -879,8 +894,17 @@ def _gpu_problems(report: Report, backend: str, need_bf16: bool | None) -> list[
     return out
 
 
-def _vllm_problems(report: Report, fast_inference: str) -> list[Problem]:
+def _vllm_problems(report: Report, fast_inference: str, load_in_4bit: bool = True) -> list[Problem]:
     out = []
+    installed = report.version("vllm")
+    if installed is not None and fast_inference != "off":
+        problem = vllm_version_problem(installed, load_in_4bit=load_in_4bit,
+                                       bnb_plugin=report.version("vllm-bnb-plugin") is not None)
+        if problem and report.vllm_usable:  # the TRL range itself already made it unusable
+            severity = ERROR if fast_inference == "on" else WARNING
+            what = "fast_inference is 'on'" if fast_inference == "on" else "fast_inference auto generates without vLLM"
+            out.append(Problem(severity, "vllm", f"{problem}: {what}",
+                               'pip install "unsloth-grpo[vllm]" (it pins the vLLM versions that load 4-bit)'))
     if fast_inference == "on" and not report.vllm_usable:
         out.append(
             Problem(
@@ -942,6 +966,7 @@ def preflight(
     output_dir: str = ".",
     vllm_server: tuple[str, int] | None = None,
     report: Report | None = None,
+    load_in_4bit: bool = True,
 ) -> None:
     """The check a recipe runs first: raise :class:`EnvironmentProblem` on blocking problems.
 
@@ -950,13 +975,116 @@ def preflight(
     """
     if report is None:
         report = collect_report(output_dir=output_dir, check_hub=False, vllm_server=vllm_server)
-    problems = run_checks(report, backend=backend, need_bf16=need_bf16, fast_inference=fast_inference)
+    problems = run_checks(report, backend=backend, need_bf16=need_bf16, fast_inference=fast_inference,
+                          load_in_4bit=load_in_4bit)
     for p in problems:
         if not p.blocking:
             logger.warning("%s", p)
     blocking = [p for p in problems if p.blocking]
     if blocking:
         raise EnvironmentProblem(blocking)
+
+
+# ---------------------------------------------------------------- a recipe on this machine
+
+
+def _looks_local(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name
+
+
+def _cached_repos(cache_dir: str) -> list[str]:
+    """Model repositories in the hub cache (``models--org--name`` folders), as ``org/name``."""
+    root = Path(cache_dir)
+    if not root.is_dir():
+        return []
+    return sorted(d.name[len("models--"):].replace("--", "/") for d in root.iterdir()
+                  if d.is_dir() and d.name.startswith("models--"))
+
+
+def _in_cache(repo: str, cache_dir: str) -> bool:
+    """Whether the hub cache holds ``repo``'s config.json (what loading reads first)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo, "config.json", cache_dir=cache_dir), str)
+    except ValueError:  # not a valid repo id
+        return False
+
+
+def needs_gpu(model_cfg) -> bool:
+    """Whether a model section only runs on a CUDA GPU: a pre-quantized checkpoint, vLLM asked for,
+    or a hub model to load in 4-bit. A local directory or ``builtin:tiny`` loads in full precision
+    on a CPU instead (the loader drops 4-bit there and says so)."""
+    name = str(model_cfg.name)
+    local = name.startswith("builtin:") or Path(name).expanduser().exists()
+    return ("bnb-4bit" in name.lower() or model_cfg.fast_inference == "on"
+            or (bool(model_cfg.load_in_4bit) and not local))
+
+
+def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str, str] | None = None,
+                    hub_probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe,
+                    cache_dir: str | None = None) -> list[Problem]:
+    """What stops ``cfg`` on this machine before anything is loaded, each with the fix.
+
+    - no CUDA GPU (``profile`` is the CPU profile) for a recipe that needs one;
+    - ``model.name`` a local path that does not exist;
+    - ``model.name`` a hub id that is not in the local cache while the hub is off (offline
+      mode, or no answer within 1.5 s), with the nearest cached or built-in id.
+
+    ``profile`` defaults to this machine's card; ``env``, ``hub_probe`` and ``cache_dir``
+    can be injected (the tests simulate an offline CPU box this way).
+    """
+    from unsloth_grpo.hardware.profiles import measure
+
+    profile = measure() if profile is None else profile
+    env = dict(os.environ if env is None else env)
+    m = cfg.model
+    name = str(m.name)
+    out: list[Problem] = []
+    if not profile.cuda and m.device != "cpu" and needs_gpu(m):
+        out.append(Problem(
+            ERROR, "gpu", "no CUDA GPU: this recipe needs one; `--preset smoke` runs here "
+            f"(it loads {name}{' in 4-bit' if m.load_in_4bit else ''})",
+            f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
+            "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
+    if name.startswith("builtin:"):
+        return out
+    if _looks_local(name):
+        if not Path(name).expanduser().exists():
+            out.append(Problem(ERROR, "model", f"model.name '{name}' is a path that does not exist",
+                               "point model.name at a model directory (with config.json), or at a hub id"))
+        return out
+    if Path(name).exists():
+        return out
+    cache = cache_dir or hf_cache_dir(env)
+    if _in_cache(name, cache):
+        return out
+    host, port = hub_address(env)
+    offline = any(_truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    if not offline:
+        ok, detail = hub_probe(host, port, HUB_TIMEOUT_S)
+        if ok:
+            return out
+        why = f"the hub {host} does not answer ({detail})"
+    else:
+        why = "offline mode is on (HF_HUB_OFFLINE)"
+    import difflib
+
+    from unsloth_grpo.hardware.memory import BUILTIN_HUB_IDS
+
+    known = _cached_repos(cache) + list(BUILTIN_HUB_IDS.values())
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    out.append(Problem(ERROR, "model", f"model '{name}' is not in the local cache ({cache}) and {why}",
+                       f"{hint}use a cached model or a local directory, or run once with network to download it"))
+    return out
+
+
+def preflight_recipe(cfg, **kwargs: Any) -> None:
+    """Raise :class:`RecipeCannotRunHere` when :func:`recipe_problems` finds a blocking problem."""
+    blocking = [p for p in recipe_problems(cfg, **kwargs) if p.blocking]
+    if blocking:
+        raise RecipeCannotRunHere(blocking)
 
 
 # ---------------------------------------------------------------- the screen
@@ -1077,6 +1205,16 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _profile_of(report: Report) -> CardProfile:
+    """The card profile of the report's first GPU (the CPU profile without one)."""
+    from unsloth_grpo.hardware.profiles import CPU
+
+    if not report.torch.cuda_available or not report.torch.gpus:
+        return CPU
+    g = report.torch.gpus[0]
+    return CardProfile("measured", g.name, g.total_memory_bytes / 2**30, tuple(g.compute_capability), source="measured")
+
+
 def run(args: argparse.Namespace) -> int:
     backend = getattr(args, "backend", None)
     need_bf16 = getattr(args, "bf16", None)
@@ -1104,7 +1242,14 @@ def run(args: argparse.Namespace) -> int:
         check_hub=not getattr(args, "no_network", False),
         vllm_server=server,
     )
-    problems = run_checks(report, backend=backend or "auto", need_bf16=need_bf16, fast_inference=fast or "auto")
+    load_4bit = bool(cfg.model.load_in_4bit) if getattr(args, "config", None) else True
+    problems = run_checks(report, backend=backend or "auto", need_bf16=need_bf16, fast_inference=fast or "auto",
+                          load_in_4bit=load_4bit)
+    if getattr(args, "config", None):
+        profile = _profile_of(report)
+        problems = sorted(recipe_problems(cfg, profile=profile, hub_probe=lambda *_: (report.hub.ok is not False,
+                                                                                      report.hub.detail))
+                          + problems, key=lambda p: p.severity != ERROR)
     if getattr(args, "json", False):
         print(json.dumps({"report": report.to_dict(), "problems": [dataclasses.asdict(p) for p in problems]}, indent=2))
     else:

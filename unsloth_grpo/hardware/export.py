@@ -35,9 +35,11 @@ from typing import Any, Callable
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 GGUF_HELP = (
-    "GGUF export runs through Unsloth, which builds llama.cpp on first use. Install it with "
-    "pip install 'unsloth-grpo[unsloth]' (llama.cpp's build also needs git, cmake, a C++ compiler and "
-    "network access once). Without Unsloth, convert the merged directory with llama.cpp yourself:\n"
+    "GGUF export runs through Unsloth, which fetches and builds llama.cpp on first use (git clone, cmake, "
+    "a C++ compiler; as root it may also apt-get install build tools). Install it with "
+    "pip install 'unsloth-grpo[unsloth]'. A machine without network needs a llama.cpp it already has: a "
+    "built checkout in ./llama.cpp (convert_hf_to_gguf.py, its Python requirements, and build/bin/llama-quantize). "
+    "Without Unsloth, convert the merged directory with that llama.cpp yourself:\n"
     "  python llama.cpp/convert_hf_to_gguf.py {merged} --outfile {gguf}/model-f16.gguf --outtype f16\n"
     "  llama.cpp/build/bin/llama-quantize {gguf}/model-f16.gguf {gguf}/model-{quant}.gguf {QUANT}"
 )
@@ -150,7 +152,9 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
         raise ExportError(f"the base model '{weights_from}' is quantized (4/8-bit); merging into it would lose "
                           "precision. Use --backend unsloth (pip install 'unsloth-grpo[unsloth]'), which merges "
                           "into 16-bit weights, or pass --base-model with the 16-bit version of the same model")
-    dt = base_dt if dtype == "auto" else dtype
+    # auto: the base's 16-bit dtype; an fp32 base (the smoke run's tiny model) is written in bf16, since
+    # a merged export is 16-bit by definition (pass --dtype fp32 to keep full precision)
+    dt = (base_dt if base_dt != "fp32" else "bf16") if dtype == "auto" else dtype
     tok_dir = source if (source / "tokenizer_config.json").is_file() else Path(weights_from)
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     model = AutoModelForCausalLM.from_pretrained(weights_from, dtype=torch_dtype(dt))
@@ -165,13 +169,25 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
     return model, tokenizer
 
 
+def trained_in_4bit(source: Path) -> bool:
+    """Whether the run that made ``source`` loaded its base in 4-bit (its config.yaml says so)."""
+    import yaml
+
+    cfg_path = _run_dir_of(source) / "config.yaml"
+    if not cfg_path.is_file():
+        return False
+    return bool(((yaml.safe_load(cfg_path.read_text()) or {}).get("model") or {}).get("load_in_4bit"))
+
+
 def _load_unsloth(source: Path):
+    """Load the adapter as it was trained: a 4-bit base stays 4-bit on the GPU (a 7-8B model in
+    16-bit does not fit a 16 GB card) and ``save_pretrained_merged`` writes 16-bit weights from it."""
     from unsloth_grpo.hardware.backend import _import_unsloth
 
     _import_unsloth()
     from unsloth import FastLanguageModel
 
-    return FastLanguageModel.from_pretrained(model_name=str(source), load_in_4bit=False)
+    return FastLanguageModel.from_pretrained(model_name=str(source), load_in_4bit=trained_in_4bit(source))
 
 
 def _check_quant(quant: str) -> None:
@@ -248,6 +264,8 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
         log(f"gguf ({quant}) -> {', '.join(map(str, result.gguf_files)) or result.gguf_dir}")
     if result.merged_dir is not None:
         _write_export_bundle(result, quant, log)
+        write_model_card(result.merged_dir, run_dir=_run_dir_of(source), base_model=result.base_model,
+                         merged=True, gguf_files=result.gguf_files)
     if push_to_hub:
         result.pushed_to = push_folder(result.merged_dir, push_to_hub, token=token, private=private,
                                        extra_files=result.gguf_files, log=log)
@@ -280,6 +298,96 @@ def _write_export_bundle(result: ExportResult, quant: str, log) -> None:
         merged.update({k: bundle[k] for k in ("packages", "git", "python", "platform")})
         merged["note"] = "the source carried no reproducibility.json (not a run of this toolkit?)"
     write_bundle(result.merged_dir, merged)
+
+
+# ---------------------------------------------------------------- the model card
+
+
+def _run_dir_of(source: Path) -> Path:
+    """The run directory an adapter or checkpoint belongs to (where config.yaml and metrics are)."""
+    for d in (source, *source.parents[:3]):
+        if (d / "config.yaml").is_file():
+            return d
+    return source
+
+
+def _hub_id(name: str | None) -> str | None:
+    """``name`` when it is a hub id (org/name), not a local path, a cache path or builtin:tiny."""
+    if not name or name.startswith(("builtin:", ".", "/", "~")) or name.count("/") != 1 or Path(name).exists():
+        return None
+    return name
+
+
+def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, merged: bool = False,
+               gguf_files: list[Path] = ()) -> str:
+    """The README.md of an adapter or merged model: base model, task, rewards, steps, scores, plots.
+
+    Read from the run's own files (``config.yaml``, ``metrics.jsonl``, ``report.json``, ``plots/``);
+    whatever a run did not write is left out. The YAML header's ``base_model`` names a hub id only
+    (the run's ``model.name``), never the local cache path the weights were read from.
+    """
+    import yaml
+
+    run = Path(run_dir)
+    cfg = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else {}
+    model = (cfg.get("model") or {}).get("name") or base_model
+    hub = _hub_id(model) or _hub_id(base_model)
+    task = cfg.get("task", "unknown")
+    rewards = cfg.get("rewards") or []
+    steps, first, last = 0, None, None
+    if (run / "metrics.jsonl").is_file():
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        rewards_seen = [r["reward"] for r in rows if "reward" in r]
+        steps = max((int(r.get("step", 0)) for r in rows), default=0)
+        if rewards_seen:
+            first = sum(rewards_seen[:5]) / len(rewards_seen[:5])
+            last = sum(rewards_seen[-5:]) / len(rewards_seen[-5:])
+    header = {"library_name": "transformers" if merged else "peft",
+              "tags": ["grpo", "trl", "unsloth-grpo", task] + ([] if merged else ["lora"])}
+    if hub:
+        header["base_model"] = hub
+    lines = ["---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
+             f"# {task} GRPO {'model (LoRA merged)' if merged else 'LoRA adapter'}", "",
+             f"Trained with GRPO (TRL's GRPOTrainer, through unsloth-grpo) on the `{task}` task.", "",
+             f"- base model: `{model or 'unknown'}`" + ("" if hub else " (not a hub model)"),
+             f"- task: `{task}`, data: `{(cfg.get('data') or {}).get('source', 'unknown')}`",
+             f"- steps: {steps}" + (f" of {(cfg.get('training') or {}).get('max_steps')}" if cfg.get("training") else ""),
+             "- rewards: " + (", ".join(f"`{r.get('name')}` x {r.get('weight', 1.0):g}" for r in rewards) or "none recorded")]
+    t = cfg.get("training") or {}
+    if t:
+        lines.append(f"- loss: `{t.get('loss_type')}`, mask_truncated_completions={t.get('mask_truncated_completions')}, "
+                     f"epsilon_high={t.get('epsilon_high')}, {t.get('num_generations')} generations of up to "
+                     f"{t.get('max_completion_length')} tokens, learning rate {t.get('learning_rate')}")
+    if first is not None:
+        lines.append(f"- mean reward: {first:.3f} over the first 5 logged steps, {last:.3f} over the last 5")
+    report = run / "report.json"
+    if report.is_file():
+        data = json.loads(report.read_text())
+        lines += ["", f"## Before and after training ({data.get('n', '?')} held-out problems)", "",
+                  "| metric | before | after | change |", "|---|---|---|---|"]
+        for row in data.get("metrics", []):
+            lines.append(f"| {row['metric']} | {row['baseline']:.3f} | {row['trained']:.3f} | {row['diff']:+.3f} |")
+    plots = sorted((run / "plots").glob("*.png")) if (run / "plots").is_dir() else []
+    if plots:
+        lines += ["", "## Training curves", ""]
+        lines += [f"![{p.stem}](plots/{p.name})" for p in plots]
+    if gguf_files:
+        lines += ["", "## GGUF", ""] + [f"- `{Path(f).name}`" for f in gguf_files]
+    lines += ["", "The resolved config is in `config.yaml` of the run; `reproducibility.json` holds the "
+              "versions, seed and data fingerprint.", ""]
+    return "\n".join(lines)
+
+
+def write_model_card(target: str | os.PathLike, *, run_dir: str | os.PathLike | None = None, **kwargs: Any) -> Path:
+    """Write :func:`model_card` as ``target/README.md`` (replacing PEFT's empty template); plots are copied along."""
+    import shutil
+
+    target, run = Path(target), Path(run_dir or target)
+    card = target / "README.md"
+    card.write_text(model_card(run, **kwargs))
+    if target.resolve() != run.resolve() and (run / "plots").is_dir():
+        shutil.copytree(run / "plots", target / "plots", dirs_exist_ok=True)
+    return card
 
 
 def push_folder(folder: Path, repo: str, *, token: str, private: bool = True, extra_files: list[Path] = (),
@@ -368,5 +476,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["ExportError", "ExportResult", "add_parser", "compare_logits", "export_model", "hub_token",
-           "push_folder", "resolve_source", "run", "verify_merge"]
+__all__ = ["ExportError", "ExportResult", "add_parser", "compare_logits", "export_model", "hub_token", "model_card",
+           "push_folder", "resolve_source", "run", "verify_merge", "write_model_card"]

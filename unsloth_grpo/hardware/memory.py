@@ -43,6 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from unsloth_grpo.hardware.profiles import (
+    HardwareError,
+    choice_for_config,
+    from_gpu,
+    standby_utilization,
+    training_dtype,
+)
+
 GiB = 1024**3
 
 #: Architectures whose parameter count is exact here, keyed by ``config.json``'s ``model_type``.
@@ -577,6 +585,7 @@ def estimate_memory(
     use_vllm: bool = False,
     gpu_memory_utilization: float | None = None,
     gpu_total_gb: float | None = None,
+    vllm_standby: bool = False,
     backend: str = "unsloth",
     optimizer: str = "adamw_8bit",
     gradient_checkpointing: bool = True,
@@ -609,7 +618,10 @@ def estimate_memory(
     - ``vllm_pool``: ``gpu_memory_utilization x gpu_total_gb``, which vLLM reserves up front
       for its weights, activations and KV cache. With Unsloth the training model shares
       vLLM's weights, so the term is the pool minus ``weights``; with the transformers
-      backend TRL's colocated vLLM holds its own copy and the whole pool counts.
+      backend TRL's colocated vLLM holds its own copy and the whole pool counts. With
+      ``vllm_standby`` (Unsloth's standby mode) vLLM sleeps during the training pass and
+      gives its KV cache back, so the pool minus the shared weights counts in the
+      generation phase instead of the static terms.
     - ``cuda_context``: ``cuda_context_gb`` (0.5 GiB): driver context, cuBLAS workspace,
       kernels. Not seen by ``torch.cuda.max_memory_allocated``.
 
@@ -713,10 +725,12 @@ def estimate_memory(
                          f"and overhead need; raise gpu_memory_utilization to {vllm_utilization_for(shape, gpu_total_gb, gen_batch=gen_batch, seq_len=T, backend=backend, quantization=quant, dtype=dtype):.2f}")
         if backend == "unsloth":
             pool = max(0.0, pool - weights)  # the training model uses vLLM's weights
+    if vllm_standby and not (use_vllm and backend == "unsloth"):
+        raise ValueError("vllm_standby needs use_vllm=True and backend='unsloth' (it is Unsloth's mode)")
     add("weights", weights, "static")
     add("full_finetune_state" if full_ft else "lora", train_state, "static")
     add("reference", ref, "static")
-    add("vllm_pool", pool, "static")
+    add("vllm_pool", pool, "generation" if vllm_standby else "static")
     add("cuda_context", cuda_context_gb * GiB, "static")
 
     # --- generation (HF generate; vLLM generates inside its pool)
@@ -724,7 +738,7 @@ def estimate_memory(
     if quant:
         dequant = max(i * o for i, o in shape.linears.values()) * w
     if use_vllm:
-        add("kv_cache", 0.0, "generation")
+        add("kv_cache", 0.0, "generation")  # inside the pool
         add("generation_buffers", 0.0, "generation")
     else:
         add("kv_cache", _kv_bytes(shape, gen_batch, T, w), "generation")
@@ -766,8 +780,8 @@ def estimate_memory(
         gradient_accumulation_steps=gradient_accumulation_steps, steps_per_generation=spg,
         generation_batch_size=gen_batch, max_prompt_length=P, max_completion_length=C, beta=beta,
         use_vllm=use_vllm, gpu_memory_utilization=gpu_memory_utilization, gpu_total_gb=gpu_total_gb,
-        backend=backend, optimizer=optimizer, gradient_checkpointing=gradient_checkpointing, dtype=dtype,
-        logits=mode,
+        vllm_standby=vllm_standby, backend=backend, optimizer=optimizer,
+        gradient_checkpointing=gradient_checkpointing, dtype=dtype, logits=mode,
     )
     return MemoryEstimate(
         total_gb=static + max(gen_total, train_total), breakdown=terms, phase_of=phase, peak_phase=peak,
@@ -830,6 +844,8 @@ class Plan:
     #: smaller model), and a sentence saying what it changes.
     alternative: "Plan | None" = None
     alternative_note: str | None = None
+    #: Unsloth's vLLM standby: the pool is Unsloth's share of the card, the KV cache sleeps while training.
+    vllm_standby: bool = False
 
     def overrides(self) -> dict[str, Any]:
         """The settings as recipe-config keys (``section.field``), for ``--config`` overrides."""
@@ -844,8 +860,10 @@ class Plan:
             "data.max_prompt_tokens": self.max_prompt_length,
             "lora.r": self.lora_rank,
         }
+        # the run must use the vLLM setting the plan was made with, whatever is installed
+        out["model.fast_inference"] = "on" if self.use_vllm else "off"
         if self.use_vllm:
-            out["model.fast_inference"] = "on"
+            out["model.vllm_standby"] = "on" if self.vllm_standby else "off"
             out["model.gpu_memory_utilization"] = self.gpu_memory_utilization
         return out
 
@@ -878,9 +896,7 @@ def dtype_for(compute_capability: float | tuple[int, int] | None) -> str:
     """bf16 on compute capability 8.0 and newer (Ampere+); fp16 before (T4 is 7.5, V100 7.0)."""
     if compute_capability is None:
         return "bf16"
-    if isinstance(compute_capability, tuple):
-        compute_capability = compute_capability[0] + compute_capability[1] / 10
-    return "bf16" if float(compute_capability) >= 8.0 else "fp16"
+    return training_dtype(from_gpu({"name": "GPU", "total_gb": 0.0, "compute_capability": compute_capability}))
 
 
 def plan(
@@ -891,6 +907,7 @@ def plan(
     backend: str = "unsloth",
     load_in_4bit: bool | None = None,
     use_vllm: bool = False,
+    vllm_standby: bool = False,
     max_prompt_length: int = 256,
     num_generations: int | None = None,
     max_completion_length: int | None = None,
@@ -916,7 +933,9 @@ def plan(
 
     ``compute_capability`` (e.g. 7.5 for a T4) picks fp16 below 8.0 and bf16 otherwise.
     With ``use_vllm`` the planner also picks ``gpu_memory_utilization``: the smallest pool
-    (in steps of 0.05) that holds vLLM's weights and one generation round's KV cache.
+    (in steps of 0.05) that holds vLLM's weights and one generation round's KV cache; with
+    ``vllm_standby`` the pool is the share Unsloth's standby mode sets for the card
+    (:func:`unsloth_grpo.hardware.profiles.standby_utilization`).
 
     When nothing fits, the returned plan has ``fits=False``, a ``reason``, and (when
     ``alternatives``) the nearest feasible ``alternative``: 4-bit instead of 16-bit, else
@@ -945,7 +964,9 @@ def plan(
 
     def candidate(g: int, c: int, q: bool, r: int, b: int) -> tuple[MemoryEstimate, float | None]:
         util = None
-        if use_vllm:
+        if use_vllm and vllm_standby:
+            util = standby_utilization(vram_gb)
+        elif use_vllm:
             util = min(0.95, vllm_utilization_for(shape, vram_gb, gen_batch=g, seq_len=max_prompt_length + c,
                                                   backend=backend, quantization="4bit" if q else None,
                                                   dtype=dtype))
@@ -953,8 +974,8 @@ def plan(
             shape, load_in_4bit=q, lora_rank=r, lora_targets=lora_targets, num_generations=g,
             per_device_train_batch_size=b, gradient_accumulation_steps=g // b,
             max_prompt_length=max_prompt_length, max_completion_length=c, beta=beta, use_vllm=use_vllm,
-            gpu_memory_utilization=util, gpu_total_gb=vram_gb if use_vllm else None, backend=backend,
-            optimizer=optimizer, dtype=dtype,
+            gpu_memory_utilization=util, gpu_total_gb=vram_gb if use_vllm else None, vllm_standby=vllm_standby,
+            backend=backend, optimizer=optimizer, dtype=dtype,
         )
         return est, util
 
@@ -967,13 +988,14 @@ def plan(
                 for r in ranks:
                     for q in quants:
                         est, util = candidate(g, c, q, r, b)
-                        if est.total_gb <= budget:
+                        if est.total_gb <= budget and not any("vLLM pool" in n for n in est.notes):
                             return Plan(
                                 model=name, vram_gb=vram_gb, fits=True, budget_gb=budget, num_generations=g,
                                 per_device_train_batch_size=b, gradient_accumulation_steps=g // b,
                                 max_prompt_length=max_prompt_length, max_completion_length=c, lora_rank=r,
                                 load_in_4bit=q, use_vllm=use_vllm, gpu_memory_utilization=util, dtype=dtype,
                                 backend=backend, estimate=est, notes=notes + est.notes,
+                                vllm_standby=vllm_standby,
                             )
 
     # nothing fits: report the smallest setting tried and look for the nearest alternative
@@ -982,11 +1004,15 @@ def plan(
     reason = (f"even {g_min} generations x {c_min} tokens, batch 1, "
               f"{'4-bit' if cheap_q else '16-bit'}, LoRA r={min(ranks)} needs {est.total_gb:.1f} GB, "
               f"above the {budget:.1f} GB budget ({vram_gb:g} GB minus {margin:.0%} margin)")
+    pool_short = [n for n in est.notes if "vLLM pool" in n]
+    if est.total_gb <= budget and pool_short:
+        reason = f"the vLLM pool cannot hold the weights and the KV cache ({pool_short[0]})"
     result = Plan(
         model=name, vram_gb=vram_gb, fits=False, budget_gb=budget, num_generations=g_min,
         per_device_train_batch_size=1, gradient_accumulation_steps=g_min, max_prompt_length=max_prompt_length,
         max_completion_length=c_min, lora_rank=min(ranks), load_in_4bit=cheap_q, use_vllm=use_vllm,
         gpu_memory_utilization=util, dtype=dtype, backend=backend, estimate=est, notes=notes, reason=reason,
+        vllm_standby=vllm_standby,
     )
     if alternatives:
         need = f"{name} needs a card of at least {est.total_gb / (1 - margin):.1f} GB"
@@ -994,7 +1020,7 @@ def plan(
             est4, _ = candidate(g_min, c_min, True, min(ranks), 1)
             need += f" in 16-bit ({est4.total_gb / (1 - margin):.1f} GB in 4-bit)"
         _attach_alternative(result, shape, vram_gb, dict(
-            compute_capability=compute_capability, backend=backend, use_vllm=use_vllm,
+            compute_capability=compute_capability, backend=backend, use_vllm=use_vllm, vllm_standby=vllm_standby,
             max_prompt_length=max_prompt_length, max_generations=max_generations, max_completion=max_completion,
             lora_targets=lora_targets, beta=beta, optimizer=optimizer, margin=margin, max_seq_length=max_seq_length,
         ), forced_16bit=load_in_4bit is False, need=need)
@@ -1058,6 +1084,76 @@ def preset_table_markdown(models: list[str] | None = None, cards: list[int] | No
     return "\n".join(lines)
 
 
+#: The models of the "What happens on your card" table (docs/gpu.md).
+CARD_TABLE_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "llama-3.2-3b", "llama-3.1-8b")
+
+#: The vLLM the card table assumes: what ``pip install "unsloth-grpo[unsloth,vllm]"`` resolves to.
+CARD_TABLE_VLLM = ("0.27.1", False)
+
+
+def card_table_markdown(profiles: Any = None, models: Any = CARD_TABLE_MODELS, *,
+                        vllm: tuple[str | None, bool] = CARD_TABLE_VLLM) -> str:
+    """docs/gpu.md's "What happens on your card": ``--preset auto`` of the GSM8K recipe per card and model.
+
+    Each row is what the recipe runs with on that card after ``pip install "unsloth-grpo[unsloth,vllm]"``
+    (Unsloth backend, ``vllm`` as given): the planned settings, the dtype, vLLM on or off (and standby),
+    and the estimated peak against the card's budget (10% kept free). Made by the same functions
+    the run calls (:func:`unsloth_grpo.hardware.profiles.vllm_choice`, :func:`plan`).
+    """
+    from unsloth_grpo.hardware.profiles import PROFILES, vllm_choice
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    profiles = list(PROFILES.values()) if profiles is None else list(profiles)
+    prompt = RECIPE.resolve().data.max_prompt_tokens
+    lines = ["| card | model | settings (--preset auto) | dtype | vLLM | est. peak / budget (GB) |",
+             "|---|---|---|---|---|---|"]
+    for card in profiles:
+        if not card.cuda:
+            lines.append(f"| {card.name} | any | no CUDA GPU: the GPU recipes stop before loading; "
+                         "`--preset smoke` (tiny model, fp32) runs | fp32 | off | - |")
+            continue
+        choice = vllm_choice(card, vllm_version=vllm[0], bnb_plugin=vllm[1])
+        for key in models:
+            p = plan_for_choice(BUILTIN_CONFIGS[key], card.as_gpu(), choice, max_prompt_length=prompt,
+                                alternatives=False)
+            if not p.fits:
+                why = "vLLM's pool is too small for its weights" if "vLLM pool" in (p.reason or "") else \
+                    "over budget at the smallest settings"
+                lines.append(f"| {card.name} | {key} | does not fit ({why}) | - | - | "
+                             f"{p.estimate.total_gb:.1f} / {p.budget_gb:.1f} |")
+                continue
+            quant = "4-bit" if p.load_in_4bit else "16-bit"
+            gen = "on, standby" if p.vllm_standby else f"on, pool {p.gpu_memory_utilization:.2f}" if p.use_vllm else "off"
+            lines.append(f"| {card.name} | {key} | {p.num_generations} x {p.max_completion_length}, "
+                         f"batch {p.per_device_train_batch_size}, {quant}, r{p.lora_rank} | {p.dtype} | {gen} | "
+                         f"{p.estimate.total_gb:.1f} / {p.budget_gb:.1f} |")
+    return "\n".join(lines)
+
+
+def default_recipe_table_markdown(profiles: Any = None, *,
+                                  vllm: tuple[str | None, bool] = CARD_TABLE_VLLM) -> str:
+    """docs/gpu.md: the GSM8K recipe as shipped (no preset) and its ``t4`` preset, per card, by the planner."""
+    from unsloth_grpo.hardware.profiles import PROFILES
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    profiles = [p for p in (PROFILES.values() if profiles is None else profiles) if p.cuda]
+    lines = ["| card | recipe | vLLM | est. peak / budget (GB) | fits |", "|---|---|---|---|---|"]
+    for card in profiles:
+        for label, preset in (("default", None), ("--preset t4", "t4")):
+            if preset == "t4" and card.compute_capability != (7, 5):
+                continue  # the t4 preset names one card
+            cfg = RECIPE.resolve(preset=preset)
+            s = settings_from_config(cfg, card.as_gpu(), vllm=vllm)
+            s["backend"] = "unsloth"
+            est = estimate_memory(cfg.model.name, **s)
+            budget = card.total_gb * 0.9
+            gen = ("on, standby" if s["vllm_standby"] else f"on, pool {s['gpu_memory_utilization']:.2f}") \
+                if s["use_vllm"] else "off"
+            lines.append(f"| {card.name} | {label} | {gen} | {est.total_gb:.1f} / {budget:.1f} | "
+                         f"{'yes' if est.total_gb <= budget else 'NO'} |")
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------- hardware and configs
 
 
@@ -1090,35 +1186,84 @@ def plan_for_gpu(model_config: Any, gpu: Mapping[str, Any] | None = None, **kwar
     return plan(model_config, float(gpu["total_gb"]), **kwargs)
 
 
-def resolve_backend(backend: str) -> str:
+def plan_for_choice(model_config: Any, gpu: Mapping[str, Any], choice: Any, **kwargs: Any) -> Plan:
+    """:func:`plan_for_gpu` with a vLLM decision (:class:`~unsloth_grpo.hardware.profiles.VllmChoice`).
+
+    With ``fast_inference: auto`` a model that does not fit beside vLLM's pool is planned
+    without vLLM (the overrides then switch it off). When the run may fall back to generating
+    without vLLM (an engine that fails to start), the chosen settings must fit that way too: if the vLLM plan's
+    settings do not, the group, completion length, weights and rank of the plan without vLLM are
+    kept and only the batch is planned again with vLLM.
+    """
+    p = plan_for_gpu(model_config, gpu, use_vllm=choice.use, vllm_standby=choice.standby, **kwargs)
+    if not (choice.use and choice.fallback):
+        return p
+    if not p.fits:  # with fast_inference auto, generating without vLLM is the next best thing
+        without = plan_for_gpu(model_config, gpu, use_vllm=False, **kwargs)
+        if without.fits:
+            without.notes.append("vLLM off: with its pool the model does not fit this card")
+            return without
+        return p
+    s = {k: v for k, v in p.estimate.settings.items() if k not in ("generation_batch_size", "logits")}
+    s.update(use_vllm=False, gpu_memory_utilization=None, gpu_total_gb=None, vllm_standby=False)
+    if estimate_memory(model_config, **s).total_gb <= p.budget_gb:
+        return p
+    without = plan_for_gpu(model_config, gpu, use_vllm=False, **kwargs)
+    if not without.fits:
+        p.notes.append("without vLLM these settings would not fit: set model.fast_inference=off and plan again "
+                       "if the engine fails to start")
+        return p
+    fixed = {k: v for k, v in kwargs.items() if k not in ("num_generations", "max_completion_length",
+                                                          "load_in_4bit", "lora_rank")}
+    both = plan_for_gpu(model_config, gpu, use_vllm=True, vllm_standby=choice.standby,
+                        num_generations=without.num_generations,
+                        max_completion_length=without.max_completion_length,
+                        load_in_4bit=without.load_in_4bit, lora_rank=without.lora_rank, **fixed)
+    if not both.fits:
+        return p
+    both.notes.append("kept small enough to fit without vLLM too, should its engine fail to start")
+    return both
+
+
+def resolve_backend(backend: str, vllm_server: str | None = None) -> str:
     """The backend a run would use: 'auto' follows the backend layer's rule (without importing Unsloth)."""
     if backend != "auto":
         return backend
     from unsloth_grpo.hardware.backend import auto_backend
 
-    return auto_backend()[0]
+    return auto_backend(vllm_server=vllm_server)[0]
 
 
-def settings_from_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The :func:`estimate_memory` keywords a recipe config implies (flat names)."""
+def settings_from_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *,
+                         vllm: tuple[str | None, bool] | None = None) -> dict[str, Any]:
+    """The :func:`estimate_memory` keywords a recipe config implies on ``gpu`` (flat names).
+
+    vLLM on or off, its pool and standby come from the same decision the loader makes
+    (:func:`unsloth_grpo.hardware.profiles.vllm_choice`); ``vllm`` is the installed vLLM
+    (version, bnb plugin), looked up when None.
+    """
     m, lo, t, d = recipe_cfg.model, recipe_cfg.lora, recipe_cfg.training, recipe_cfg.data
-    use_vllm = m.fast_inference == "on"
-    if m.fast_inference == "auto" and gpu is not None:
-        import importlib.util
-
-        use_vllm = importlib.util.find_spec("vllm") is not None
+    backend = resolve_backend(m.backend, m.vllm_server)
+    profile = from_gpu(gpu)
+    use_vllm, util, standby = m.fast_inference == "on", m.gpu_memory_utilization, False
+    if gpu is not None:
+        choice = choice_for_config(m, profile, backend=backend, vllm=vllm)
+        use_vllm, util, standby = choice.use, choice.gpu_memory_utilization, choice.standby
     dtype = m.dtype
-    if dtype == "auto":
-        dtype = dtype_for(gpu.get("compute_capability")) if gpu else "bf16"
+    if dtype == "auto" or gpu is not None:
+        try:
+            dtype = training_dtype(profile, m.dtype) if gpu is not None else "bf16"
+        except HardwareError:
+            dtype = "fp16"  # the config check reports bf16 on this card
     targets = list(lo.target_modules)
     return dict(
         load_in_4bit=bool(m.load_in_4bit), lora_rank=lo.r, lora_targets=targets,
         num_generations=t.num_generations, per_device_train_batch_size=t.per_device_train_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps, steps_per_generation=t.steps_per_generation,
         max_prompt_length=d.max_prompt_tokens, max_completion_length=t.max_completion_length, beta=t.beta,
-        use_vllm=use_vllm, gpu_memory_utilization=m.gpu_memory_utilization if use_vllm else None,
-        gpu_total_gb=gpu.get("total_gb") if (gpu and use_vllm) else None, backend=resolve_backend(m.backend),
-        optimizer=t.optim if t.optim in OPTIMIZER_STATE_BYTES else "adamw_torch",
+        use_vllm=use_vllm, gpu_memory_utilization=util if use_vllm else None,
+        gpu_total_gb=gpu.get("total_gb") if (gpu and use_vllm) else None, vllm_standby=standby and use_vllm,
+        backend=backend, optimizer=t.optim if t.optim in OPTIMIZER_STATE_BYTES else "adamw_torch",
         gradient_checkpointing=t.gradient_checkpointing, dtype=dtype,
     )
 
@@ -1153,7 +1298,7 @@ def check_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *, margi
     budget = total * (1 - margin)
     if est.total_gb > budget:
         p = plan(name, total, compute_capability=gpu.get("compute_capability"), backend=settings["backend"],
-                 use_vllm=settings["use_vllm"], max_prompt_length=settings["max_prompt_length"], beta=settings["beta"],
+                 use_vllm=settings["use_vllm"], vllm_standby=settings["vllm_standby"], max_prompt_length=settings["max_prompt_length"], beta=settings["beta"],
                  lora_targets=settings["lora_targets"], optimizer=settings["optimizer"], margin=margin)
         line = (f"warning: estimated peak memory {est.total_gb:.1f} GB ({est.peak_phase} phase) exceeds the "
                 f"{budget:.1f} GB budget of {gpu.get('name', 'this GPU')} ({total:.1f} GB); ")

@@ -64,6 +64,8 @@ def _smaller_vllm_pool(s: dict) -> dict | None:
     util = s.get("gpu_memory_utilization")
     if not s.get("use_vllm") or util is None or util <= 0.3:
         return None
+    if s.get("vllm_standby"):  # Unsloth sets the standby pool from the card; a smaller setting is ignored
+        return None
     return {"gpu_memory_utilization": round(max(0.3, util - 0.1), 2)}
 
 

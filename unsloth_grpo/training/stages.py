@@ -376,7 +376,7 @@ def describe_summary(summary: list[dict]) -> str:
 def run_stages(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
                dataset=None, resume=None):
     """Run ``cfg.stages`` in order on one model and adapter; return the combined TrainResult."""
-    from unsloth_grpo.hardware.backend import load_model, select_backend
+    from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.config import dump_config
     from unsloth_grpo.training.repro import collect_bundle, write_bundle
     from unsloth_grpo.training.train import TrainResult, is_main_process, train
@@ -406,7 +406,7 @@ def run_stages(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callabl
         log(f"stages: {n} in order -> {run}; starting at {where}"
             + (f" from {resume_from.path}" if resume_from else ""))
 
-    select_backend(cfg.model.backend)
+    prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen
     start = time.time()
     loaded = None
     hint = ckpt.resume_hint(run)

@@ -26,7 +26,7 @@ _MANAGED = {
     "output_dir", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
     "max_grad_norm", "optim", "num_generations", "per_device_train_batch_size",
     "gradient_accumulation_steps", "max_completion_length", "temperature", "top_p", "beta",
-    "loss_type", "scale_rewards", "logging_steps", "save_steps", "save_total_limit", "seed",
+    "loss_type", "mask_truncated_completions", "epsilon_high", "scale_rewards", "logging_steps", "save_steps", "save_total_limit", "seed",
     "bf16", "fp16", "use_cpu", "report_to", "reward_weights", "gradient_checkpointing",
 }
 
@@ -88,6 +88,9 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
         top_p=t.top_p,
         beta=t.beta,
         loss_type=t.loss_type,
+        # written out so both backends run the same loss (Unsloth changes them for an explicit dapo)
+        mask_truncated_completions=t.mask_truncated_completions,
+        epsilon_high=t.epsilon_high,
         scale_rewards=t.scale_rewards,
         logging_steps=t.logging_steps,
         save_strategy="steps" if t.save_steps > 0 else "no",
@@ -112,8 +115,10 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
 
         kwargs.update(vllm_server_kwargs(cfg.model.vllm_server))
     elif info.use_vllm and info.backend == "transformers":
+        # without a length vLLM sizes its KV cache for the model's whole context (131k for Llama 3.1)
         kwargs.update(use_vllm=True, vllm_mode="colocate",
-                      vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization)
+                      vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
+                      vllm_max_model_length=cfg.model.max_seq_length)
     valid = set(GRPOConfig.__dataclass_fields__)
     for key, value in t.extra.items():
         if key in _MANAGED:
@@ -126,6 +131,16 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
                              + (f"; did you mean '{close[0]}'?" if close else ""))
         kwargs[key] = value
     return GRPOConfig(**kwargs)
+
+
+def _may_fall_back(cfg: RecipeConfig, args) -> bool:
+    """Whether a failed start of TRL's colocated vLLM may be answered by generating without it."""
+    return bool(getattr(args, "use_vllm", False)) and getattr(args, "vllm_mode", "") == "colocate" \
+        and cfg.model.fast_inference == "auto"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _metrics_callback(path: Path):
@@ -259,7 +274,8 @@ def _check_environment(cfg: RecipeConfig, distributed, log: Callable[[str], None
 
     server = distributed.parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
     preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
-              fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server)
+              fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server,
+              load_in_4bit=cfg.model.load_in_4bit)
     try:
         from unsloth_grpo.hardware.memory import check_config
 
@@ -317,6 +333,9 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
         plot_run(out)
     except Exception as exc:  # noqa: BLE001 - a plot must never cost the user the trained adapter
         log(f"plots: skipped ({exc})")
+    from unsloth_grpo.hardware.export import write_model_card
+
+    write_model_card(out, base_model=cfg.model.name)  # replaces PEFT's empty template
 
 
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
@@ -331,9 +350,12 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     checkpoints and the resume message. SIGINT/SIGTERM save a checkpoint and raise
     :class:`TrainingStopped` with exit code 130/143.
     """
-    from unsloth_grpo.hardware.backend import select_backend
+    from unsloth_grpo.hardware.backend import prepare_backend
 
     check(cfg)  # every config problem at once, before anything heavy
+    from unsloth_grpo.hardware.doctor import preflight_recipe
+
+    preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
     if cfg.stages:
         from unsloth_grpo.training.stages import run_stages
 
@@ -351,7 +373,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     reward_funcs, weights = build_reward_functions(cfg.rewards)
     if dataset is None:
         dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
-    select_backend(cfg.model.backend)  # imports unsloth first when it is the one chosen
+    prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen (vLLM standby set before)
 
     _check_environment(cfg, distributed, log)
     out = Path(cfg.output_dir)
@@ -382,11 +404,10 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     if cfg.training.samples_every and main_process:
         recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
-    trainer = GRPOTrainer(
+    trainer_kwargs = dict(
         model=loaded.model,
         processing_class=loaded.tokenizer,
         reward_funcs=reward_funcs,
-        args=args,
         train_dataset=dataset,
         callbacks=[
             _metrics_callback(metrics_path),
@@ -396,6 +417,16 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             *(callbacks or []),
         ],
     )
+    try:
+        trainer = GRPOTrainer(args=args, **trainer_kwargs)
+    except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
+        if not _may_fall_back(cfg, args):
+            raise
+        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {_first_line(exc)}); generating without "
+            "vLLM (set model.fast_inference=off to skip the attempt)")
+        loaded.info.use_vllm = False
+        args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(reward_funcs), weights=weights)
+        trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:

@@ -1,0 +1,343 @@
+"""Card profiles, and every hardware decision as a pure function of one.
+
+We build on machines without a GPU, so nothing about the card may be decided by calling into
+CUDA at the point of use. A :class:`CardProfile` says what matters about a card (compute
+capability, memory, bf16, the vLLM attention backends it can run); each decision below takes a
+profile and returns a value, and the backend, the planner, the doctor and ``--preset auto`` all
+ask these functions. The tests run every decision against every shipped profile on a CPU::
+
+    from unsloth_grpo.hardware.profiles import PROFILES, measure, training_dtype
+    t4 = PROFILES["t4"]
+    training_dtype(t4)                 # 'fp16': compute capability 7.5 has no native bf16
+    here = measure()                   # this machine's card (the CPU profile without CUDA)
+
+A profile's ``total_gb`` is what ``torch.cuda.get_device_properties(0).total_memory`` reports,
+in GiB, which is a little below the number on the box (the driver keeps some).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+GiB = 1024**3
+
+#: vLLM's attention backends, by the oldest compute capability each runs on. FlashAttention 2
+#: and FlashInfer need Ampere (8.0); the Triton and FlexAttention backends also run on Turing.
+_ATTENTION_MIN_CC = {
+    "FLASH_ATTN": (8, 0),
+    "FLASHINFER": (8, 0),
+    "TRITON_ATTN": (7, 0),
+    "FLEX_ATTENTION": (7, 0),
+}
+
+#: The first vLLM without bitsandbytes in its own tree (moved to the ``vllm-bnb-plugin`` package).
+#: Unsloth's ``load_vllm`` and TRL's colocated vLLM both load 4-bit weights through it.
+VLLM_BNB_MOVED_OUT = Version("0.28.0")
+#: The vLLM versions that load 4-bit weights without the plugin.
+VLLM_4BIT_IN_TREE = SpecifierSet(f"<{VLLM_BNB_MOVED_OUT}")
+#: What TRL 1.14 declares for its ``vllm`` extra, used when TRL's metadata cannot be read.
+TRL_VLLM_FALLBACK = SpecifierSet(">=0.20.0,<=0.30.0")
+
+
+class HardwareError(ValueError):
+    """A setting this card cannot run; the message names the setting and the fix."""
+
+
+@dataclass(frozen=True)
+class CardProfile:
+    """What the training stack needs to know about one card (or the CPU, with no card)."""
+
+    key: str
+    name: str
+    #: Memory in GiB as torch reports it; 0 for the CPU profile.
+    total_gb: float
+    #: (major, minor), or None for the CPU profile.
+    compute_capability: tuple[int, int] | None
+    #: Where the numbers come from: 'shipped' (typed from the vendor's data sheet) or 'measured'.
+    source: str = "shipped"
+    aliases: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def cuda(self) -> bool:
+        return self.compute_capability is not None
+
+    @property
+    def capability(self) -> float | None:
+        """Compute capability as a float (7.5), the form the planner takes."""
+        if self.compute_capability is None:
+            return None
+        major, minor = self.compute_capability
+        return major + minor / 10
+
+    @property
+    def bf16(self) -> bool:
+        """Native bf16 arithmetic starts with Ampere (8.0). A T4 reports bf16 through emulation;
+        ``torch.cuda.is_bf16_supported()`` says True there, so it is never asked."""
+        return self.compute_capability is not None and tuple(self.compute_capability) >= (8, 0)
+
+    @property
+    def vllm_attention(self) -> tuple[str, ...]:
+        """vLLM attention backends this card can run, fastest first (none on the CPU profile)."""
+        if self.compute_capability is None:
+            return ()
+        return tuple(b for b, cc in _ATTENTION_MIN_CC.items() if tuple(self.compute_capability) >= cc)
+
+    def as_gpu(self) -> dict[str, Any] | None:
+        """The planner's ``gpu`` dict (:func:`unsloth_grpo.hardware.memory.detect_gpu`'s form)."""
+        if not self.cuda:
+            return None
+        return {"name": self.name, "total_gb": self.total_gb, "compute_capability": self.capability}
+
+    def describe(self) -> str:
+        if not self.cuda:
+            return f"{self.name} (no CUDA GPU)"
+        cc = self.compute_capability
+        return f"{self.name}, {self.total_gb:.1f} GB, compute capability {cc[0]}.{cc[1]}"
+
+
+def _card(key, name, total_gb, cc, *aliases) -> CardProfile:
+    return CardProfile(key, name, total_gb, cc, aliases=tuple(aliases))
+
+
+#: The machine with no CUDA GPU: a profile like the others, so every decision covers it.
+CPU = CardProfile("cpu", "CPU only", 0.0, None)
+
+#: Shipped profiles, smallest card first. Memory: what torch reports on such a card.
+PROFILES: dict[str, CardProfile] = {p.key: p for p in (
+    CPU,
+    _card("rtx4060-laptop", "RTX 4060 Laptop 8 GB", 7.6, (8, 9), "8gb"),
+    _card("rtx3060", "RTX 3060 12 GB", 11.6, (8, 6), "12gb"),
+    _card("t4", "Tesla T4 16 GB (Colab, Kaggle)", 14.7, (7, 5), "16gb", "colab"),
+    _card("l4", "L4 24 GB", 22.0, (8, 9)),
+    _card("rtx3090", "RTX 3090 24 GB", 23.6, (8, 6), "24gb"),
+    _card("rtx4090", "RTX 4090 24 GB", 23.6, (8, 9)),
+    _card("a100-40", "A100 40 GB", 39.4, (8, 0)),
+    _card("a100-80", "A100 80 GB", 79.1, (8, 0), "80gb"),
+    _card("h100-80", "H100 80 GB", 79.1, (9, 0)),
+)}
+
+#: The GPU profiles (every shipped one but the CPU).
+GPU_PROFILES = tuple(p for p in PROFILES.values() if p.cuda)
+
+
+def get_profile(name: str) -> CardProfile:
+    """A shipped profile by key or alias (``t4``, ``16gb``, ``rtx4090``); the error lists them."""
+    text = name.strip().lower()
+    for p in PROFILES.values():
+        if text == p.key or text in p.aliases:
+            return p
+    raise HardwareError(f"unknown card profile '{name}'; shipped: {', '.join(PROFILES)}")
+
+
+def from_gpu(gpu: Mapping[str, Any] | None) -> CardProfile:
+    """A profile from the planner's ``gpu`` dict (``{'name', 'total_gb', 'compute_capability'}``)."""
+    if gpu is None:
+        return CPU
+    cc = gpu.get("compute_capability")
+    if isinstance(cc, (int, float)):
+        major = int(cc)
+        cc = (major, int(round((float(cc) - major) * 10)))
+    return CardProfile("measured", str(gpu.get("name", "GPU")), float(gpu["total_gb"]),
+                       tuple(cc) if cc is not None else (8, 0), source="measured")
+
+
+def measure() -> CardProfile:
+    """This machine's first CUDA card as a profile, read from torch; the CPU profile without one."""
+    try:
+        import torch
+    except ImportError:
+        return CPU
+    if not torch.cuda.is_available():
+        return CPU
+    props = torch.cuda.get_device_properties(0)
+    return CardProfile("measured", props.name, props.total_memory / GiB, (props.major, props.minor),
+                       source="measured")
+
+
+# ---------------------------------------------------------------- dtype
+
+
+def training_dtype(profile: CardProfile, requested: str = "auto") -> str:
+    """The compute dtype of a run: bf16 from compute capability 8.0, fp16 below, fp32 on CPU.
+
+    An explicit request is kept when the card can run it; bf16 on a card below 8.0 raises
+    :class:`HardwareError` (torch would emulate it there, slowly).
+    """
+    if requested not in ("auto", "bf16", "fp16", "fp32"):
+        raise HardwareError(f"model.dtype='{requested}' is not one of auto, bf16, fp16, fp32")
+    if not profile.cuda:
+        return "fp32" if requested == "auto" else requested
+    if requested == "auto":
+        return "bf16" if profile.bf16 else "fp16"
+    if requested == "bf16" and not profile.bf16:
+        cc = profile.compute_capability
+        raise HardwareError(f"model.dtype='bf16' but {profile.name} (compute capability {cc[0]}.{cc[1]}) has "
+                            "no native bf16; set model.dtype=fp16 (or auto)")
+    return requested
+
+
+def quant_compute_dtype(profile: CardProfile, requested: str = "auto") -> str:
+    """The dtype 4-bit weights are dequantized to for matmuls: the training dtype of the card."""
+    return training_dtype(profile, requested)
+
+
+# ---------------------------------------------------------------- vLLM
+
+
+def trl_vllm_range() -> SpecifierSet:
+    """The vLLM versions the installed TRL declares for its ``vllm`` extra."""
+    try:
+        lines = importlib.metadata.requires("trl") or []
+    except importlib.metadata.PackageNotFoundError:
+        return TRL_VLLM_FALLBACK
+    for line in lines:
+        req = Requirement(line)
+        if req.name == "vllm" and req.marker is not None and req.marker.evaluate({"extra": "vllm"}):
+            return req.specifier
+    return TRL_VLLM_FALLBACK
+
+
+def supported_vllm(load_in_4bit: bool = True) -> SpecifierSet:
+    """The vLLM versions a run may use: TRL's range, and below 0.28 when weights are 4-bit."""
+    spec = trl_vllm_range()
+    return spec & VLLM_4BIT_IN_TREE if load_in_4bit else spec
+
+
+def vllm_version_problem(version: str | None, *, load_in_4bit: bool = True,
+                         bnb_plugin: bool = False) -> str | None:
+    """Why this vLLM cannot generate for the run (None when it can)."""
+    if version is None:
+        return "vllm is not installed (pip install 'unsloth-grpo[vllm]')"
+    try:
+        v = Version(Version(version).base_version)
+    except InvalidVersion:
+        return f"vllm {version}: cannot read the version"
+    trl_range = trl_vllm_range()
+    if not trl_range.contains(v, prereleases=True):
+        return (f"vllm {version} is outside what TRL supports ({trl_range}); "
+                f"pip install 'vllm{supported_vllm(load_in_4bit)}'")
+    if load_in_4bit and v >= VLLM_BNB_MOVED_OUT and not bnb_plugin:
+        return (f"vllm {version} has no bitsandbytes of its own (moved out in {VLLM_BNB_MOVED_OUT}), so it cannot "
+                f"load 4-bit weights; pip install 'vllm{supported_vllm(True)}' (or pip install vllm-bnb-plugin)")
+    return None
+
+
+def installed_vllm() -> tuple[str | None, bool]:
+    """(installed vLLM version or None, whether the vllm-bnb-plugin package is installed)."""
+    def version(name: str) -> str | None:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    if importlib.util.find_spec("vllm") is None:
+        return None, False
+    return version("vllm") or "unknown", version("vllm-bnb-plugin") is not None
+
+
+#: Unsloth's standby pool for vLLM >= 0.11 (unsloth_zoo ``load_vllm``): a share of the card
+#: chosen from a tenth of its memory, times 0.95. It replaces ``gpu_memory_utilization``.
+_STANDBY_TIERS = ((4.0, 0.925), (2.5, 0.9), (2.0, 0.825), (1.4, 0.8), (1.0, 0.775), (0.0, 0.75))
+
+
+def standby_utilization(total_gb: float) -> float:
+    """The ``gpu_memory_utilization`` Unsloth's standby mode sets for a card of ``total_gb``."""
+    tenth = total_gb * 0.1
+    share = next(u for floor, u in _STANDBY_TIERS if tenth >= floor)
+    return share * 0.95
+
+
+@dataclass(frozen=True)
+class VllmChoice:
+    """Whether a run generates with in-process vLLM, with which pool, and why."""
+
+    use: bool
+    reason: str
+    #: Unsloth's standby mode: vLLM and training share the weights and vLLM sleeps during the
+    #: training pass (``UNSLOTH_VLLM_STANDBY=1`` before ``import unsloth``).
+    standby: bool = False
+    #: The pool vLLM reserves, as a share of the card (None without vLLM).
+    gpu_memory_utilization: float | None = None
+    #: When the engine fails to start, generate without vLLM instead of stopping (``auto`` only).
+    fallback: bool = False
+    #: A blocking problem (only with ``fast_inference: on``): the run must not start.
+    error: str | None = None
+
+
+def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: str = "unsloth",
+                load_in_4bit: bool = True, vllm_version: str | None = None, bnb_plugin: bool = False,
+                vllm_server: str | None = None, standby: str = "auto",
+                gpu_memory_utilization: float = 0.6, world_size: int = 1) -> VllmChoice:
+    """Decide in-process vLLM generation for a run on ``profile``.
+
+    ``fast_inference: auto`` turns vLLM on where it is installed in a version that works
+    (:func:`vllm_version_problem`) on a CUDA card; ``on`` makes each missing piece an error;
+    ``off`` never starts it. A configured ``vllm_server`` replaces in-process vLLM. With Unsloth,
+    ``standby: auto`` turns standby on, and the pool is then Unsloth's
+    (:func:`standby_utilization`); otherwise it is ``gpu_memory_utilization``.
+    """
+    def no(reason: str) -> VllmChoice:
+        return VllmChoice(False, reason, error=reason if fast_inference == "on" else None)
+
+    if fast_inference == "off":
+        return VllmChoice(False, "model.fast_inference=off")
+    if vllm_server:
+        if fast_inference == "on":
+            return no("model.vllm_server is set: generation runs on the server, not in this process; "
+                      "set model.fast_inference=auto")
+        return VllmChoice(False, f"generation on the vLLM server {vllm_server}")
+    if not profile.cuda:
+        return no("vLLM needs a CUDA GPU; this machine has none")
+    if world_size > 1 and backend == "unsloth":
+        return no("Unsloth's vLLM is single-process")
+    problem = vllm_version_problem(vllm_version, load_in_4bit=load_in_4bit, bnb_plugin=bnb_plugin)
+    if problem:
+        return no(problem)
+    use_standby = backend == "unsloth" and standby in ("auto", "on")
+    if standby == "on" and backend != "unsloth":
+        return no("model.vllm_standby=on needs the Unsloth backend (TRL's colocated vLLM has no standby)")
+    util = standby_utilization(profile.total_gb) if use_standby else gpu_memory_utilization
+    how = "standby, weights shared with training" if use_standby else f"pool {util:.2f} of the card"
+    return VllmChoice(True, f"vllm {vllm_version} on {profile.name} ({how})", standby=use_standby,
+                      gpu_memory_utilization=util, fallback=fast_inference == "auto")
+
+
+def choice_for_config(model_cfg: Any, profile: CardProfile, *, backend: str,
+                      vllm: tuple[str | None, bool] | None = None, world_size: int = 1) -> VllmChoice:
+    """:func:`vllm_choice` for a recipe's ``model`` section (``vllm``: :func:`installed_vllm`'s answer)."""
+    version, plugin = vllm if vllm is not None else installed_vllm()
+    return vllm_choice(profile, fast_inference=model_cfg.fast_inference, backend=backend,
+                       load_in_4bit=bool(model_cfg.load_in_4bit), vllm_version=version, bnb_plugin=plugin,
+                       vllm_server=model_cfg.vllm_server, standby=getattr(model_cfg, "vllm_standby", "auto"),
+                       gpu_memory_utilization=model_cfg.gpu_memory_utilization, world_size=world_size)
+
+
+def set_standby_environment(choice: VllmChoice, env: dict | None = None) -> None:
+    """Set ``UNSLOTH_VLLM_STANDBY`` for the choice; it must happen before ``import unsloth``.
+
+    A value the user exported wins.
+    """
+    env = os.environ if env is None else env
+    if choice.use and choice.standby:
+        env.setdefault("UNSLOTH_VLLM_STANDBY", "1")
+
+
+
+def profile_table_markdown(profiles: Any = None) -> str:
+    """docs/gpu.md: the shipped profiles and what each decides before any plan (dtype, attention)."""
+    rows = ["| profile | card | memory (GB) | compute capability | dtype (auto) | vLLM attention backends |",
+            "|---|---|---|---|---|---|"]
+    for p in (PROFILES.values() if profiles is None else profiles):
+        cc = f"{p.compute_capability[0]}.{p.compute_capability[1]}" if p.cuda else "-"
+        memory = f"{p.total_gb:.1f}" if p.cuda else "-"
+        attention = ", ".join(p.vllm_attention) or "none (no vLLM)"
+        rows.append(f"| `{p.key}` | {p.name} | {memory} | {cc} | {training_dtype(p)} | {attention} |")
+    return "\n".join(rows)
