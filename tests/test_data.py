@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from unsloth_grpo.data import DataError, filter_long_prompts, load_gsm8k, load_qa_dataset
+from unsloth_grpo.data import DataError, filter_long_prompts, load_qa_dataset
+from unsloth_grpo.tasks.gsm8k import load_gsm8k
 from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT, clean_number, make_synthetic_problems, parse_gold
 
 

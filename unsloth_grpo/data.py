@@ -23,13 +23,6 @@ class DataError(ValueError):
     """The dataset is malformed. The message names the row or column and the fix."""
 
 
-def load_gsm8k(*args, **kwargs):
-    """GSM8K as chat prompts + clean numeric answers; see :func:`unsloth_grpo.tasks.gsm8k.load_gsm8k`."""
-    from unsloth_grpo.tasks.gsm8k import load_gsm8k as _load
-
-    return _load(*args, **kwargs)
-
-
 def looks_like_path(source: str) -> bool:
     """A source is a local path when it has a known file suffix, a path separator that points
     at something on disk, or starts with ``.``/``/``/``~``. Hub ids are ``owner/name``."""
