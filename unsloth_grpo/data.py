@@ -12,6 +12,7 @@ Example (the knowledge-base case: a CSV with ``question`` and ``expert_answer``)
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -53,11 +54,11 @@ def load_table(source: str, *, split: str = "train", subset: str | None = None):
         if builder is None:
             raise DataError(f"dataset file '{source}' has an unknown format; use one of {', '.join(LOCAL_FORMATS)}")
         try:
-            return datasets.load_dataset(builder, data_files=str(path), split="train")
+            with _quiet("datasets"):  # its log line repeats the parser's error; ours names the line
+                return datasets.load_dataset(builder, data_files=str(path), split="train")
         except Exception as exc:  # noqa: BLE001 - parse errors of every builder
-            if "corresponds to no data" in str(exc):
-                raise DataError(f"dataset '{source}' is empty") from exc
-            raise DataError(f"could not read '{source}' as {builder}: {exc}") from exc
+            reason = _why_unreadable(path, builder) or _innermost(exc)
+            raise DataError(f"could not read dataset '{source}' as {builder}: {reason}") from None
     try:
         return datasets.load_dataset(source, subset, split=split)
     except Exception as exc:  # noqa: BLE001
@@ -65,6 +66,61 @@ def load_table(source: str, *, split: str = "train", subset: str | None = None):
             f"could not load hub dataset '{source}' (subset={subset!r}, split={split!r}): {exc}. "
             "Offline? Pass a local .jsonl/.json/.csv/.parquet file instead."
         ) from exc
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    """Hold a library's log records back for the duration (its errors become our DataError)."""
+    import logging
+
+    logger = logging.getLogger(logger_name)
+    before = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def _why_unreadable(path: Path, builder: str) -> str | None:
+    """The reason a local file did not load, in the user's terms (which line, what is wrong)."""
+    import json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{exc}; save the file as UTF-8 text"
+    if not text.strip():
+        return "the file holds no rows; write one example per line (JSONL: one JSON object per line)"
+    if builder != "json":
+        return None
+    if path.suffix.lower() == ".json":
+        try:
+            json.loads(text)
+            return None  # one JSON document: the builder's own message says what it disliked
+        except ValueError:
+            pass  # perhaps JSON lines in a .json file: find the line
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            return f"line {number} is not valid JSON ({exc.msg} at column {exc.colno}): {line.strip()[:80]!r}; " \
+                   "fix or remove that line"
+        if not isinstance(row, dict):
+            return f"line {number} is a JSON {type(row).__name__}, not an object; write each row as {{\"question\": ..., \"answer\": ...}}"
+    return None
+
+
+def _innermost(exc: BaseException) -> str:
+    """The most specific message of an exception chain (datasets wraps the parser's error)."""
+    messages = []
+    while exc is not None:
+        if str(exc).strip():
+            messages.append(str(exc).strip())
+        exc = exc.__cause__ or exc.__context__
+    return messages[-1] if messages else "no reason given by the loader"
 
 
 def require_columns(ds, columns: list[str], source: str) -> None:
