@@ -134,16 +134,20 @@ def _layout_problems(cfg: RecipeConfig) -> list[str]:
 
 
 def _stage_problems(cfg: RecipeConfig) -> list[str]:
+    """The stage list's own problems, then each stage checked as the single-stage config it runs as."""
+    import dataclasses
+
     from unsloth_grpo.training.stages import stage_config, stage_problems
 
     problems = stage_problems(cfg)
-    if problems:
-        return problems
+    named = {f.name for f in dataclasses.fields(cfg.training)}
     for i, stage in enumerate(cfg.stages, 1):
-        sub = stage_config(cfg, i)
         where = f"stages[{i - 1}] ({stage.name})"
-        kind = "SFTConfig" if stage.kind == "sft" else "GRPOConfig"
-        found = trainer_field_problems(sub.training.passthrough, kind, "training")
+        if any(p.startswith(where + ":") for p in problems):
+            continue  # its own settings are wrong already; the deeper checks would repeat them
+        sub = stage_config(cfg, i)
+        own = {k: v for k, v in stage.training.items() if k not in named}  # the recipe's were checked
+        found = trainer_field_problems(own, "SFTConfig" if stage.kind == "sft" else "GRPOConfig", "training")
         if stage.kind != "sft":
             found += _reward_problems(sub.rewards, "rewards") + _layout_problems(sub)
         problems += [f"{where}: {p}" for p in found]
