@@ -99,8 +99,10 @@ def auto_backend(unsloth_importable: bool | None = None, world_size: int | None 
 
 def select_backend(requested: str = "auto") -> tuple[str, str]:
     """Choose 'unsloth' or 'transformers' and say why; imports Unsloth when it is chosen."""
-    if requested not in ("auto", "unsloth", "transformers"):
-        raise BackendError(f"model.backend='{requested}' is not one of auto, unsloth, transformers")
+    from unsloth_grpo.config import BACKENDS
+
+    if requested not in BACKENDS:
+        raise BackendError(f"model.backend='{requested}' is not one of {', '.join(BACKENDS)}")
     if requested == "transformers":
         return "transformers", "requested"
     if requested == "unsloth":

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from unsloth_grpo.config import BACKENDS
+
 GiB = 1024**3
 
 #: Architectures whose parameter count is exact here, keyed by ``config.json``'s ``model_type``.
@@ -648,7 +650,7 @@ def estimate_memory(
     ``notes``). Attention is assumed to be SDPA/flash (no ``T x T`` score matrix).
     """
     shape = config if isinstance(config, ModelShape) else model_shape(config)
-    if backend not in ("unsloth", "transformers"):
+    if backend not in BACKENDS or backend == "auto":
         raise ValueError(f"backend='{backend}' must be 'unsloth' or 'transformers'")
     if load_in_4bit and load_in_8bit:
         raise ValueError("load_in_4bit and load_in_8bit are exclusive; pick one")
