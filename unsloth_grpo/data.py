@@ -142,6 +142,42 @@ def chat_prompt(question: str, system_prompt: str | None) -> list[dict[str, str]
     return messages
 
 
+def split_seed(seed: int, split: str) -> int:
+    """The generator seed of a split: ``train`` uses ``seed``, any held-out split ``seed + 1``,
+    so offline evaluation problems never repeat the training ones."""
+    return seed + (split != "train")
+
+
+def synthetic_dataset(
+    make_rows: Callable[..., list[dict[str, Any]]],
+    *,
+    split: str,
+    seed: int,
+    num_synthetic: int,
+    limit: int | None,
+    system_prompt: str | None,
+    columns: tuple[str, ...] = ("answer",),
+    gold_parser: Callable[[str], str | None] | None = None,
+):
+    """A task's offline rows as chat prompts, the one way every task builds its synthetic data.
+
+    ``make_rows(n, seed=...)`` returns ``n`` dicts with a ``question`` and the ``columns``
+    (``answer`` first); at most ``limit`` of ``num_synthetic`` rows are made, with the split's
+    seed (:func:`split_seed`). ``gold_parser`` turns a generated answer into the reference
+    string (GSM8K's ``#### N`` into ``N``).
+    """
+    import datasets
+
+    count = num_synthetic if limit is None else min(num_synthetic, limit)
+    rows = make_rows(count, seed=split_seed(seed, split))
+    out: dict[str, list[Any]] = {"prompt": [chat_prompt(r["question"], system_prompt) for r in rows]}
+    for column in columns:
+        out[column] = [r.get(column, "") for r in rows]
+    if gold_parser is not None:
+        out["answer"] = [gold_parser(str(a)) for a in out["answer"]]
+    return datasets.Dataset.from_dict(out)
+
+
 def to_prompt_dataset(
     rows,
     *,
