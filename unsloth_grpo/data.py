@@ -57,6 +57,8 @@ def load_table(source: str, *, split: str = "train", subset: str | None = None):
             with _quiet("datasets"):  # its log line repeats the parser's error; ours names the line
                 return datasets.load_dataset(builder, data_files=str(path), split="train")
         except Exception as exc:  # noqa: BLE001 - parse errors of every builder
+            if "corresponds to no data" in str(exc):  # a header and no rows
+                raise DataError(f"dataset '{source}' is empty: the file holds no rows") from None
             reason = _why_unreadable(path, builder) or _innermost(exc)
             raise DataError(f"could not read dataset '{source}' as {builder}: {reason}") from None
     try:
