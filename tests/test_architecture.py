@@ -169,3 +169,30 @@ def test_rewards_reaching_above_the_ground_floor_are_found(tmp_path, source):
     })
     assert upward_imports(import_graph(pkg)) == [
         f"{PACKAGE}.rewards.format (rewards: pure functions of text) imports {PACKAGE}.tasks.gsm8k"]
+
+
+# ------------------------------------------------------------------ rewards are declared, not registered
+
+
+def _fresh(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=ROOT.parent).stdout.strip()
+
+
+def test_the_reward_registry_does_not_depend_on_what_was_imported_first():
+    # the registry is the same whether or not a task module was imported before it was read
+    code = ("import sys\n"
+            "from unsloth_grpo.rewards import REGISTRY\n"
+            "first = sorted(REGISTRY)\n"
+            "import unsloth_grpo.tasks.countdown, unsloth_grpo.tasks.json_extract\n"
+            "print(first == sorted(REGISTRY), 'countdown_equation' in first)")
+    assert _fresh(code) == "True True"
+
+
+def test_importing_rewards_imports_no_task_and_a_task_reward_loads_its_module_on_demand():
+    code = ("import sys\n"
+            "from unsloth_grpo.rewards import get_reward\n"
+            "tasks = lambda: sorted(m for m in sys.modules if m.startswith('unsloth_grpo.tasks.'))\n"
+            "get_reward('correctness'); before = tasks()\n"
+            "get_reward('countdown_equation'); print(before, 'unsloth_grpo.tasks.countdown' in tasks())")
+    assert _fresh(code) == "[] True"
