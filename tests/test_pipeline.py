@@ -99,6 +99,7 @@ def test_transformers_backend_learns(tmp_path):
     assert last - first >= 0.3, (first, last)
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_unknown_config_key_fails_before_any_model_is_loaded(tmp_path):
     out = tmp_path / "never"
     proc = _run(["-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--output-dir", str(out),
@@ -119,6 +120,7 @@ def test_impossible_batch_and_bad_reward_are_reported_together(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_malformed_dataset_fails_before_the_model(tmp_path):
     data = tmp_path / "bad.jsonl"
     data.write_text(json.dumps({"question": "q?", "answer": "#### lots"}) + "\n")
@@ -129,6 +131,7 @@ def test_malformed_dataset_fails_before_the_model(tmp_path):
     assert "Loading weights" not in proc.stderr + proc.stdout
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_check_flag_validates_config_and_data_only():
     proc = _run(["-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--check"], cwd=REPO)
     assert proc.returncode == 0, proc.stderr

@@ -93,6 +93,8 @@ def test_help_config_shows_trls_own_help_for_passed_through_fields(capsys):
     assert line.endswith(f"(TRL) {trl_help}")
     assert "training.use_cpu " not in out  # set by the toolkit from model.device
     assert "run.keep_last " in out
+    (rewards,) = [x for x in out.splitlines() if x.startswith("rewards ")]
+    assert "correctness" in rewards  # the recipe's own defaults, not the empty class default
 
 
 @pytest.mark.slow

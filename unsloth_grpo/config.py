@@ -464,20 +464,30 @@ def dump_config(cfg: RecipeConfig, path: str | os.PathLike | None = None) -> str
     return text
 
 
-def describe(cls: type = RecipeConfig, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, help) for every field, nested keys dotted; used by ``--help-config``."""
+def describe(cls: type = RecipeConfig, prefix: str = "", instance: Any = None) -> list[tuple[str, str, str]]:
+    """(key, default, help) for every field, nested keys dotted; used by ``--help-config``.
+
+    The defaults shown are ``instance``'s (a recipe's resolved config) when given, else the class's.
+    """
     rows = []
-    instance = cls() if cls is not RewardSpec else None
+    if instance is None:
+        instance = cls() if cls is not RewardSpec else None
     for f in fields(cls):
         key = f"{prefix}{f.name}"
         tp = get_type_hints(cls)[f.name]
         if dataclasses.is_dataclass(tp):
-            rows.extend(describe(tp, key + "."))
+            rows.extend(describe(tp, key + ".", getattr(instance, f.name, None)))
             continue
         if cls is TrainingConfig and f.name == "passthrough":
             continue  # the CLI lists the installed GRPOConfig's own fields in its place
         default = getattr(instance, f.name) if instance is not None else ""
-        rows.append((key, repr(default), f.metadata.get("help", "")))
+        if isinstance(default, list) and default and all(isinstance(r, RewardSpec) for r in default):
+            shown = "[" + ", ".join(f"{r.name} x{r.weight:g}" for r in default) + "]"
+        elif isinstance(default, list) and default and all(isinstance(s, StageConfig) for s in default):
+            shown = "[" + ", ".join(f"{s.name} ({s.kind})" for s in default) + "]"
+        else:
+            shown = repr(default)
+        rows.append((key, shown, f.metadata.get("help", "")))
     return rows
 
 

@@ -124,13 +124,14 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | No
                         help="Overrides such as training.max_steps=50 model.name=Qwen/Qwen2.5-0.5B-Instruct")
 
 
-def help_config_rows() -> list[tuple[str, str, str]]:
-    """``--help-config``: the toolkit's keys, then every other field of the installed GRPOConfig
-    with TRL's own help text (passed through ``training:`` under its own name)."""
+def help_config_rows(cfg: RecipeConfig | None = None) -> list[tuple[str, str, str]]:
+    """``--help-config``: the toolkit's keys with ``cfg``'s values (the recipe's defaults), then
+    every other field of the installed GRPOConfig with TRL's own help text (passed through
+    ``training:`` under its own name)."""
     from unsloth_grpo.config import TRAINER_FIELDS_OWNED_ELSEWHERE
     from unsloth_grpo.training.checks import trainer_fields
 
-    rows = describe()
+    rows = describe(RecipeConfig, instance=cfg)
     named = {key.split(".", 1)[1] for key, _, _ in rows if key.startswith("training.")}
     for name, f in sorted(trainer_fields("GRPOConfig").items()):
         if name in named or name in TRAINER_FIELDS_OWNED_ELSEWHERE or name.startswith("_"):
@@ -170,7 +171,8 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
     from unsloth_grpo.config import dump_config
 
     if args.help_config:
-        for key, default, help_text in help_config_rows():
+        defaults = recipe.resolve(preset=args.preset, config=args.config)
+        for key, default, help_text in help_config_rows(defaults):
             print(f"{key:42s} {default:28s} {help_text}")
         return 0
     resume, overrides = _resume_and_overrides(args)
