@@ -435,10 +435,10 @@ def model_shape(config_or_path: Any) -> ModelShape:
 def count_parameters(config_or_path: Any) -> int:
     """Exact parameter count of ``AutoModelForCausalLM.from_config(config)``, for any architecture.
 
-    The model is built on the meta device (``accelerate.init_empty_weights``: shapes, no memory)
-    and its parameters counted, so any config transformers knows is counted exactly. Offline
-    without transformers, or for a config it cannot build, the planner's own formulas for the
-    supported types (:func:`model_shape`) give the same number; they count the embedding, the LM head unless tied to it, q/k/v/o with grouped-query heads
+    For the planner's own types (:data:`SUPPORTED_MODEL_TYPES`) its formulas give the number at
+    once, offline and without transformers (the tests check them against the real models built
+    on the meta device); any other architecture transformers knows is built on the meta device
+    (``accelerate.init_empty_weights``: shapes, no memory) and counted. The formulas count the embedding, the LM head unless tied to it, q/k/v/o with grouped-query heads
     and an explicit ``head_dim``, the gated MLP (Phi-3's fused ``qkv_proj``/``gate_up_proj``),
     every RMSNorm (Qwen3's and Gemma 3's per-head q/k norms, Gemma 3's four norms per block),
     the biases an architecture has (Qwen2's q/k/v bias, Llama's optional ones), and for a
@@ -448,8 +448,13 @@ def count_parameters(config_or_path: Any) -> int:
     494032768
     """
     cfg = load_model_config(config_or_path)
-    counted = meta_parameter_count(cfg)
-    return counted if counted is not None else model_shape(cfg).total_params
+    try:
+        return model_shape(cfg).total_params  # exact for the supported types, and instant
+    except UnknownModelError:
+        counted = meta_parameter_count(cfg)
+        if counted is None:
+            raise
+        return counted
 
 
 def meta_parameter_count(config: Mapping[str, Any]) -> int | None:
