@@ -531,8 +531,10 @@ def collect_report(
         found.update(given)
 
     torch = torch_info if torch_info is not None else probe_torch()
+    from unsloth_grpo.training.distributed import detect
+
     try:
-        world_size = max(1, int(env.get("WORLD_SIZE", "1")))
+        world_size = detect(env).world_size  # the one reader of the process layout
     except ValueError:
         world_size = 1
     unsloth_ok = bool(importable("unsloth"))
