@@ -18,7 +18,6 @@ from __future__ import annotations
 import gc
 import inspect
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import sys
 import time
 from collections import deque

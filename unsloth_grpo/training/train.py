@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from unsloth_grpo.config import RecipeConfig, dump_config
+from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
 from unsloth_grpo.training.checks import check_before_loading
 from unsloth_grpo.training.distributed import detect
 from unsloth_grpo.training.repro import package_versions
@@ -41,7 +41,7 @@ def load_task_dataset(cfg: RecipeConfig):
     except ModuleNotFoundError:
         from unsloth_grpo.tasks import available_tasks
 
-        raise ValueError(f"task='{cfg.task}' is unknown; available: {', '.join(available_tasks())}") from None
+        raise ConfigError(f"task='{cfg.task}' is unknown; choose one of: {', '.join(available_tasks())}") from None
     return task.load_dataset_for(cfg)
 
 
