@@ -66,6 +66,7 @@ def test_sft_stages_map_through_the_same_rule():
     assert args.learning_rate == 0.003 and args.packing is True  # an SFTConfig field passes
     assert not hasattr(args, "epsilon_high")  # a GRPO-only field is left to the GRPO stages
     assert args.max_length == cfg.model.max_seq_length
+    assert args.loss_type != cfg.training.loss_type  # "dapo" is GRPO's loss, not SFT's
 
 
 def test_a_stage_checks_its_own_keys_against_its_trainer():

@@ -1,7 +1,8 @@
 """The recipe config as TRL's own arguments: ``GRPOConfig`` for GRPO runs, ``SFTConfig`` for SFT stages.
 
 One rule for both: every field of ``training`` goes to TRL under its own name, when the target
-dataclass has it (an SFT stage ignores GRPO-only fields such as ``num_generations``); the fields
+dataclass has it (an SFT stage ignores GRPO-only fields such as ``num_generations``, and
+``loss_type``, whose GRPO values mean nothing to SFT); the fields
 the toolkit decides itself (:data:`unsloth_grpo.config.TRAINER_FIELDS_OWNED_ELSEWHERE`) come from
 the config key that owns them, adjusted for the device and backend that were loaded.
 """
@@ -64,6 +65,7 @@ def sft_args(cfg: RecipeConfig, info):
     """TRL's ``SFTConfig`` for an SFT stage: the same fields by the same rule, plus the sequence length."""
     from trl import SFTConfig
 
-    kwargs = trainer_kwargs(cfg, info, {f.name for f in dataclasses.fields(SFTConfig)})
+    # loss_type names GRPO's loss ("dapo", ...); SFTConfig's field of that name means another thing
+    kwargs = trainer_kwargs(cfg, info, {f.name for f in dataclasses.fields(SFTConfig)} - {"loss_type"})
     kwargs.setdefault("max_length", cfg.model.max_seq_length)
     return SFTConfig(**kwargs)
