@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from unsloth_grpo.data import DataError, filter_long_prompts, load_gsm8k, load_qa_dataset
+from unsloth_grpo.data import DataError, filter_long_prompts, load_qa_dataset
+from unsloth_grpo.tasks.gsm8k import load_gsm8k
 from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT, clean_number, make_synthetic_problems, parse_gold
 
 
@@ -126,3 +127,19 @@ def test_long_prompts_are_dropped_with_a_report(tiny_model_dir):
     assert lines and f"dropped {30 - expected} of 30 prompts longer than {limit} tokens" in lines[0]
     with pytest.raises(DataError, match="every prompt is longer"):
         filter_long_prompts(ds, tok, 3, log=lines.append)
+
+
+def test_synthetic_dataset_is_the_one_shared_offline_loader():
+    from unsloth_grpo.data import split_seed, synthetic_dataset
+
+    def make(n, seed):
+        return [{"question": f"q{seed}-{i}", "answer": f"#### {i}", "extra": i} for i in range(n)]
+
+    train = synthetic_dataset(make, split="train", seed=3, num_synthetic=10, limit=4, system_prompt="sys",
+                              columns=("answer", "extra"), gold_parser=lambda a: a.split()[-1])
+    assert train.column_names == ["prompt", "answer", "extra"] and len(train) == 4
+    assert train[1] == {"prompt": [{"role": "system", "content": "sys"}, {"role": "user", "content": "q3-1"}],
+                        "answer": "1", "extra": 1}
+    test = synthetic_dataset(make, split="test", seed=3, num_synthetic=10, limit=None, system_prompt=None)
+    assert len(test) == 10 and test[0]["prompt"] == [{"role": "user", "content": "q4-0"}]  # seed + 1
+    assert (split_seed(3, "train"), split_seed(3, "validation")) == (3, 4)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo.config import load_config, validate
+from unsloth_grpo.config import load_config
+from unsloth_grpo.training.checks import config_problems as validate
 from unsloth_grpo.training.distributed import (
     Layout,
     batch_problems,
@@ -144,7 +145,7 @@ def test_suggested_fixes_are_valid(pd, g, world, spg):
 
 def test_both_generation_settings_are_refused():
     t = _cfg({"steps_per_generation": 2, "extra": {"generation_batch_size": 16}}).training
-    assert batch_problems(t, 1) == ["training.steps_per_generation and training.extra.generation_batch_size are both "
+    assert batch_problems(t, 1) == ["training.steps_per_generation and training.generation_batch_size are both "
                                     "set; TRL accepts only one: remove one of them"]
 
 
@@ -231,10 +232,10 @@ def test_vllm_server_maps_onto_grpo_config():
 
     cfg = _cfg(model={"vllm_server": "10.0.0.5:8001", "backend": "transformers"})
     info = BackendInfo("transformers", "cpu", "fp32", False, False, cfg.model.name)
-    args = build_grpo_args(cfg, info, n_reward_funcs=1, weights=[1.0])
+    args = build_grpo_args(cfg, info, weights=[1.0])
     assert (args.use_vllm, args.vllm_mode, args.vllm_server_base_url) == (True, "server", "http://10.0.0.5:8001")
     cfg.model.vllm_server = None
-    assert build_grpo_args(cfg, info, n_reward_funcs=1, weights=[1.0]).use_vllm is False
+    assert build_grpo_args(cfg, info, weights=[1.0]).use_vllm is False
 
 
 def test_doctor_checks_the_configs_vllm_server(tmp_path, capsys):

@@ -484,6 +484,7 @@ def test_own_requirements_fall_back_to_pyproject(monkeypatch):
     assert "unsloth" in declared["unsloth"].extras and declared["unsloth"].optional
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_real_environment_report():
     """Real: the installed versions meet the ranges we ship (what CI installs must pass)."""
     report = collect_report(check_hub=False)

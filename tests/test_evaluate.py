@@ -144,6 +144,7 @@ def tiny(tiny_model_dir):
     return path, AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_batched_generation_equals_one_at_a_time(tiny):
     from unsloth_grpo.evaluation.generation import generate_detailed, render_prompts
     from unsloth_grpo.tasks.gsm8k import load_gsm8k
@@ -225,6 +226,7 @@ def _cli(argv):
     return args.func(args)
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_eval_and_compare_cli_on_the_tiny_model_and_an_adapter(tiny, tmp_path):
     import torch
     from peft import LoraConfig, get_peft_model

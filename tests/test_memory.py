@@ -122,7 +122,15 @@ def test_unknown_model_and_type_errors_name_the_choices():
     with pytest.raises(memory.UnknownModelError, match="does not exist"):
         memory.load_model_config("./models/Qwen2.5-1.5B-Instruct")  # a missing path is not a built-in name
     with pytest.raises(memory.UnknownModelError, match="'gpt2' is not supported.*llama, mistral, qwen2, qwen3"):
-        count_parameters({"model_type": "gpt2", "vocab_size": 10, "hidden_size": 8})
+        memory.estimate_memory({"model_type": "gpt2", "vocab_size": 10, "hidden_size": 8})
+
+
+def test_any_architecture_is_counted_on_the_meta_device():
+    # GPT-2 has no formula in the planner; transformers builds it on the meta device
+    gpt2 = {"model_type": "gpt2", "vocab_size": 100, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64,
+            "bos_token_id": 0, "eos_token_id": 0}
+    assert count_parameters(gpt2) == meta_count(gpt2)
+    assert memory.meta_parameter_count({"model_type": "no-such-architecture"}) is None
 
 
 def test_lora_parameters_match_peft():

@@ -30,6 +30,7 @@ def write_run(tmp_path, *, kl=False, with_eval=False, warnings=()):
     return rows
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_plot_run_writes_one_png_per_logged_metric(tmp_path):
     write_run(tmp_path, warnings=[(7, "flat_reward")])
     paths = plot_run(tmp_path)
@@ -40,6 +41,7 @@ def test_plot_run_writes_one_png_per_logged_metric(tmp_path):
         assert data[:8] == PNG_MAGIC and 2_000 < len(data) < 60_000  # small enough for the README
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_kl_and_eval_plots_appear_when_logged(tmp_path):
     write_run(tmp_path, kl=True, with_eval=True)
     names = [p.name for p in plot_run(tmp_path, out_dir=tmp_path / "png")]
@@ -62,6 +64,7 @@ def test_warnings_are_vertical_lines_at_their_steps(tmp_path):
     assert smooth.get_ydata()[0] == pytest.approx(0.1) and smooth.get_ydata()[-1] == pytest.approx(1.95)
 
 
+@pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
 def test_cli_plot(tmp_path, capsys):
     write_run(tmp_path)
     parser = argparse.ArgumentParser()

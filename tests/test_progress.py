@@ -120,6 +120,7 @@ def test_recorder_replaces_an_old_file_unless_resuming(tmp_path):
 
 
 def test_recorder_writes_only_on_the_main_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")
     rec = SampleRecorder(tmp_path, every=1, print_samples=False)
     (f,) = rec.wrap([length_reward])

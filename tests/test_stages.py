@@ -11,6 +11,7 @@ import pytest
 from unsloth_grpo.training import checkpoint as ck
 from unsloth_grpo.training import stages as st
 from unsloth_grpo.config import ConfigError, load_config
+from unsloth_grpo.training.checks import config_problems
 
 
 def _cfg(tmp_path, stages, *overrides, **top):
@@ -43,7 +44,7 @@ def test_stage_config_takes_the_stage_settings(tmp_path):
     assert s2.training.learning_rate == cfg.training.learning_rate  # not set on the stage: the recipe's
     assert s2.training.temperature == 0.9 and cfg.training.temperature != 0.9
     assert s1.stages == [] and s2.stages == []
-    assert cfg.problems() == []
+    assert config_problems(cfg) == []
 
 
 def test_stage_problems_name_the_stage_and_the_fix(tmp_path):
@@ -55,20 +56,21 @@ def test_stage_problems_name_the_stage_and_the_fix(tmp_path):
         {"name": "d", "training": {"max_steps": 5}},
         {"name": "e", "rewards": [{"name": "no_such_reward"}]},
     ]
-    problems = _cfg(tmp_path, bad).problems()
+    problems = config_problems(_cfg(tmp_path, bad))
     text = "\n".join(problems)
     assert "stages[0] (a): kind 'dpo' is not one of grpo, sft" in text
     assert "stages[1] (a): name 'a' is used twice" in text
     assert "stages[1] (a): max_steps=0 must be at least 1" in text
     assert "stages[2] (bad name): name 'bad name' must be letters" in text
     assert "stages[2] (bad name): an sft stage trains on examples, not rewards" in text
-    assert "stages[3] (c): unknown key 'training.temprature'" in text and "temperature" in text
+    assert "stages[3] (c): training.temprature is not a field of the installed TRL's GRPOConfig; " \
+           "did you mean 'training.temperature'?" in text
     assert "stages[4] (d): set max_steps and learning_rate on the stage itself" in text
     assert any(p.startswith("stages[5] (e): rewards[0] (no_such_reward)") for p in problems)
     # a stage list where every GRPO stage brings its rewards needs none at the top
     ok = _cfg(tmp_path, [{"name": "s", "kind": "sft"}, {"name": "g", "rewards": [{"name": "xml_count"}]}],
               rewards=[])
-    assert ok.problems() == []
+    assert config_problems(ok) == []
     with pytest.raises(ConfigError, match="unknown config key 'stages\\[0\\].steps'"):
         _cfg(tmp_path, [{"name": "x", "steps": 3}])
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo.config import load_config, validate
+from unsloth_grpo.config import load_config
+from unsloth_grpo.training.checks import config_problems
 from unsloth_grpo.data import DataError
 from unsloth_grpo.recipes import countdown as recipe
 from unsloth_grpo.rewards import build_reward_functions, get_reward
@@ -204,7 +205,7 @@ def test_loader_reads_tinyzero_shaped_files(tmp_path):
 def test_recipe_config_and_yaml_match():
     assert load_config(ROOT / "recipes" / "countdown.yaml") == recipe.RECIPE.resolve()
     smoke = recipe.RECIPE.resolve(preset="smoke")
-    assert validate(smoke) == []
+    assert config_problems(smoke) == []
     assert smoke.model.name == "builtin:tiny" and smoke.task == "countdown"
     assert [r.name for r in smoke.rewards] == ["xml_count", "countdown_equation"]
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo.config import load_config, validate
+from unsloth_grpo.config import load_config
+from unsloth_grpo.training.checks import config_problems
 from unsloth_grpo.data import DataError
 from unsloth_grpo.recipes import custom as recipe
 from unsloth_grpo.rewards import build_reward_functions, get_reward
@@ -146,7 +147,7 @@ def test_recipe_yaml_is_the_defaults_on_the_example_csv():
     cfg = load_config(ROOT / "recipes" / "custom.yaml")
     assert cfg == recipe.RECIPE.resolve(overrides=["data.source=tests/data/custom_qa.csv",
                                                     "data.answer_column=expert_answer"])
-    assert validate(cfg) == []
+    assert config_problems(cfg) == []
     funcs, _ = build_reward_functions(cfg.rewards)
     assert [f.__name__ for f in funcs] == ["xml_count", "soft_format", "qa_correctness"]
 

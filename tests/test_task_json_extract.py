@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo.config import load_config, validate
+from unsloth_grpo.config import load_config
+from unsloth_grpo.training.checks import config_problems
 from unsloth_grpo.data import DataError
 from unsloth_grpo.recipes import json_extract as recipe
 from unsloth_grpo.rewards import get_reward
@@ -187,7 +188,7 @@ def test_loader_synthetic_and_files(tmp_path):
 def test_recipe_config_and_yaml_match():
     assert load_config(ROOT / "recipes" / "json_extract.yaml") == recipe.RECIPE.resolve()
     smoke = recipe.RECIPE.resolve(preset="smoke")
-    assert validate(smoke) == []
+    assert config_problems(smoke) == []
     assert [r.name for r in smoke.rewards] == ["xml_count", "json_extract_valid", "json_extract_keys",
                                                "json_extract_values"]
 

@@ -20,8 +20,11 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import yaml
 
+#: The names each choice may take: the one list every module, message and help text uses.
 BACKENDS = ("auto", "unsloth", "transformers")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
+DEVICES = ("auto", "cuda", "cpu")
+FAST_INFERENCE = ("auto", "on", "off")
 
 
 class ConfigError(ValueError):
@@ -123,11 +126,47 @@ class TrainingConfig:
     scale_rewards: str = _f("group", help="TRL reward scaling: 'group', 'batch' or 'none'.")
     logging_steps: int = _f(1, help="Log metrics every N steps.")
     save_steps: int = _f(100, help="Save a resumable checkpoint every N steps (0 = only on SIGINT/SIGTERM).")
-    keep_last: int | None = _f(2, help="Keep the newest N complete checkpoints under OUTPUT/checkpoints (null keeps all).")
     gradient_checkpointing: bool = _f(True, help="Recompute activations in backward to save memory.")
     report_to: list[str] = _f(help="TRL/transformers loggers: wandb, tensorboard, trackio.", factory=list)
+    passthrough: dict[str, Any] = _f(
+        help="Every other field of the installed TRL's GRPOConfig, written under training: by its own name "
+             "(e.g. training.epsilon_high: 0.28); checked against GRPOConfig before any model loads.",
+        factory=dict)
+
+
+#: ``training.*`` keys that are not GRPOConfig fields but are still read, and what they mean now.
+TRAINING_ALIASES = {
+    "warmup_ratio": "a share of max_steps for warming up; passed to TRL as warmup_steps (a float below 1 is a share)",
+    "keep_last": "the old name of run.keep_last",
+    "samples_every": "the old name of run.samples_every",
+    "extra": "the old home of GRPOConfig fields; its keys are read as if written under training:",
+}
+
+#: GRPOConfig/SFTConfig fields the toolkit sets itself, and the config key that decides each.
+TRAINER_FIELDS_OWNED_ELSEWHERE = {
+    "output_dir": "output_dir (top level, or --output-dir)",
+    "seed": "seed (top level)",
+    "data_seed": "seed (top level)",
+    "bf16": "model.dtype",
+    "fp16": "model.dtype",
+    "use_cpu": "model.device",
+    "reward_weights": "rewards[].weight",
+    "save_total_limit": "run.keep_last",
+    "save_strategy": "training.save_steps (0 saves only on SIGINT/SIGTERM)",
+    "warmup_ratio": "training.warmup_ratio",
+    "use_vllm": "model.fast_inference or model.vllm_server",
+    "vllm_mode": "model.fast_inference or model.vllm_server",
+    "vllm_server_base_url": "model.vllm_server",
+    "vllm_gpu_memory_utilization": "model.gpu_memory_utilization",
+}
+
+
+@dataclass
+class RunConfig:
+    """What the toolkit does around TRL's trainer (not GRPOConfig fields)."""
+
+    keep_last: int | None = _f(2, help="Keep the newest N complete checkpoints under OUTPUT/checkpoints (null keeps all).")
     samples_every: int = _f(10, help="Print and store sample generations every N steps (0 = never).")
-    extra: dict[str, Any] = _f(help="Further GRPOConfig fields passed through unchanged.", factory=dict)
 
 
 @dataclass
@@ -166,7 +205,11 @@ class RecipeConfig:
     lora: LoraSettings = _f(help="LoRA adapter settings.", factory=LoraSettings)
     data: DataConfig = _f(help="Training data.", factory=DataConfig)
     rewards: list[RewardSpec] = _f(help="Rewards with weights and parameters.", factory=list)
-    training: TrainingConfig = _f(help="GRPO optimisation settings.", factory=TrainingConfig)
+    training: TrainingConfig = _f(
+        help="TRL GRPOConfig fields by their own names (the ones below have this toolkit's defaults; any other "
+             "field of the installed GRPOConfig is passed through).", factory=TrainingConfig)
+    run: RunConfig = _f(help="Samples and checkpoint rotation: the toolkit's own settings around the trainer.",
+                        factory=RunConfig)
     monitor: dict[str, Any] = _f(
         help="Health monitor thresholds and windows (see unsloth_grpo.training.monitor.HealthThresholds).", factory=dict
     )
@@ -177,8 +220,63 @@ class RecipeConfig:
     )
 
     def problems(self) -> list[str]:
-        """Every problem with this config, each naming the field and the fix. Loads no model."""
+        """Problems of the config's own shape (types, ranges, names); see :func:`validate`.
+
+        The full pre-load check, with rewards, tasks, TRL's fields and the machine, is
+        :func:`unsloth_grpo.training.checks.config_problems`.
+        """
         return validate(self)
+
+
+# ---------------------------------------------------------------- YAML that keeps what was typed
+
+
+class _Typed(str):
+    """A plain YAML scalar that YAML would read as a bool, number, date or null, kept as typed.
+
+    ``output_dir: 007`` and ``--output-dir yes`` must stay the strings ``"007"`` and ``"yes"``
+    (YAML 1.1 reads them as 7 and True); a number or bool field gets YAML's reading instead.
+    """
+
+    def __new__(cls, text: str, parsed: Any):
+        obj = super().__new__(cls, text)
+        obj.parsed = parsed
+        return obj
+
+
+class _Loader(yaml.SafeLoader):
+    def construct_object(self, node, deep=False):
+        data = super().construct_object(node, deep=deep)
+        if isinstance(node, yaml.ScalarNode) and node.style is None and not isinstance(data, str):
+            return _Typed(node.value, data)
+        return data
+
+
+def _plain(value: Any) -> Any:
+    """YAML's own reading of a value, all the way down (for fields typed Any or dict)."""
+    if isinstance(value, _Typed):
+        return value.parsed
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}{problem}"
+
+
+def read_yaml(text: str, what: str) -> Any:
+    """Parse YAML text (a config file or an override's value), keeping typed scalars' text."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what} is not valid YAML ({_yaml_error(exc)}); fix the syntax, "
+                          "or quote the value") from None
 
 
 # ---------------------------------------------------------------- conversion to and from dicts
@@ -187,27 +285,30 @@ class RecipeConfig:
 def _convert(value: Any, tp: Any, where: str) -> Any:
     """Convert a YAML value to the annotated type, or raise ConfigError naming ``where``."""
     origin = get_origin(tp)
+    if tp is str and isinstance(value, _Typed):
+        return str(value)  # what was typed: "007", "yes", "2026-11-30"
+    args = get_args(tp)
+    if args and type(None) in args:  # Optional[X]
+        if _plain(value) is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(value, inner[0], where)
+    value = value if dataclasses.is_dataclass(tp) or origin is list else _plain(value)
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping, got {_plain(value)!r}")
         return _from_dict(tp, value, where)
     if origin is list:
         (item_tp,) = get_args(tp) or (Any,)
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {_plain(value)!r}")
         return [_convert(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
         return dict(value)
-    args = get_args(tp)
-    if args and type(None) in args:  # Optional[X]
-        if value is None:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _convert(value, inner[0], where)
     if tp is Any:
         return value
     if tp is bool:
@@ -231,16 +332,45 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"{where}: expected a number, got {value!r}") from None
     if tp is str:
-        if isinstance(value, bool):  # YAML 1.1 reads on/off/yes/no as booleans
-            return "on" if value else "off"
+        if isinstance(value, bool):  # a bool from a Python dict, not from YAML text
+            return "true" if value else "false"
         if not isinstance(value, (str, int, float)):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return str(value)
     return value
 
 
+def _training_keys(data: dict, where: str) -> dict:
+    """The ``training`` mapping with the old keys folded in and every GRPOConfig field kept."""
+    data = dict(data)
+    extra = data.pop("extra", None) or {}
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{where}.extra: expected a mapping of GRPOConfig fields, got {_plain(extra)!r}; "
+                          f"write those fields directly under {where}:")
+    for key, value in extra.items():
+        if key in data:
+            raise ConfigError(f"{where}.{key} is set both directly and under {where}.extra; keep the direct one")
+        data[key] = value
+    named = {f.name for f in fields(TrainingConfig)} - {"passthrough"}
+    passthrough = dict(_plain(data.pop("passthrough", None) or {}))
+    for key in [k for k in data if k not in named]:
+        passthrough[str(key)] = _plain(data.pop(key))
+    data["passthrough"] = passthrough
+    return data
+
+
 def _from_dict(cls: type, data: dict, where: str = "") -> Any:
     hints = get_type_hints(cls)
+    if cls is RecipeConfig and isinstance(data.get("training"), dict):
+        data = dict(data)
+        training = dict(data["training"])
+        run = dict(data.get("run") or {})
+        for old in ("keep_last", "samples_every"):  # moved to run:; the old key still works, and wins
+            if old in training:
+                run[old] = training.pop(old)
+        data["training"], data["run"] = training, run
+    if cls is TrainingConfig:
+        data = _training_keys(data, where or "training")
     names = [f.name for f in fields(cls)]
     unknown = [k for k in data if k not in names]
     if unknown:
@@ -267,7 +397,15 @@ def config_from_dict(data: dict) -> RecipeConfig:
 
 
 def config_to_dict(cfg: Any) -> dict:
-    return dataclasses.asdict(cfg)
+    """The config as plain data; GRPOConfig pass-through fields sit under ``training`` by name."""
+    d = dataclasses.asdict(cfg)
+
+    def flatten(training: dict) -> None:
+        training.update(training.pop("passthrough", None) or {})
+
+    if isinstance(cfg, RecipeConfig):
+        flatten(d["training"])
+    return d
 
 
 def merge_dicts(base: dict, update: dict) -> dict:
@@ -282,11 +420,14 @@ def merge_dicts(base: dict, update: dict) -> dict:
 
 
 def parse_override(text: str) -> dict:
-    """``'training.max_steps=50'`` -> ``{'training': {'max_steps': 50}}`` (value parsed as YAML)."""
+    """``'training.max_steps=50'`` -> ``{'training': {'max_steps': 50}}`` (value parsed as YAML).
+
+    A string field keeps the text as typed: ``output_dir=007`` is ``"007"``, not 7.
+    """
     if "=" not in text:
         raise ConfigError(f"override '{text}' is not of the form section.key=value (e.g. training.max_steps=50)")
     key, raw = text.split("=", 1)
-    value = yaml.safe_load(raw) if raw.strip() else ""
+    value = read_yaml(raw, f"override '{text}': the value") if raw.strip() else ""
     out: dict = {}
     node = out
     parts = key.strip().split(".")
@@ -300,23 +441,27 @@ def load_config(
     source: str | os.PathLike | dict | None = None,
     *,
     base: dict | None = None,
-    overrides: list[str] | None = None,
+    overrides: list[str | dict] | None = None,
 ) -> RecipeConfig:
-    """Load a recipe config from a YAML path or dict, on top of ``base``, then apply overrides."""
+    """Load a recipe config from a YAML path or dict, on top of ``base``, then apply overrides.
+
+    An override is ``'section.key=value'`` text or an already parsed partial config (a dict).
+    """
     data: dict = dict(base or {})
     if source is not None:
         if isinstance(source, dict):
             loaded = source
         else:
             path = Path(source)
-            if not path.exists():
-                raise ConfigError(f"config file '{path}' does not exist")
-            loaded = yaml.safe_load(path.read_text()) or {}
+            if not path.is_file():
+                raise ConfigError(f"config file '{path}' does not exist; check the path given to --config")
+            loaded = read_yaml(path.read_text(), f"config file '{path}'") or {}
             if not isinstance(loaded, dict):
-                raise ConfigError(f"config file '{path}' must hold a mapping at the top level")
+                raise ConfigError(f"config file '{path}' must hold a mapping at the top level "
+                                  "(section: {key: value}), not a single value or a list")
         data = merge_dicts(data, loaded)
-    for text in overrides or []:
-        data = merge_dicts(data, parse_override(text))
+    for item in overrides or []:
+        data = merge_dicts(data, item if isinstance(item, dict) else parse_override(item))
     return config_from_dict(data)
 
 
@@ -329,38 +474,56 @@ def dump_config(cfg: RecipeConfig, path: str | os.PathLike | None = None) -> str
     return text
 
 
-def describe(cls: type = RecipeConfig, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, help) for every field, nested keys dotted; used by ``--help-config``."""
+def describe(cls: type = RecipeConfig, prefix: str = "", instance: Any = None) -> list[tuple[str, str, str]]:
+    """(key, default, help) for every field, nested keys dotted; used by ``--help-config``.
+
+    The defaults shown are ``instance``'s (a recipe's resolved config) when given, else the class's.
+    """
     rows = []
-    instance = cls() if cls is not RewardSpec else None
+    if instance is None:
+        instance = cls() if cls is not RewardSpec else None
     for f in fields(cls):
         key = f"{prefix}{f.name}"
         tp = get_type_hints(cls)[f.name]
         if dataclasses.is_dataclass(tp):
-            rows.extend(describe(tp, key + "."))
+            rows.extend(describe(tp, key + ".", getattr(instance, f.name, None)))
             continue
+        if cls is TrainingConfig and f.name == "passthrough":
+            continue  # the CLI lists the installed GRPOConfig's own fields in its place
         default = getattr(instance, f.name) if instance is not None else ""
-        rows.append((key, repr(default), f.metadata.get("help", "")))
+        if isinstance(default, list) and default and all(isinstance(r, RewardSpec) for r in default):
+            shown = "[" + ", ".join(f"{r.name} x{r.weight:g}" for r in default) + "]"
+        elif isinstance(default, list) and default and all(isinstance(s, StageConfig) for s in default):
+            shown = "[" + ", ".join(f"{s.name} ({s.kind})" for s in default) + "]"
+        else:
+            shown = repr(default)
+        rows.append((key, shown, f.metadata.get("help", "")))
     return rows
 
 
-# ---------------------------------------------------------------- validation
+# ---------------------------------------------------------------- validation of shapes and names
 
 
 def validate(cfg: RecipeConfig) -> list[str]:
-    """Check a config without loading anything heavy; return every problem as one line each."""
+    """Check the config's own values (types, ranges, names); return every problem, one line each.
+
+    This imports nothing: rewards, tasks, TRL's fields, the process layout and the machine are
+    checked by :func:`unsloth_grpo.training.checks.config_problems` on top of this.
+    """
     p: list[str] = []
     m, t, lo, d = cfg.model, cfg.training, cfg.lora, cfg.data
     if m.backend not in BACKENDS:
         p.append(f"model.backend='{m.backend}' is not one of {', '.join(BACKENDS)}")
     if m.dtype not in DTYPES:
         p.append(f"model.dtype='{m.dtype}' is not one of {', '.join(DTYPES)}")
-    if m.fast_inference not in ("auto", "on", "off"):
-        p.append(f"model.fast_inference='{m.fast_inference}' must be 'auto', 'on' or 'off'")
-    if m.vllm_standby not in ("auto", "on", "off"):
-        p.append(f"model.vllm_standby='{m.vllm_standby}' must be 'auto', 'on' or 'off'")
-    if m.device not in ("auto", "cuda", "cpu"):
-        p.append(f"model.device='{m.device}' must be 'auto', 'cuda' or 'cpu'")
+    if m.fast_inference not in FAST_INFERENCE:
+        p.append(f"model.fast_inference='{m.fast_inference}' must be one of {', '.join(FAST_INFERENCE)}")
+    if m.vllm_standby not in FAST_INFERENCE:
+        p.append(f"model.vllm_standby='{m.vllm_standby}' must be one of {', '.join(FAST_INFERENCE)}")
+    if m.device not in DEVICES:
+        p.append(f"model.device='{m.device}' must be one of {', '.join(DEVICES)}")
+    if not m.name.strip():
+        p.append("model.name is empty; give a hub id, a local model directory or 'builtin:tiny'")
     if not 0.05 <= m.gpu_memory_utilization <= 0.95:
         p.append(f"model.gpu_memory_utilization={m.gpu_memory_utilization} should lie between 0.05 and 0.95")
     if t.num_generations < 2:
@@ -368,11 +531,9 @@ def validate(cfg: RecipeConfig) -> list[str]:
             f"training.num_generations={t.num_generations}: GRPO compares completions within a group, "
             "so it needs at least 2 (8 is typical)"
         )
-    from unsloth_grpo.training.distributed import batch_problems, detect, layout_problems
-
-    layout = detect()  # WORLD_SIZE etc. from torchrun / accelerate launch; 1 process otherwise
-    p.extend(batch_problems(t, layout.world_size))  # TRL's generation-batch rules, across all processes
-    p.extend(layout_problems(cfg, layout))
+    if t.max_completion_length < 1:
+        p.append(f"training.max_completion_length={t.max_completion_length}: a completion needs at least 1 token; "
+                 "set it to the longest answer you expect, e.g. 256")
     if d.max_prompt_tokens + t.max_completion_length > m.max_seq_length:
         p.append(
             f"data.max_prompt_tokens ({d.max_prompt_tokens}) + training.max_completion_length "
@@ -387,87 +548,36 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append(f"training.max_steps={t.max_steps} must be at least 1")
     if t.learning_rate <= 0:
         p.append(f"training.learning_rate={t.learning_rate} must be positive")
+    if not 0 <= t.warmup_ratio < 1:
+        p.append(f"training.warmup_ratio={t.warmup_ratio} must lie in [0, 1): it is a share of max_steps")
     if t.beta < 0:
         p.append(f"training.beta={t.beta} must be >= 0")
     if t.temperature <= 0:
         p.append(f"training.temperature={t.temperature} must be > 0 for GRPO sampling")
     if not cfg.rewards and not (cfg.stages and all(s.rewards or s.kind == "sft" for s in cfg.stages)):
         p.append("rewards: the list is empty; add at least one, e.g. {name: correctness, weight: 2.0}")
-    if t.keep_last is not None and t.keep_last < 1:
-        p.append(f"training.keep_last={t.keep_last}: keep at least 1 checkpoint, or null to keep all")
+    if cfg.run.keep_last is not None and cfg.run.keep_last < 1:
+        p.append(f"run.keep_last={cfg.run.keep_last}: keep at least 1 checkpoint, or null to keep all")
+    if cfg.run.samples_every < 0:
+        p.append(f"run.samples_every={cfg.run.samples_every} must be >= 0 (0 = never)")
     for i, spec in enumerate(cfg.rewards):
         if not isinstance(spec.params, dict):
             p.append(f"rewards[{i}].params must be a mapping")
-    try:
-        from unsloth_grpo.training.monitor import HealthThresholds
-
-        HealthThresholds.from_dict(cfg.monitor)
-    except (ValueError, TypeError) as exc:
-        p.append(f"monitor: {exc}")
     e = cfg.evaluation
     if e.every < 0 or e.limit < 1 or e.samples < 1:
         p.append(f"evaluation: every={e.every}, limit={e.limit}, samples={e.samples}: every >= 0, limit and samples >= 1")
-    p.extend(_reward_problems(cfg))
-    p.extend(_hardware_problems(cfg))
-    if cfg.stages:
-        from unsloth_grpo.training.stages import stage_problems
-
-        p.extend(q for q in stage_problems(cfg) if q not in p)
     return p
 
 
-def _reward_problems(cfg: RecipeConfig) -> list[str]:
-    """Build every reward once so unknown names and bad parameters surface before loading."""
-    out = []
-    try:
-        from unsloth_grpo.rewards import get_reward
-    except ImportError:  # pragma: no cover - the package always ships rewards
-        return out
-    for i, spec in enumerate(cfg.rewards):
-        try:
-            get_reward(spec.name, **spec.params)
-        except Exception as exc:  # noqa: BLE001 - report whatever the constructor says
-            out.append(f"rewards[{i}] ({spec.name}): {exc}")
-    return out
-
-
-def _hardware_problems(cfg: RecipeConfig) -> list[str]:
-    """bf16 on a GPU without it, vLLM asked for but missing, 4-bit on CPU, unsloth missing."""
-    import importlib.util
-
-    out = []
-    m = cfg.model
-    cuda = _cuda_capability()
-    if m.backend == "unsloth" and importlib.util.find_spec("unsloth") is None:
-        out.append("model.backend='unsloth' but unsloth is not installed: pip install 'unsloth-grpo[unsloth]', or set model.backend=auto")
-    if m.fast_inference == "on":
-        if importlib.util.find_spec("vllm") is None:
-            out.append("model.fast_inference='on' but vllm is not installed: pip install 'unsloth-grpo[vllm]', or set model.fast_inference=auto")
-        elif cuda is None:
-            out.append("model.fast_inference='on' needs a CUDA GPU; set model.fast_inference=auto on this machine")
-    if m.dtype == "bf16" and cuda is not None and cuda < (8, 0):
-        out.append(
-            f"model.dtype='bf16' but this GPU (compute capability {cuda[0]}.{cuda[1]}) has no bf16; "
-            "set model.dtype=fp16 (or auto)"
-        )
-    if m.device == "cuda" and cuda is None:
-        out.append("model.device='cuda' but no CUDA GPU is visible; set model.device=auto to run on CPU")
-    return out
-
-
-def _cuda_capability() -> tuple[int, int] | None:
-    """The first GPU's compute capability, or None without CUDA. Imports torch only if loaded."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    return torch.cuda.get_device_capability(0)
+def format_problems(problems: list[str]) -> str:
+    """The one message a list of problems makes (the text of a ConfigError)."""
+    if len(problems) == 1:
+        return problems[0]
+    return "the recipe config has problems:\n  - " + "\n  - ".join(problems)
 
 
 def check(cfg: RecipeConfig) -> None:
-    """Raise ConfigError listing every problem, or return None when the config is sound."""
+    """Raise ConfigError listing every shape problem of ``cfg``; see also ``training.checks``."""
     problems = validate(cfg)
     if problems:
-        raise ConfigError("the recipe config has problems:\n  - " + "\n  - ".join(problems))
+        raise ConfigError(format_problems(problems))

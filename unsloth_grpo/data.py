@@ -12,6 +12,7 @@ Example (the knowledge-base case: a CSV with ``question`` and ``expert_answer``)
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -21,13 +22,6 @@ LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "
 
 class DataError(ValueError):
     """The dataset is malformed. The message names the row or column and the fix."""
-
-
-def load_gsm8k(*args, **kwargs):
-    """GSM8K as chat prompts + clean numeric answers; see :func:`unsloth_grpo.tasks.gsm8k.load_gsm8k`."""
-    from unsloth_grpo.tasks.gsm8k import load_gsm8k as _load
-
-    return _load(*args, **kwargs)
 
 
 def looks_like_path(source: str) -> bool:
@@ -60,11 +54,13 @@ def load_table(source: str, *, split: str = "train", subset: str | None = None):
         if builder is None:
             raise DataError(f"dataset file '{source}' has an unknown format; use one of {', '.join(LOCAL_FORMATS)}")
         try:
-            return datasets.load_dataset(builder, data_files=str(path), split="train")
+            with _quiet("datasets"):  # its log line repeats the parser's error; ours names the line
+                return datasets.load_dataset(builder, data_files=str(path), split="train")
         except Exception as exc:  # noqa: BLE001 - parse errors of every builder
-            if "corresponds to no data" in str(exc):
-                raise DataError(f"dataset '{source}' is empty") from exc
-            raise DataError(f"could not read '{source}' as {builder}: {exc}") from exc
+            if "corresponds to no data" in str(exc):  # a header and no rows
+                raise DataError(f"dataset '{source}' is empty: the file holds no rows") from None
+            reason = _why_unreadable(path, builder) or _innermost(exc)
+            raise DataError(f"could not read dataset '{source}' as {builder}: {reason}") from None
     try:
         return datasets.load_dataset(source, subset, split=split)
     except Exception as exc:  # noqa: BLE001
@@ -72,6 +68,61 @@ def load_table(source: str, *, split: str = "train", subset: str | None = None):
             f"could not load hub dataset '{source}' (subset={subset!r}, split={split!r}): {exc}. "
             "Offline? Pass a local .jsonl/.json/.csv/.parquet file instead."
         ) from exc
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    """Hold a library's log records back for the duration (its errors become our DataError)."""
+    import logging
+
+    logger = logging.getLogger(logger_name)
+    before = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def _why_unreadable(path: Path, builder: str) -> str | None:
+    """The reason a local file did not load, in the user's terms (which line, what is wrong)."""
+    import json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{exc}; save the file as UTF-8 text"
+    if not text.strip():
+        return "the file holds no rows; write one example per line (JSONL: one JSON object per line)"
+    if builder != "json":
+        return None
+    if path.suffix.lower() == ".json":
+        try:
+            json.loads(text)
+            return None  # one JSON document: the builder's own message says what it disliked
+        except ValueError:
+            pass  # perhaps JSON lines in a .json file: find the line
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            return f"line {number} is not valid JSON ({exc.msg} at column {exc.colno}): {line.strip()[:80]!r}; " \
+                   "fix or remove that line"
+        if not isinstance(row, dict):
+            return f"line {number} is a JSON {type(row).__name__}, not an object; write each row as {{\"question\": ..., \"answer\": ...}}"
+    return None
+
+
+def _innermost(exc: BaseException) -> str:
+    """The most specific message of an exception chain (datasets wraps the parser's error)."""
+    messages = []
+    while exc is not None:
+        if str(exc).strip():
+            messages.append(str(exc).strip())
+        exc = exc.__cause__ or exc.__context__
+    return messages[-1] if messages else "no reason given by the loader"
 
 
 def require_columns(ds, columns: list[str], source: str) -> None:
@@ -91,6 +142,42 @@ def chat_prompt(question: str, system_prompt: str | None) -> list[dict[str, str]
         messages.append({"role": "system", "content": system_prompt})
     messages.append({"role": "user", "content": question})
     return messages
+
+
+def split_seed(seed: int, split: str) -> int:
+    """The generator seed of a split: ``train`` uses ``seed``, any held-out split ``seed + 1``,
+    so offline evaluation problems never repeat the training ones."""
+    return seed + (split != "train")
+
+
+def synthetic_dataset(
+    make_rows: Callable[..., list[dict[str, Any]]],
+    *,
+    split: str,
+    seed: int,
+    num_synthetic: int,
+    limit: int | None,
+    system_prompt: str | None,
+    columns: tuple[str, ...] = ("answer",),
+    gold_parser: Callable[[str], str | None] | None = None,
+):
+    """A task's offline rows as chat prompts, the one way every task builds its synthetic data.
+
+    ``make_rows(n, seed=...)`` returns ``n`` dicts with a ``question`` and the ``columns``
+    (``answer`` first); at most ``limit`` of ``num_synthetic`` rows are made, with the split's
+    seed (:func:`split_seed`). ``gold_parser`` turns a generated answer into the reference
+    string (GSM8K's ``#### N`` into ``N``).
+    """
+    import datasets
+
+    count = num_synthetic if limit is None else min(num_synthetic, limit)
+    rows = make_rows(count, seed=split_seed(seed, split))
+    out: dict[str, list[Any]] = {"prompt": [chat_prompt(r["question"], system_prompt) for r in rows]}
+    for column in columns:
+        out[column] = [r.get(column, "") for r in rows]
+    if gold_parser is not None:
+        out["answer"] = [gold_parser(str(a)) for a in out["answer"]]
+    return datasets.Dataset.from_dict(out)
 
 
 def to_prompt_dataset(

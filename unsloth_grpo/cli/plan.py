@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 
+from unsloth_grpo.config import BACKENDS
 from unsloth_grpo.hardware import memory, profiles
 
 _TERM_HELP = {
@@ -45,7 +46,7 @@ def add_parser(subparsers) -> None:
                    help="e.g. 7.5 for a T4 (fp16), 8.6 for an RTX 3090 (bf16). Default: the detected GPU's.")
     p.add_argument("--4bit", dest="load_in_4bit", action=argparse.BooleanOptionalAction, default=None,
                    help="Force 4-bit (--4bit) or 16-bit (--no-4bit) weights; default: whichever fits best.")
-    p.add_argument("--backend", choices=["unsloth", "transformers"], default="unsloth")
+    p.add_argument("--backend", choices=[b for b in BACKENDS if b != "auto"], default="unsloth")
     p.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=False,
                    help="Generate with vLLM (also picks gpu_memory_utilization).")
     p.add_argument("--standby", action="store_true",

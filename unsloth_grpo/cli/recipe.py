@@ -9,6 +9,7 @@ as plain dicts and calls :func:`run_recipe`. The layering is, later wins:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +32,10 @@ class Recipe:
                 gpu: dict | None = None) -> RecipeConfig:
         """The config for these arguments. ``preset='auto'`` plans for the detected GPU (or ``gpu``)."""
         base = dict(self.defaults)
-        extra = list(overrides or [])
+        extra: list[str | dict] = []
         if output_dir is not None:
-            extra.append(f"output_dir={output_dir}")
+            extra.append({"output_dir": output_dir})  # a path as typed, never read as YAML
+        extra += list(overrides or [])
         if preset == AUTO_PRESET:
             # the model and the vLLM settings may come from the config file or an override: resolve them first
             base = merge_dicts(base, _auto_preset(load_config(config, base=base, overrides=extra), gpu))
@@ -102,10 +104,11 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
         "training": {
             "max_steps": 40, "learning_rate": 2e-2, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
             "weight_decay": 0.0, "max_grad_norm": 1.0, "num_generations": 8, "per_device_train_batch_size": 8,
-            "max_completion_length": 12, "temperature": 1.0, "samples_every": 20, "save_steps": 0,
+            "max_completion_length": 12, "temperature": 1.0, "save_steps": 0,
             # every 12-token completion is cut short: masking them would leave nothing to learn from
             "mask_truncated_completions": False,
         },
+        "run": {"samples_every": 20},
         "monitor": {"ignore": ["length_clipped"]},
     }, {"data": data or {}, "training": training or {}})
 
@@ -125,20 +128,65 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | No
                              "(a run directory or one of its checkpoints). Without --config/--preset the run's "
                              "own config.yaml is used.")
     parser.add_argument("--print-config", action="store_true", help="Print the resolved config and stop.")
-    parser.add_argument("--help-config", action="store_true", help="List every config key with its help.")
+    parser.add_argument("--help-config", action="store_true",
+                        help="List every config key with its help, and the installed TRL's GRPOConfig fields.")
+    parser.add_argument("--debug", action="store_true", help="Show the full traceback of an error.")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="Overrides such as training.max_steps=50 model.name=Qwen/Qwen2.5-0.5B-Instruct")
 
 
+def help_config_rows(cfg: RecipeConfig | None = None) -> list[tuple[str, str, str]]:
+    """``--help-config``: the toolkit's keys with ``cfg``'s values (the recipe's defaults), then
+    every other field of the installed GRPOConfig with TRL's own help text (passed through
+    ``training:`` under its own name)."""
+    from unsloth_grpo.config import TRAINER_FIELDS_OWNED_ELSEWHERE
+    from unsloth_grpo.training.checks import trainer_fields
+
+    rows = describe(RecipeConfig, instance=cfg)
+    named = {key.split(".", 1)[1] for key, _, _ in rows if key.startswith("training.")}
+    for name, f in sorted(trainer_fields("GRPOConfig").items()):
+        if name in named or name in TRAINER_FIELDS_OWNED_ELSEWHERE or name.startswith("_"):
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else None
+        text = " ".join(str(f.metadata.get("help", "")).split())
+        rows.append((f"training.{name}", repr(default), f"(TRL) {text}"))
+    return rows
+
+
+def _resume_and_overrides(args: argparse.Namespace) -> tuple[object, list[str]]:
+    """``--resume`` takes an optional path, so ``--resume training.max_steps=5`` would read the
+    override as the path: a value with ``=`` that is no directory is an override after all."""
+    resume, overrides = getattr(args, "resume", None), list(args.overrides)
+    if isinstance(resume, str) and "=" in resume and not Path(resume).exists():
+        return True, [resume, *overrides]
+    return resume, overrides
+
+
 def run_from_args(recipe: Recipe, args: argparse.Namespace,
                   train_fn: Callable | None = None) -> int:
+    """Run the command; bad input ends with one paragraph on stderr and exit code 2 (the
+    traceback only with ``--debug``), before any model is loaded."""
+    from unsloth_grpo.data import DataError
+    from unsloth_grpo.training.checkpoint import CheckpointError
+
+    try:
+        return _run_from_args(recipe, args, train_fn)
+    except (ConfigError, DataError, CheckpointError) as exc:
+        if getattr(args, "debug", False):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable | None) -> int:
     from unsloth_grpo.config import dump_config
 
     if args.help_config:
-        for key, default, help_text in describe():
+        defaults = recipe.resolve(preset=args.preset, config=args.config)
+        for key, default, help_text in help_config_rows(defaults):
             print(f"{key:42s} {default:28s} {help_text}")
         return 0
-    resume = getattr(args, "resume", None)
+    resume, overrides = _resume_and_overrides(args)
     config = args.config
     if resume is not None and config is None and args.preset is None:
         from unsloth_grpo.training.checkpoint import is_checkpoint_dir, run_dir_of
@@ -148,35 +196,22 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         if run is not None and (Path(run) / "config.yaml").is_file():
             config = str(Path(run) / "config.yaml")
             print(f"resume: using the run's config {config}")
-    try:
-        cfg = recipe.resolve(preset=args.preset, config=config, output_dir=args.output_dir,
-                             overrides=args.overrides)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    cfg = recipe.resolve(preset=args.preset, config=config, output_dir=args.output_dir, overrides=overrides)
     if args.print_config:
         print(dump_config(cfg), end="")
         return 0
-    problems = cfg.problems()
-    if problems:
-        print("error: the recipe config has problems:\n  - " + "\n  - ".join(problems), file=sys.stderr)
-        return 2
+    from unsloth_grpo.training.checks import check_before_loading
+
     if args.check:
         from unsloth_grpo.training.train import load_task_dataset
 
-        from unsloth_grpo.data import DataError
-
-        try:
-            ds = load_task_dataset(cfg)
-        except DataError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        check_before_loading(cfg, environment=False)
+        ds = load_task_dataset(cfg)
         print(f"config and data OK: {len(ds)} training rows, rewards "
               + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards))
         return 0
-    from unsloth_grpo.data import DataError
     from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere, preflight_recipe
-    from unsloth_grpo.training.train import TrainingStopped
+    from unsloth_grpo.training.results import TrainingStopped
 
     try:
         preflight_recipe(cfg)  # before any import of the training stack: no GPU, missing model, hub off
@@ -186,17 +221,21 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
 
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
-    from unsloth_grpo.training.checkpoint import CheckpointError
 
+    check_before_loading(cfg, environment=False)  # the config's problems, before the trainer imports
     shrinks = 0
     while True:
         try:
             result = train_fn(cfg, resume=resume) if resume is not None else train_fn(cfg)
             break
-        except (ConfigError, DataError, CheckpointError, RecipeCannotRunHere) as exc:
+        except RecipeCannotRunHere as exc:
+            if getattr(args, "debug", False):
+                raise
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except EnvironmentProblem as exc:
+            if getattr(args, "debug", False):
+                raise
             print(f"error: {exc}", file=sys.stderr)
             return 1
         except TrainingStopped as exc:
@@ -205,9 +244,9 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
             if smaller is None:
                 return exc.code
             cfg, resume, shrinks = smaller, True, shrinks + 1
-    from unsloth_grpo.training.train import is_main_process
+    from unsloth_grpo.training.distributed import detect
 
-    if not is_main_process():
+    if not detect().is_main:
         return 0
     first, last = result.mean_reward(first=5), result.mean_reward(last=5)
     print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from unsloth_grpo.config import BACKENDS
+
 EVAL_FILE = "eval.json"
 EVAL_SAMPLES_FILE = "eval_samples.jsonl"
 
@@ -369,7 +371,7 @@ def _add_common(p) -> None:
     p.add_argument("--temperature", type=float, default=0.7, help="Sampling temperature for pass@k samples.")
     p.add_argument("--top-p", type=float, default=1.0, help="Nucleus sampling for pass@k samples.")
     p.add_argument("--seed", type=int, default=0, help="Sampling seed (same for both models in compare).")
-    p.add_argument("--backend", default="auto", choices=["auto", "unsloth", "transformers"],
+    p.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="How to load the model ('auto': Unsloth on CUDA when installed).")
     p.add_argument("--device", default="auto", help="'auto', 'cuda' or 'cpu'.")
     p.add_argument("--output", required=True, help="Directory for the results.")

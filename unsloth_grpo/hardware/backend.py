@@ -78,19 +78,26 @@ def resolve_model_path(name: str) -> str:
     """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; anything else unchanged."""
     if name == TINY_MODEL:
         from unsloth_grpo.testing import build_tiny_model
+        from unsloth_grpo.training.distributed import node_lock
 
-        return build_tiny_model(cache_dir() / "tiny-model")
+        # under torchrun every rank asks at once: one builds, the others wait and then read it
+        with node_lock(cache_dir() / "tiny-model.lock"):
+            return build_tiny_model(cache_dir() / "tiny-model")
     if name == TINY_CODE_MODEL:
         from unsloth_grpo.testing import CODE_TOKENS, build_tiny_model
+        from unsloth_grpo.training.distributed import node_lock
 
-        return build_tiny_model(cache_dir() / "tiny-code-model", extra_tokens=CODE_TOKENS)
+        with node_lock(cache_dir() / "tiny-code-model.lock"):
+            return build_tiny_model(cache_dir() / "tiny-code-model", extra_tokens=CODE_TOKENS)
     if name.startswith("builtin:"):
         raise BackendError(f"unknown built-in model '{name}'; use '{TINY_MODEL}' or '{TINY_CODE_MODEL}'")
     return name
 
 
 def _world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    from unsloth_grpo.training.distributed import detect
+
+    return detect().world_size
 
 
 def auto_backend(unsloth_importable: bool | None = None, world_size: int | None = None,
@@ -116,8 +123,10 @@ def auto_backend(unsloth_importable: bool | None = None, world_size: int | None 
 
 def backend_name(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
     """The backend a run uses and why, checked but not imported; raises BackendError when it cannot run."""
-    if requested not in ("auto", "unsloth", "transformers"):
-        raise BackendError(f"model.backend='{requested}' is not one of auto, unsloth, transformers")
+    from unsloth_grpo.config import BACKENDS
+
+    if requested not in BACKENDS:
+        raise BackendError(f"model.backend='{requested}' is not one of {', '.join(BACKENDS)}")
     if requested == "transformers":
         return "transformers", "requested"
     if requested == "unsloth":
@@ -350,7 +359,9 @@ def _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpoin
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
             bnb_4bit_compute_dtype=compute,
         )
-        kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+        from unsloth_grpo.training.distributed import detect
+
+        kwargs["device_map"] = {"": detect().local_rank}
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model_cfg.trust_remote_code)
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     if lora_cfg is not None:

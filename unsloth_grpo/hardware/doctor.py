@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib.metadata
 import importlib.util
 import json
 import logging
+import operator
 import os
 import platform
 import re
@@ -39,10 +41,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import Specifier, SpecifierSet
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from unsloth_grpo.config import BACKENDS, FAST_INFERENCE  # the choices' names, defined once
 from unsloth_grpo.hardware.profiles import CardProfile, vllm_version_problem
 
 logger = logging.getLogger(__name__)
@@ -68,8 +71,6 @@ TRACKED = (
 #: their unconditional requirements count (Unsloth's extras pin torch builds for other setups).
 THIRD_PARTY_SOURCES = ("unsloth", "unsloth_zoo", "vllm")
 
-BACKENDS = ("auto", "unsloth", "transformers")
-FAST_INFERENCE = ("auto", "on", "off")
 
 ERROR = "error"  # blocks: the run would fail
 WARNING = "warning"  # informs: the run can go on
@@ -244,75 +245,27 @@ class RecipeCannotRunHere(EnvironmentProblem):
 # ---------------------------------------------------------------- version ranges
 
 
+#: Order of the parts of a combined range: lower bound, pins, exclusions, upper bound.
+_SPEC_ORDER = {">=": 0, ">": 0, "==": 1, "~=": 1, "===": 1, "!=": 2, "<=": 3, "<": 3}
+
+
 def combine_specifiers(specs: Iterable[str]) -> str | None:
     """Intersect specifier strings into one short, equivalent range; None when nothing fits.
 
     ``combine_specifiers([">=1.14,<1.15", ">=0.18.2,!=0.19.0,<=1.15.0"]) == ">=1.14,<1.15"``:
-    the tightest lower and upper bounds are kept and exclusions outside them dropped, so the
-    fix command stays readable while still satisfying every declaring package.
+    packaging intersects the sets (``&``) and says whether any version is left; a part that the
+    others already imply is dropped, so the fix command stays readable.
     """
-    unique: dict[str, Specifier] = {}
-    for text in specs:
-        for sp in SpecifierSet(text or ""):
-            unique.setdefault(str(sp), sp)
-    lower: tuple[Version, bool] | None = None  # (version, inclusive)
-    upper: tuple[Version, bool] | None = None
-    excluded: list[Specifier] = []
-    others: list[Specifier] = []  # ==, ~=, ===: kept verbatim
-    for sp in unique.values():
-        op = sp.operator
-        if op in (">=", ">"):
-            cand = (Version(sp.version), op == ">=")
-            if lower is None or cand[0] > lower[0] or (cand[0] == lower[0] and lower[1] and not cand[1]):
-                lower = cand
-        elif op in ("<=", "<"):
-            cand = (Version(sp.version), op == "<=")
-            if upper is None or cand[0] < upper[0] or (cand[0] == upper[0] and upper[1] and not cand[1]):
-                upper = cand
-        elif op == "!=":
-            excluded.append(sp)
-        else:
-            others.append(sp)
-    if lower and upper and (lower[0] > upper[0] or (lower[0] == upper[0] and not (lower[1] and upper[1]))):
+    combined = functools.reduce(operator.and_, (SpecifierSet(text or "") for text in specs), SpecifierSet())
+    if combined.is_unsatisfiable():
         return None
-    bounds = []
-    if lower:
-        bounds.append(f"{'>=' if lower[1] else '>'}{lower[0]}")
-    if upper:
-        bounds.append(f"{'<=' if upper[1] else '<'}{upper[0]}")
-    bound_set = SpecifierSet(",".join(bounds))
-
-    pins = [sp for sp in others if sp.operator == "==" and not sp.version.endswith(".*")]
-    if pins:
-        # An exact pin decides everything, provided every other specifier accepts it.
-        pin = Version(pins[0].version)
-        if all(sp.contains(pin, prereleases=True) for sp in unique.values()):
-            return f"=={pins[0].version}"
-        return None
-
-    kept_excluded = [sp for sp in excluded if _exclusion_overlaps(sp, lower, upper, bound_set)]
-    kept_excluded.sort(key=lambda sp: Version(sp.version.removesuffix(".*")))
-    parts = bounds[:1] if lower else []
-    parts += [str(sp) for sp in others]
-    parts += [str(sp) for sp in kept_excluded]
-    if upper:
-        parts.append(bounds[-1])
-    return ",".join(parts)
-
-
-def _exclusion_overlaps(sp: Specifier, lower, upper, bound_set: SpecifierSet) -> bool:
-    """Whether a ``!=`` specifier removes anything from the range [lower, upper]."""
-    if not sp.version.endswith(".*"):
-        return bound_set.contains(Version(sp.version), prereleases=True)
-    prefix = Version(sp.version[:-2])
-    release = list(prefix.release)
-    release[-1] += 1
-    end = Version(".".join(map(str, release)))  # the wildcard covers [prefix, end)
-    if upper and prefix > upper[0]:
-        return False
-    if lower and end <= lower[0]:
-        return False
-    return True
+    kept = sorted(set(combined), key=lambda sp: (_SPEC_ORDER[sp.operator],
+                                                  Version(sp.version.removesuffix(".*")), str(sp)))
+    for sp in list(kept):
+        rest = SpecifierSet(",".join(str(other) for other in kept if other != sp))
+        if len(kept) > 1 and rest.is_subset(SpecifierSet(str(sp))):
+            kept.remove(sp)
+    return ",".join(str(sp) for sp in kept)
 
 
 def _contains(spec: str, version: str) -> bool:
@@ -588,8 +541,10 @@ def collect_report(
         found.update(given)
 
     torch = torch_info if torch_info is not None else probe_torch()
+    from unsloth_grpo.training.distributed import detect
+
     try:
-        world_size = max(1, int(env.get("WORLD_SIZE", "1")))
+        world_size = detect(env).world_size  # the one reader of the process layout
     except ValueError:
         world_size = 1
     unsloth_ok = bool(importable("unsloth"))

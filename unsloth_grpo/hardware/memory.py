@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from unsloth_grpo.config import BACKENDS
 from unsloth_grpo.hardware.profiles import (
     HardwareError,
     choice_for_config,
@@ -190,7 +191,7 @@ _VARIANT_SUFFIXES = ("-unsloth-bnb-4bit", "-bnb-4bit", "-instruct-2507", "-think
 
 def builtin_model_names() -> list[str]:
     """Names ``--model`` accepts without a path, smallest model first."""
-    return sorted(BUILTIN_CONFIGS, key=lambda k: count_parameters(BUILTIN_CONFIGS[k]))
+    return sorted(BUILTIN_CONFIGS, key=lambda k: model_shape(BUILTIN_CONFIGS[k]).total_params)
 
 
 def _builtin_key(name: str) -> str | None:
@@ -439,9 +440,12 @@ def model_shape(config_or_path: Any) -> ModelShape:
 
 
 def count_parameters(config_or_path: Any) -> int:
-    """Exact parameter count of ``AutoModelForCausalLM.from_config(config)``, without building it.
+    """Exact parameter count of ``AutoModelForCausalLM.from_config(config)``, for any architecture.
 
-    Counts the embedding, the LM head unless tied to it, q/k/v/o with grouped-query heads
+    For the planner's own types (:data:`SUPPORTED_MODEL_TYPES`) its formulas give the number at
+    once, offline and without transformers (the tests check them against the real models built
+    on the meta device); any other architecture transformers knows is built on the meta device
+    (``accelerate.init_empty_weights``: shapes, no memory) and counted. The formulas count the embedding, the LM head unless tied to it, q/k/v/o with grouped-query heads
     and an explicit ``head_dim``, the gated MLP (Phi-3's fused ``qkv_proj``/``gate_up_proj``),
     every RMSNorm (Qwen3's and Gemma 3's per-head q/k norms, Gemma 3's four norms per block),
     the biases an architecture has (Qwen2's q/k/v bias, Llama's optional ones), and for a
@@ -450,7 +454,33 @@ def count_parameters(config_or_path: Any) -> int:
     >>> count_parameters("qwen2.5-0.5b")
     494032768
     """
-    return model_shape(config_or_path).total_params
+    cfg = load_model_config(config_or_path)
+    try:
+        return model_shape(cfg).total_params  # exact for the supported types, and instant
+    except UnknownModelError:
+        counted = meta_parameter_count(cfg)
+        if counted is None:
+            raise
+        return counted
+
+
+def meta_parameter_count(config: Mapping[str, Any]) -> int | None:
+    """Parameters of the transformers model for ``config``, built on the meta device; None when
+    transformers/accelerate are missing or do not know the architecture."""
+    try:
+        from accelerate import init_empty_weights
+        from transformers import AutoConfig, AutoModelForCausalLM
+    except ImportError:
+        return None
+    cfg = dict(config)
+    try:
+        hf_config = AutoConfig.for_model(cfg.pop("model_type", None), **cfg)
+        with init_empty_weights():
+            model = AutoModelForCausalLM.from_config(hf_config)
+    except (ValueError, KeyError, TypeError):  # an unknown model_type, or a config it cannot build
+        return None
+    model.tie_weights()  # on the meta device a tied head is a second tensor until tied again
+    return sum(p.numel() for p in model.parameters())
 
 
 # ---------------------------------------------------------------------------- LoRA
@@ -660,7 +690,7 @@ def estimate_memory(
     ``notes``). Attention is assumed to be SDPA/flash (no ``T x T`` score matrix).
     """
     shape = config if isinstance(config, ModelShape) else model_shape(config)
-    if backend not in ("unsloth", "transformers"):
+    if backend not in BACKENDS or backend == "auto":
         raise ValueError(f"backend='{backend}' must be 'unsloth' or 'transformers'")
     if load_in_4bit and load_in_8bit:
         raise ValueError("load_in_4bit and load_in_8bit are exclusive; pick one")
@@ -1038,8 +1068,8 @@ def _attach_alternative(result: Plan, shape: ModelShape, vram_gb: float, kw: dic
             result.alternative_note = f"load the weights in 4-bit (model.load_in_4bit=true): {alt.summary()}"
             return
     own = shape.total_params
-    smaller = sorted((k for k in BUILTIN_CONFIGS if count_parameters(BUILTIN_CONFIGS[k]) < own),
-                     key=lambda k: count_parameters(BUILTIN_CONFIGS[k]), reverse=True)
+    smaller = sorted((k for k in BUILTIN_CONFIGS if model_shape(BUILTIN_CONFIGS[k]).total_params < own),
+                     key=lambda k: model_shape(BUILTIN_CONFIGS[k]).total_params, reverse=True)
     family = [k for k in smaller if model_shape(BUILTIN_CONFIGS[k]).model_type == shape.model_type]
     for key in family + [k for k in smaller if k not in family]:
         alt = plan(BUILTIN_CONFIGS[key], vram_gb, alternatives=False, **kw)
@@ -1068,7 +1098,7 @@ def preset_table_markdown(models: list[str] | None = None, cards: list[int] | No
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
     for key in models:
         cfg = BUILTIN_CONFIGS[key] if key in BUILTIN_CONFIGS else load_model_config(key)
-        row = [key, f"{count_parameters(cfg) / 1e9:.2f}B"]
+        row = [key, f"{model_shape(cfg).total_params / 1e9:.2f}B"]
         for card in cards:
             cc = PRESET_CARDS.get(card, ("", None))[1]
             p = plan(cfg, card, compute_capability=cc, backend=backend, max_prompt_length=max_prompt_length,

@@ -32,8 +32,6 @@ import importlib
 import inspect
 from typing import Any, Callable, Iterable, Mapping
 
-from . import correctness, format  # noqa: F401  (registration side effects)
-from . import length, repetition, structured, style  # noqa: F401
 from ._registry import REGISTRY, RewardInfo
 from .wrapper import ON_ERROR_CHOICES, AdaptiveWeight, RewardError, RewardStats, validated, wrapper_metrics
 
@@ -44,7 +42,6 @@ __all__ = [
     "RewardStats",
     "AdaptiveWeight",
     "available_rewards",
-    "load_task_rewards",
     "get_reward",
     "reward_info",
     "build_reward_functions",
@@ -59,25 +56,8 @@ __all__ = [
 WRAPPER_KEYS = ("on_error", "adaptive")
 
 
-_TASKS_LOADED = False
-
-
-def load_task_rewards() -> None:
-    """Import every task module once, so the rewards they register (``countdown_equation``, ...)
-    are known by name wherever a reward is looked up, whichever module was imported first."""
-    global _TASKS_LOADED
-    if _TASKS_LOADED:
-        return
-    _TASKS_LOADED = True
-    from unsloth_grpo.tasks import available_tasks
-
-    for task in available_tasks():
-        importlib.import_module(f"unsloth_grpo.tasks.{task}")
-
-
 def available_rewards() -> list[str]:
     """Names of the built-in rewards (the library's and the task modules'), sorted."""
-    load_task_rewards()
     return sorted(REGISTRY)
 
 
@@ -92,7 +72,6 @@ def _unknown_name_message(name: str) -> str:
 
 def reward_info(name: str) -> RewardInfo:
     """Registry entry of a built-in reward (KeyError listing the valid names otherwise)."""
-    load_task_rewards()
     try:
         return REGISTRY[name]
     except KeyError:
@@ -152,8 +131,6 @@ def get_reward(name: str, **params: Any) -> Callable[..., list]:
 
 
 def _build(name: str, params: dict[str, Any]) -> Callable[..., list]:
-    if name not in REGISTRY:
-        load_task_rewards()
     if name in REGISTRY:
         info = REGISTRY[name]
         accepted = info.params

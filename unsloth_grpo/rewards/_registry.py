@@ -1,14 +1,24 @@
 """The name -> reward-factory registry, and helpers every reward family uses.
 
-A reward is registered as a *factory*: a function taking the reward's parameters as
-keyword arguments and returning the TRL reward function ``fn(completions, **columns) ->
-list[float | None]``. The registry keeps what the catalogue shows: family, value range
-under the default parameters, default weight, and the factory's docstring.
+A reward is declared as a *factory*: a function taking the reward's parameters as keyword
+arguments and returning the TRL reward function ``fn(completions, **columns) ->
+list[float | None]``. ``@register(...)`` only marks the factory with what the catalogue shows
+(family, value range under the default parameters, default weight; the docstring is the
+factory's own); importing a module changes no global table.
+
+:data:`REGISTRY` finds the declared factories on demand: those of the library's reward
+families (the modules of this package) first, then those a task module declares (the modules
+of :data:`TASK_PACKAGE`, imported by name only when a name is not among the library's, or
+when the whole list is asked for). A task keeps its rewards beside its grader, and the
+rewards package never names a task.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -16,8 +26,12 @@ from ..answers import completion_text
 
 RewardFunc = Callable[..., list]
 
-#: name -> RewardInfo, filled by the ``@register`` decorators of the family modules.
-REGISTRY: dict[str, "RewardInfo"] = {}
+#: Packages whose modules may declare rewards, searched in this order (each module once).
+LIBRARY_PACKAGE = __package__
+TASK_PACKAGE = __package__.rsplit(".", 1)[0] + ".tasks"
+#: Modules of the rewards package that hold machinery, not reward families.
+_NOT_FAMILIES = {"_registry", "wrapper", "__main__"}
+_MARK = "__reward_info__"
 
 
 @dataclass(frozen=True)
@@ -62,15 +76,99 @@ def _fmt(x: float) -> str:
 def register(
     name: str, *, family: str, low: float, high: float, weight: float = 1.0
 ) -> Callable[[Callable[..., RewardFunc]], Callable[..., RewardFunc]]:
-    """Register a reward factory under ``name``. ``low``/``high``: range with default params."""
+    """Declare a reward factory as ``name``. ``low``/``high``: range with default params.
+
+    The factory is returned unchanged, marked with its :class:`RewardInfo`; :data:`REGISTRY`
+    finds it when the name is looked up.
+    """
 
     def decorate(factory: Callable[..., RewardFunc]) -> Callable[..., RewardFunc]:
-        if name in REGISTRY:
-            raise ValueError(f"reward {name!r} is registered twice")
-        REGISTRY[name] = RewardInfo(name, family, factory, low, high, weight)
+        setattr(factory, _MARK, RewardInfo(name, family, factory, low, high, weight))
         return factory
 
     return decorate
+
+
+def declared_rewards(module: Any) -> dict[str, RewardInfo]:
+    """The rewards a module declares (its ``@register`` factories), by name."""
+    out: dict[str, RewardInfo] = {}
+    for value in vars(module).values():
+        info = getattr(value, _MARK, None)
+        if isinstance(info, RewardInfo) and info.factory is value:
+            if info.name in out:
+                raise ValueError(f"reward {info.name!r} is declared twice in {module.__name__}")
+            out[info.name] = info
+    return out
+
+
+def _module_names(package: str) -> list[str]:
+    try:
+        pkg = importlib.import_module(package)
+    except ImportError:  # a package without its task folder (a trimmed install)
+        return []
+    return [f"{package}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)
+            if m.name not in _NOT_FAMILIES and not m.name.startswith("__")]
+
+
+class _Registry(Mapping):
+    """Name -> :class:`RewardInfo`, built on demand from the modules that declare rewards.
+
+    Looking up a library reward imports no task; an unknown name imports the task modules one by
+    one until one declares it. What was found is kept (a cache of the declarations, which are
+    the only source: clearing it and looking again gives the same answer).
+    """
+
+    def __init__(self) -> None:
+        self._found: dict[str, RewardInfo] = {}
+        self._scanned: set[str] = set()
+
+    def _scan(self, module_name: str) -> None:
+        if module_name in self._scanned:
+            return
+        self._scanned.add(module_name)
+        for name, info in declared_rewards(importlib.import_module(module_name)).items():
+            known = self._found.get(name)
+            if known is not None and known.factory is not info.factory:
+                raise ValueError(f"reward {name!r} is declared twice: in {known.factory.__module__} "
+                                 f"and in {module_name}; rename one of them")
+            self._found[name] = info
+
+    def _modules(self) -> Iterator[str]:
+        yield from _module_names(LIBRARY_PACKAGE)
+        yield from _module_names(TASK_PACKAGE)
+
+    def _find(self, name: str) -> RewardInfo | None:
+        if name in self._found:
+            return self._found[name]
+        for module_name in self._modules():
+            self._scan(module_name)
+            if name in self._found:
+                return self._found[name]
+        return None
+
+    def _everything(self) -> dict[str, RewardInfo]:
+        for module_name in self._modules():
+            self._scan(module_name)
+        return self._found
+
+    def __getitem__(self, name: str) -> RewardInfo:
+        info = self._find(name) if isinstance(name, str) else None
+        if info is None:
+            raise KeyError(name)
+        return info
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._find(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._everything()))
+
+    def __len__(self) -> int:
+        return len(self._everything())
+
+
+#: Every declared reward by name: the library's families and the task modules', found on demand.
+REGISTRY = _Registry()
 
 
 def texts(completions: Sequence[Any]) -> list[str]:

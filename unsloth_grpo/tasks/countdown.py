@@ -36,7 +36,7 @@ from fractions import Fraction
 from typing import Any, Callable, Sequence
 
 from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, find_answer, matches_format
-from unsloth_grpo.data import DataError, chat_prompt, load_table
+from unsloth_grpo.data import DataError, chat_prompt, load_table, synthetic_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.rewards.correctness import below_reward
 
@@ -318,10 +318,9 @@ def load_countdown(
 
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     if source == "synthetic":
-        count = num_synthetic if limit is None else min(num_synthetic, limit)
-        rows = make_problems(count, seed=seed + (split != "train"))
-    else:
-        rows = _rows_from_table(load_table(source, split=split, subset=subset), source, limit)
+        return synthetic_dataset(make_problems, split=split, seed=seed, num_synthetic=num_synthetic, limit=limit,
+                                 system_prompt=system, columns=("answer", "solution"))
+    rows = _rows_from_table(load_table(source, split=split, subset=subset), source, limit)
     return datasets.Dataset.from_dict({
         "prompt": [chat_prompt(r["question"], system) for r in rows],
         "answer": [r["answer"] for r in rows],

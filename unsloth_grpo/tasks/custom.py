@@ -39,7 +39,7 @@ from unsloth_grpo.answers import (
     matches_format,
     parse_number,
 )
-from unsloth_grpo.data import DataError, chat_prompt, load_qa_dataset
+from unsloth_grpo.data import DataError, load_qa_dataset, synthetic_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 
 SYSTEM_PROMPT = (
@@ -246,14 +246,10 @@ def load_custom(
     ``"synthetic"``. With ``mode="numeric"`` every reference must read as a number; the rows
     that do not are reported before training.
     """
-    import datasets
-
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     if source == "synthetic":
-        count = num_synthetic if limit is None else min(num_synthetic, limit)
-        rows = make_handbook_questions(count, seed=seed + (split != "train"))
-        ds = datasets.Dataset.from_dict({"prompt": [chat_prompt(r["question"], system) for r in rows],
-                                         "answer": [r["answer"] for r in rows]})
+        ds = synthetic_dataset(make_handbook_questions, split=split, seed=seed, num_synthetic=num_synthetic,
+                               limit=limit, system_prompt=system)
     else:
         ds = load_qa_dataset(source, system_prompt=system, question_column=question_column,
                              answer_column=answer_column, split=split, subset=subset, limit=limit)

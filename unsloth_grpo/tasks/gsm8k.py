@@ -18,7 +18,7 @@ import random
 import re
 from decimal import Decimal
 
-from unsloth_grpo.data import DataError, load_table, to_prompt_dataset
+from unsloth_grpo.data import DataError, load_table, synthetic_dataset, to_prompt_dataset
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -81,16 +81,15 @@ def load_gsm8k(
     ``source`` is ``"openai/gsm8k"`` (hub), a local ``.jsonl/.json/.csv/.parquet`` file with
     ``question`` and ``answer`` columns in GSM8K's format, or ``"synthetic"`` for offline problems.
     """
-    import datasets
-
+    system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     if source == "synthetic":
-        rows = datasets.Dataset.from_list(make_synthetic_problems(num_synthetic, seed=seed + (split != "train")))
-    else:
-        rows = load_table(source, split=split, subset=subset)
+        return synthetic_dataset(make_synthetic_problems, split=split, seed=seed, num_synthetic=num_synthetic,
+                                 limit=limit, system_prompt=system, gold_parser=parse_gold)
+    rows = load_table(source, split=split, subset=subset)
     return to_prompt_dataset(
         rows,
         source=source,
-        system_prompt=SYSTEM_PROMPT if system_prompt is None else system_prompt,
+        system_prompt=system,
         question_column=question_column,
         answer_column=answer_column,
         gold_parser=parse_gold,

@@ -33,7 +33,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, completion_text, extract_tag, matches_format
-from unsloth_grpo.data import DataError, chat_prompt, load_table, to_prompt_dataset
+from unsloth_grpo.data import DataError, chat_prompt, load_table, synthetic_dataset, to_prompt_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 
 SYSTEM_PROMPT = (
@@ -331,16 +331,10 @@ def load_json_extract(
     file / hub dataset whose ``answer_column`` holds a JSON object (text or mapping) and whose
     ``question_column`` holds the full instruction with the text to read.
     """
-    import datasets
-
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     if source == "synthetic":
-        count = num_synthetic if limit is None else min(num_synthetic, limit)
-        rows = make_records(count, seed=seed + (split != "train"))
-        return datasets.Dataset.from_dict({
-            "prompt": [chat_prompt(r["question"], system) for r in rows],
-            "answer": [r["answer"] for r in rows],
-        })
+        return synthetic_dataset(make_records, split=split, seed=seed, num_synthetic=num_synthetic, limit=limit,
+                                 system_prompt=system)
     table = load_table(source, split=split, subset=subset)
     if answer_column in table.column_names and getattr(table.features[answer_column], "dtype", None) != "string":
         raise DataError(

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from unsloth_grpo.training.distributed import detect
+
 CHECKPOINTS_DIR = "checkpoints"
 STAGES_DIR = "stages"
 PREFIX = "checkpoint-"
@@ -395,7 +397,7 @@ def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | Non
 def _any_rank(flag: bool) -> bool:
     """True on every rank when ``flag`` is True on any (a signal may reach the ranks steps apart,
     and a save taken at different steps would deadlock). One scalar all-reduce; free alone."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if not detect().distributed:
         return flag
     try:
         import torch
@@ -413,7 +415,7 @@ def _any_rank(flag: bool) -> bool:
 
 def _wait_for_everyone() -> None:
     """A barrier under torchrun/accelerate (other ranks write their RNG state into the staging dir)."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+    if not detect().distributed:
         return
     try:
         from accelerate import PartialState

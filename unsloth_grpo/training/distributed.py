@@ -158,14 +158,13 @@ def plan_batch(training, world_size: int) -> tuple[BatchPlan | None, list[str]]:
     multiple of ``per_device_train_batch_size x num_processes``, the two may not both be set, and
     the generation batch must be a multiple of ``num_generations``. So a group of generations may
     span devices (4 per device on 2 devices with 8 generations is valid: rewards are gathered
-    before the advantages are computed). ``training.extra`` wins over the typed fields, as in
-    :func:`unsloth_grpo.training.train.build_grpo_args`.
+    before the advantages are computed). ``generation_batch_size`` is a GRPOConfig field passed
+    through ``training`` by name.
     """
     t = training
-    extra = t.extra or {}
     pd, ga, g = t.per_device_train_batch_size, t.gradient_accumulation_steps, t.num_generations
-    spg = extra.get("steps_per_generation", t.steps_per_generation)
-    gen = extra.get("generation_batch_size")
+    spg = t.steps_per_generation
+    gen = (getattr(t, "passthrough", None) or {}).get("generation_batch_size")
     problems: list[str] = []
     if pd < 1 or ga < 1 or world_size < 1:
         return None, [f"training.per_device_train_batch_size ({pd}) and gradient_accumulation_steps ({ga}) "
@@ -176,7 +175,7 @@ def plan_batch(training, world_size: int) -> tuple[BatchPlan | None, list[str]]:
         gen = pd * world_size * spg
     elif gen is not None and spg is None:
         if gen % (pd * world_size):
-            return None, [f"training.extra.generation_batch_size={gen} must be a multiple of {where} = "
+            return None, [f"training.generation_batch_size={gen} must be a multiple of {where} = "
                           f"{pd * world_size}; set it to {_round_up(gen, pd * world_size)} or remove it"]
         spg = gen // (pd * world_size)
     elif gen is None:
@@ -184,7 +183,7 @@ def plan_batch(training, world_size: int) -> tuple[BatchPlan | None, list[str]]:
             return None, [f"training.steps_per_generation={spg} must be at least 1"]
         gen = pd * world_size * spg
     else:
-        return None, ["training.steps_per_generation and training.extra.generation_batch_size are both set; "
+        return None, ["training.steps_per_generation and training.generation_batch_size are both set; "
                       "TRL accepts only one: remove one of them"]
     if g >= 2 and gen % g:
         unit = g // math.gcd(g, world_size * spg)  # per-device sizes that fix it are multiples of this
@@ -356,17 +355,6 @@ def node_lock(path: str | os.PathLike) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def prepare_model_files(model_name: str, layout: Layout | None = None) -> None:
-    """Build ``builtin:tiny`` once per machine before the ranks load it (a no-op otherwise)."""
-    from unsloth_grpo.hardware.backend import TINY_MODEL, cache_dir, resolve_model_path
-
-    layout = detect() if layout is None else layout
-    if model_name != TINY_MODEL or not layout.distributed:
-        return
-    with node_lock(cache_dir() / "tiny-model.lock"):
-        resolve_model_path(model_name)
-
-
 # ---------------------------------------------------------------- per-rank evidence
 
 
@@ -390,7 +378,7 @@ def rank_log_callbacks(env: Mapping[str, str] | None = None) -> list:
 
     class RankLog(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            from unsloth_grpo.training.train import metrics_row
+            from unsloth_grpo.training.results import metrics_row
 
             row = metrics_row(state, logs)  # the same rows rank 0 writes to metrics.jsonl
             if row is None:

@@ -18,11 +18,11 @@ from __future__ import annotations
 import gc
 import inspect
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.hardware import memory
+from unsloth_grpo.training.distributed import detect
 
 #: Exit status of a run that stopped on CUDA out-of-memory (distinct from 1 = error, 2 = bad config).
 OOM_EXIT_CODE = 3
@@ -287,7 +287,7 @@ def handle_oom(trainer: Any, cfg: Any, exc: BaseException, estimate: memory.Memo
         "estimate": estimate.to_dict() if estimate is not None else None,
         "measured_peak_gb": peak, "gpu": gpu, "changes": changes, "overrides": overrides,
     }
-    if int(os.environ.get("RANK", "0")) == 0:  # under torchrun every rank reports; one writes
+    if detect().is_main:  # under torchrun every rank reports; one writes
         try:
             Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
             (Path(cfg.output_dir) / "oom_report.json").write_text(json.dumps(report, indent=2, default=str))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import sys
 import time
 from collections import deque
@@ -270,7 +269,9 @@ class SampleRecorder:
                 self._record(step, kwargs)
 
     def _is_main_process(self) -> bool:
-        return int(os.environ.get("RANK", "0")) == 0
+        from unsloth_grpo.training.distributed import detect
+
+        return detect().is_main
 
     def _record(self, step: int, kwargs: dict[str, Any]) -> None:
         prompts, completions = kwargs.get("prompts"), kwargs["completions"]

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.training import checkpoint as ckpt
+from unsloth_grpo.training.distributed import detect
 from unsloth_grpo.config import RecipeConfig, StageConfig, STAGE_KINDS, config_from_dict, config_to_dict
 
 STAGE_COMPLETE = "stage_complete.json"
@@ -208,7 +209,7 @@ def sft_dataset_for(cfg: RecipeConfig, n: int):
 def _sft_metrics_callback(path: Path, log: Callable[[str], None]):
     from transformers import TrainerCallback
 
-    from unsloth_grpo.training.train import _jsonable
+    from unsloth_grpo.training.results import jsonable
 
     class SftMetrics(TrainerCallback):
         """metrics.jsonl rows and one short line per logged SFT step (instead of the raw dict)."""
@@ -216,7 +217,7 @@ def _sft_metrics_callback(path: Path, log: Callable[[str], None]):
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not state.is_world_process_zero or not logs or "loss" not in logs or "train_runtime" in logs:
                 return
-            row = {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)}}
+            row = {"step": state.global_step, **{k: v for k, v in logs.items() if jsonable(v)}}
             with path.open("a") as fh:
                 fh.write(json.dumps(row) + "\n")
             acc = logs.get("mean_token_accuracy")
@@ -230,17 +231,18 @@ def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list |
               log: Callable[[str], None] = print, resume: ckpt.CheckpointInfo | None = None,
               stage: tuple[int, str] = (0, None), hint: str | None = None):
     """Supervised fine-tuning of ``loaded.model``'s adapter on formatted examples (TRL's SFTTrainer)."""
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     from unsloth_grpo.config import dump_config
     from unsloth_grpo.training.repro import collect_bundle, write_bundle
-    from unsloth_grpo.training.train import TrainResult, TrainingStopped, is_main_process
+    from unsloth_grpo.training.results import TrainResult, TrainingStopped
+    from unsloth_grpo.training.trainer_args import sft_args
 
     t, info = cfg.training, loaded.info
     out = Path(cfg.output_dir)
     dataset = sft_dataset_for(cfg, num_examples)
     metrics_path = out / "metrics.jsonl"
-    main = is_main_process()
+    main = detect().is_main
     if main:
         out.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, out / "config.yaml")
@@ -250,21 +252,8 @@ def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list |
         elif metrics_path.exists():
             metrics_path.unlink()
         write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=info.to_dict(), extra={"kind": "sft"}))
-    cpu = info.device == "cpu"
-    args = SFTConfig(
-        output_dir=str(out), max_steps=t.max_steps, learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler_type, warmup_steps=float(t.warmup_ratio) if t.warmup_ratio else 0,
-        weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
-        optim="adamw_torch" if cpu and "8bit" in t.optim else t.optim,
-        per_device_train_batch_size=t.per_device_train_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps, logging_steps=t.logging_steps,
-        save_strategy="steps" if t.save_steps > 0 else "no", save_steps=t.save_steps if t.save_steps > 0 else 500,
-        save_total_limit=None, seed=cfg.seed, data_seed=cfg.seed, bf16=info.dtype == "bf16",
-        fp16=info.dtype == "fp16", use_cpu=cpu, report_to=list(t.report_to) or "none", disable_tqdm=True,
-        max_length=cfg.model.max_seq_length,
-        gradient_checkpointing=t.gradient_checkpointing and info.backend == "transformers" and not cpu,
-    )
-    saver = ckpt.make_checkpoint_callback(out, keep_last=t.keep_last, stage=stage[0], stage_name=stage[1],
+    args = sft_args(cfg, info)
+    saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0], stage_name=stage[1],
                                           hint=hint, log=log)
     trainer = SFTTrainer(model=loaded.model, processing_class=loaded.tokenizer, args=args, train_dataset=dataset,
                          callbacks=[_sft_metrics_callback(metrics_path, log), saver, *(callbacks or [])])
@@ -373,18 +362,22 @@ def describe_summary(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_stages(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
-               dataset=None, resume=None):
-    """Run ``cfg.stages`` in order on one model and adapter; return the combined TrainResult."""
+def run_stages(cfg: RecipeConfig, *, train: Callable, callbacks: list | None = None,
+               log: Callable[[str], None] = print, dataset=None, resume=None):
+    """Run ``cfg.stages`` in order on one model and adapter; return the combined TrainResult.
+
+    ``train`` runs one GRPO stage (:func:`unsloth_grpo.training.train.train`, which calls this
+    runner for a config with stages and passes itself in).
+    """
     from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.config import dump_config
     from unsloth_grpo.training.repro import collect_bundle, write_bundle
-    from unsloth_grpo.training.train import TrainResult, is_main_process, train
+    from unsloth_grpo.training.results import TrainResult
 
     run = Path(cfg.output_dir)
     first, resume_from = plan_resume(cfg, resume)
     n = len(cfg.stages)
-    main = is_main_process()
+    main = detect().is_main
     if main:
         run.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, run / "config.yaml")

@@ -12,40 +12,24 @@ so a typo costs seconds, not a model load. Outputs land in ``cfg.output_dir``:
 from __future__ import annotations
 
 import json
-import math
-import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from unsloth_grpo.config import RecipeConfig, check, dump_config
+from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
+from unsloth_grpo.training.checks import check_before_loading
+from unsloth_grpo.training.distributed import detect
+from unsloth_grpo.training.repro import package_versions
+from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
+from unsloth_grpo.training.trainer_args import grpo_args
 
-#: GRPOConfig fields this module sets itself; ``training.extra`` may not override them silently.
-_MANAGED = {
-    "output_dir", "max_steps", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
-    "max_grad_norm", "optim", "num_generations", "per_device_train_batch_size",
-    "gradient_accumulation_steps", "max_completion_length", "temperature", "top_p", "beta",
-    "loss_type", "mask_truncated_completions", "epsilon_high", "scale_rewards", "logging_steps", "save_steps", "save_total_limit", "seed",
-    "bf16", "fp16", "use_cpu", "report_to", "reward_weights", "gradient_checkpointing",
-}
+__all__ = ["TrainResult", "TrainingStopped", "build_grpo_args", "is_main_process", "load_task_dataset",
+           "metrics_row", "train"]
 
 
-@dataclass
-class TrainResult:
-    output_dir: Path
-    metrics: list[dict] = field(default_factory=list)
-    backend: dict = field(default_factory=dict)
-    seconds: float = 0.0
-    global_step: int = 0
-
-    def mean_reward(self, first: int | None = None, last: int | None = None) -> float:
-        rows = [m["reward"] for m in self.metrics if "reward" in m]
-        if first is not None:
-            rows = rows[:first]
-        if last is not None:
-            rows = rows[-last:]
-        return sum(rows) / len(rows) if rows else float("nan")
+def is_main_process() -> bool:
+    """Rank 0 of a torchrun/accelerate launch, or the only process."""
+    return detect().is_main
 
 
 def load_task_dataset(cfg: RecipeConfig):
@@ -57,80 +41,13 @@ def load_task_dataset(cfg: RecipeConfig):
     except ModuleNotFoundError:
         from unsloth_grpo.tasks import available_tasks
 
-        raise ValueError(f"task='{cfg.task}' is unknown; available: {', '.join(available_tasks())}") from None
+        raise ConfigError(f"task='{cfg.task}' is unknown; choose one of: {', '.join(available_tasks())}") from None
     return task.load_dataset_for(cfg)
 
 
-def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: list[float]):
-    """Map the recipe config onto TRL's GRPOConfig for the chosen device and backend."""
-    from trl import GRPOConfig
-
-    t = cfg.training
-    cpu = info.device == "cpu"
-    optim = t.optim
-    if cpu and "8bit" in optim:
-        optim = "adamw_torch"  # bitsandbytes' 8-bit optimizers need CUDA
-    kwargs: dict[str, Any] = dict(
-        output_dir=cfg.output_dir,
-        max_steps=t.max_steps,
-        learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler_type,
-        # transformers 5 folds the ratio into warmup_steps (a float in [0, 1) is a share of steps)
-        warmup_steps=float(t.warmup_ratio) if t.warmup_ratio else 0,
-        weight_decay=t.weight_decay,
-        max_grad_norm=t.max_grad_norm,
-        optim=optim,
-        num_generations=t.num_generations,
-        per_device_train_batch_size=t.per_device_train_batch_size,
-        gradient_accumulation_steps=t.gradient_accumulation_steps,
-        max_completion_length=t.max_completion_length,
-        temperature=t.temperature,
-        top_p=t.top_p,
-        beta=t.beta,
-        loss_type=t.loss_type,
-        # written out so both backends run the same loss (Unsloth changes them for an explicit dapo)
-        mask_truncated_completions=t.mask_truncated_completions,
-        epsilon_high=t.epsilon_high,
-        scale_rewards=t.scale_rewards,
-        logging_steps=t.logging_steps,
-        save_strategy="steps" if t.save_steps > 0 else "no",
-        save_steps=t.save_steps if t.save_steps > 0 else 500,
-        # checkpoint.py moves each save under checkpoints/ atomically and keeps training.keep_last of them
-        save_total_limit=None,
-        seed=cfg.seed,
-        data_seed=cfg.seed,
-        bf16=info.dtype == "bf16",
-        fp16=info.dtype == "fp16",
-        use_cpu=cpu,
-        report_to=list(t.report_to) or "none",
-        reward_weights=weights,
-        # Unsloth does its own (offloaded) checkpointing inside the model; TRL's would repeat it.
-        gradient_checkpointing=t.gradient_checkpointing and info.backend == "transformers" and not cpu,
-        disable_tqdm=True,
-    )
-    if t.steps_per_generation:
-        kwargs["steps_per_generation"] = t.steps_per_generation
-    if cfg.model.vllm_server:  # generation on a separate `trl vllm-serve`, any number of training processes
-        from unsloth_grpo.training.distributed import vllm_server_kwargs
-
-        kwargs.update(vllm_server_kwargs(cfg.model.vllm_server))
-    elif info.use_vllm and info.backend == "transformers":
-        # without a length vLLM sizes its KV cache for the model's whole context (131k for Llama 3.1)
-        kwargs.update(use_vllm=True, vllm_mode="colocate",
-                      vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
-                      vllm_max_model_length=cfg.model.max_seq_length)
-    valid = set(GRPOConfig.__dataclass_fields__)
-    for key, value in t.extra.items():
-        if key in _MANAGED:
-            raise ValueError(f"training.extra.{key}: set it as training.{key} (or the config field that owns it) instead")
-        if key not in valid:
-            import difflib
-
-            close = difflib.get_close_matches(key, sorted(valid), n=1)
-            raise ValueError(f"training.extra.{key} is not a GRPOConfig field of the installed TRL"
-                             + (f"; did you mean '{close[0]}'?" if close else ""))
-        kwargs[key] = value
-    return GRPOConfig(**kwargs)
+def build_grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
+    """TRL's GRPOConfig for this run (see :mod:`unsloth_grpo.training.trainer_args`)."""
+    return grpo_args(cfg, info, weights=weights)
 
 
 def _may_fall_back(cfg: RecipeConfig, args) -> bool:
@@ -158,41 +75,6 @@ def _metrics_callback(path: Path):
     return MetricsJsonl()
 
 
-def metrics_row(state, logs: dict | None) -> dict | None:
-    """One ``metrics.jsonl`` row for a training (or periodic eval) log; None for anything else."""
-    if not logs:
-        return None
-    if "reward" not in logs and not any(k.startswith("eval/") for k in logs):
-        return None  # the end-of-training summary, not a step
-    return {"step": state.global_step, **{k: v for k, v in logs.items() if _jsonable(v)}}
-
-
-def _jsonable(v: Any) -> bool:
-    return isinstance(v, (int, float, str, bool)) and not (isinstance(v, float) and not math.isfinite(v))
-
-
-def world_size() -> int:
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def is_main_process() -> bool:
-    """Rank 0 of a torchrun/accelerate launch, or the only process."""
-    return int(os.environ.get("RANK", "0")) == 0
-
-
-def package_versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in ("unsloth-grpo", "torch", "transformers", "trl", "peft", "datasets", "accelerate",
-                 "unsloth", "unsloth_zoo", "bitsandbytes", "vllm"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            pass
-    return out
-
-
 def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
     """Dotted keys whose value differs between a run's saved config.yaml and ``cfg`` (max_steps aside)."""
     from unsloth_grpo.config import ConfigError, config_to_dict, load_config
@@ -206,7 +88,7 @@ def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
     def flat(d: dict, prefix: str = "") -> dict:
         out = {}
         for k, v in d.items():
-            if isinstance(v, dict) and k not in ("params", "extra"):
+            if isinstance(v, dict) and k != "params":
                 out.update(flat(v, f"{prefix}{k}."))
             else:
                 out[f"{prefix}{k}"] = v
@@ -214,14 +96,6 @@ def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
 
     a, b = flat(old), flat(new)
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != "training.max_steps")
-
-
-class TrainingStopped(RuntimeError):
-    """Training ended early on purpose (out of memory, a signal); ``code`` is the exit status."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 def _held_out(cfg: RecipeConfig):
@@ -268,14 +142,8 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int):
     return resume_from
 
 
-def _check_environment(cfg: RecipeConfig, distributed, log: Callable[[str], None]) -> None:
-    """The doctor's blocking checks, then the memory planner's warnings; nothing loaded yet."""
-    from unsloth_grpo.hardware.doctor import preflight
-
-    server = distributed.parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
-    preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
-              fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server,
-              load_in_4bit=cfg.model.load_in_4bit)
+def _memory_warnings(cfg: RecipeConfig, log: Callable[[str], None]) -> None:
+    """The memory planner's warnings for this config; the doctor's blocking checks ran before."""
     try:
         from unsloth_grpo.hardware.memory import check_config
 
@@ -311,7 +179,7 @@ def _write_run_info(cfg: RecipeConfig, loaded, dataset) -> None:
     (out / "run_info.json").write_text(json.dumps({
         "backend": loaded.info.to_dict(), "versions": package_versions(), "seed": cfg.seed,
         "dataset": {"source": cfg.data.source, "rows": len(dataset)},
-        "world_size": world_size(),
+        "world_size": detect().world_size,
     }, indent=2))
     write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=loaded.info.to_dict()))
 
@@ -352,14 +220,17 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     """
     from unsloth_grpo.hardware.backend import prepare_backend
 
-    check(cfg)  # every config problem at once, before anything heavy
-    from unsloth_grpo.hardware.doctor import preflight_recipe
+    # every config problem at once and the doctor's preflight, before anything heavy (the stage
+    # runner checked the machine once for all its stages)
+    check_before_loading(cfg, environment=loaded is None)
+    if loaded is None:
+        from unsloth_grpo.hardware.doctor import preflight_recipe
 
-    preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
+        preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
     if cfg.stages:
         from unsloth_grpo.training.stages import run_stages
 
-        return run_stages(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume)
+        return run_stages(cfg, train=train, callbacks=callbacks, log=log, dataset=dataset, resume=resume)
     from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = _resume_point(cfg, resume, stage[0])
@@ -375,10 +246,11 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
     prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen (vLLM standby set before)
 
-    _check_environment(cfg, distributed, log)
+    _memory_warnings(cfg, log)
     out = Path(cfg.output_dir)
-    main_process = is_main_process()
+    main_process = layout.is_main
     metrics_path = out / "metrics.jsonl"
+    fresh_dir = not out.exists()
     if main_process:  # under torchrun/accelerate only rank 0 writes outputs
         _prepare_output_dir(cfg, resume_from, log)
     from unsloth_grpo.hardware.backend import load_model
@@ -386,14 +258,20 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
 
     start = time.time()
     if loaded is None:
-        distributed.prepare_model_files(cfg.model.name, layout)  # builtin:tiny is built once, not by every rank
-        loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
-                            gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+        try:
+            loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
+                                gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+        except BaseException:
+            if fresh_dir and main_process:  # a failed start leaves no half output folder behind
+                import shutil
+
+                shutil.rmtree(out, ignore_errors=True)
+            raise
     dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
-    args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(reward_funcs), weights=weights)
+    args = build_grpo_args(cfg, loaded.info, weights=weights)
     if main_process:
         _write_run_info(cfg, loaded, dataset)
-    saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.training.keep_last, stage=stage[0],
+    saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0],
                                           stage_name=stage[1], hint=hint, log=log)
 
     from trl import GRPOTrainer
@@ -401,8 +279,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
     from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
 
-    if cfg.training.samples_every and main_process:
-        recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
+    if cfg.run.samples_every and main_process:
+        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
     trainer_kwargs = dict(
         model=loaded.model,

@@ -1,0 +1,198 @@
+"""The package's import graph: no cycles, a ground floor that imports nothing above it, pure rewards.
+
+Every ``import`` and ``from ... import`` statement counts, including those inside functions (an
+import deferred into a function still ties the two modules together). The graph is read with
+``ast`` from the source, so nothing is imported to draw it.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "unsloth_grpo"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+
+#: config, data and answers import only each other.
+GROUND_FLOOR = {f"{PACKAGE}.config", f"{PACKAGE}.data", f"{PACKAGE}.answers"}
+
+
+def _modules(root: Path = ROOT) -> dict[str, Path]:
+    out = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def _targets(module: str, path: Path, node: ast.AST) -> list[str]:
+    """Dotted names an import statement in ``module`` reaches (submodules when it names them)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    assert isinstance(node, ast.ImportFrom)
+    if node.level:
+        base = module.split(".")
+        if path.name != "__init__.py":
+            base = base[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        prefix = ".".join(base + ([node.module] if node.module else []))
+    else:
+        prefix = node.module or ""
+    return [f"{prefix}.{alias.name}" for alias in node.names] + [prefix]
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """module -> the package modules it imports anywhere in its source."""
+    modules = _modules(root)
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            names = _targets(module, path, node)
+            found = [n for n in names if n in modules]
+            # ``from pkg import name``: the submodule when ``name`` is one, else the package itself
+            for target in found if isinstance(node, ast.Import) else found[:-1] or found[-1:]:
+                if target != module and target.startswith(PACKAGE):
+                    graph[module].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that break the floors: ground floor upward, or rewards to anything but the floor."""
+    bad = []
+    rewards = f"{PACKAGE}.rewards"
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if module in GROUND_FLOOR and target not in GROUND_FLOOR:
+                bad.append(f"{module} (ground floor) imports {target}")
+            in_rewards = module == rewards or module.startswith(rewards + ".")
+            target_ok = target in GROUND_FLOOR or target == rewards or target.startswith(rewards + ".")
+            if in_rewards and not target_ok:
+                bad.append(f"{module} (rewards: pure functions of text) imports {target}")
+    return bad
+
+
+def test_the_package_has_no_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_ground_floor_and_rewards_import_nothing_above_them():
+    assert upward_imports(import_graph()) == []
+
+
+def test_importing_config_loads_no_torch_trl_or_unsloth_and_nothing_above_the_ground_floor():
+    code = ("import sys, unsloth_grpo.config; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'trl', 'unsloth', 'transformers', 'peft', 'datasets') or m.startswith('unsloth_grpo.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT.parent)
+    assert out.stdout.strip() == "['unsloth_grpo.config']"
+
+
+# ------------------------------------------------------------------ the checker itself can fail
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / PACKAGE / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / PACKAGE
+
+
+def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
+    pkg = _write(tmp_path, {
+        "__init__.py": "",
+        "config.py": "def f():\n    from unsloth_grpo.training import train\n",
+        "training/__init__.py": "",
+        "training/train.py": "from unsloth_grpo.config import f\n",
+    })
+    graph = import_graph(pkg)
+    assert cycles(graph) == [[f"{PACKAGE}.config", f"{PACKAGE}.training.train"]]
+    assert upward_imports(graph) == [f"{PACKAGE}.config (ground floor) imports {PACKAGE}.training.train"]
+
+
+@pytest.mark.parametrize("source", [
+    "from unsloth_grpo.tasks import gsm8k\n",
+    "def f():\n    from ..tasks import gsm8k\n",
+    "import unsloth_grpo.tasks.gsm8k\n",
+])
+def test_rewards_reaching_above_the_ground_floor_are_found(tmp_path, source):
+    pkg = _write(tmp_path, {
+        "__init__.py": "", "answers.py": "", "rewards/__init__.py": "from . import format\n",
+        "rewards/format.py": "from unsloth_grpo.answers import *\n" + source,
+        "tasks/__init__.py": "", "tasks/gsm8k.py": "",
+    })
+    assert upward_imports(import_graph(pkg)) == [
+        f"{PACKAGE}.rewards.format (rewards: pure functions of text) imports {PACKAGE}.tasks.gsm8k"]
+
+
+# ------------------------------------------------------------------ rewards are declared, not registered
+
+
+def _fresh(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=ROOT.parent).stdout.strip()
+
+
+def test_the_reward_registry_does_not_depend_on_what_was_imported_first():
+    # the registry is the same whether or not a task module was imported before it was read
+    code = ("import sys\n"
+            "from unsloth_grpo.rewards import REGISTRY\n"
+            "first = sorted(REGISTRY)\n"
+            "import unsloth_grpo.tasks.countdown, unsloth_grpo.tasks.json_extract\n"
+            "print(first == sorted(REGISTRY), 'countdown_equation' in first)")
+    assert _fresh(code) == "True True"
+
+
+def test_importing_rewards_imports_no_task_and_a_task_reward_loads_its_module_on_demand():
+    code = ("import sys\n"
+            "from unsloth_grpo.rewards import get_reward\n"
+            "tasks = lambda: sorted(m for m in sys.modules if m.startswith('unsloth_grpo.tasks.'))\n"
+            "get_reward('correctness'); before = tasks()\n"
+            "get_reward('countdown_equation'); print(before, 'unsloth_grpo.tasks.countdown' in tasks())")
+    assert _fresh(code) == "[] True"

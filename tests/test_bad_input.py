@@ -1,0 +1,178 @@
+"""One rule for every bad input: one paragraph naming the field, the value and the fix, exit code 2,
+before any model loads, and no traceback unless ``--debug``.
+
+Each case runs the real recipe command line in-process (``run_recipe``); ``--check`` and
+``--print-config`` stop before anything heavy, and a stub trainer fails the test if a run would
+start at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+import yaml
+
+from unsloth_grpo.cli.recipe import add_train_arguments, run_from_args, run_recipe
+from unsloth_grpo.recipes import gsm8k
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = run_recipe(gsm8k.RECIPE, ["--preset", "smoke", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _refused(capsys, *argv: str) -> str:
+    """Run and expect the bad-input answer; return its message."""
+    code, _, err = _run(capsys, *argv)
+    assert code == 2, err
+    assert "Traceback" not in err
+    (message,) = [line for line in err.splitlines() if line.startswith("error: ")]
+    return message
+
+
+def _never_train(*args, **kwargs):
+    raise AssertionError("a run started although its input was bad")
+
+
+def _run_with(argv: list[str], train_fn=_never_train) -> int:
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser, list(gsm8k.RECIPE.presets))
+    return run_from_args(gsm8k.RECIPE, parser.parse_args(["--preset", "smoke", *argv]), train_fn=train_fn)
+
+
+# ------------------------------------------------------------------ TRL's own fields
+
+
+def test_an_unknown_grpo_field_is_refused_before_loading_with_the_close_name(capsys):
+    err = _refused(capsys, "--check", "training.epsilon_hgh=0.3")
+    assert "training.epsilon_hgh is not a field of the installed TRL's GRPOConfig" in err
+    assert "did you mean 'training.epsilon_high'?" in err
+
+
+def test_an_unknown_key_under_the_old_training_extra_is_refused_before_loading(capsys):
+    # it used to pass the check and fail in build_grpo_args, after the model had loaded
+    err = _refused(capsys, "--check", "training.extra={epsilon_hgh: 0.3}")
+    assert "training.epsilon_hgh" in err and "epsilon_high" in err
+
+
+def test_a_grpo_field_the_toolkit_sets_names_the_key_that_owns_it(capsys):
+    err = _refused(capsys, "--check", "training.use_cpu=true")
+    assert "training.use_cpu=True" in err and "model.device" in err
+
+
+def test_a_stray_key_never_reaches_the_trainer():
+    assert _run_with(["training.extra={epsilon_hgh: 0.3}"]) == 2  # _never_train fails the test if called
+
+
+# ------------------------------------------------------------------ task, lengths
+
+
+def test_an_unknown_task_in_check_is_one_line_not_a_traceback(capsys):
+    err = _refused(capsys, "--check", "task=gsm8kk")
+    assert "task='gsm8kk' is not a task of this package; did you mean 'gsm8k'?" in err
+    assert "countdown" in err  # the valid names come from the task package
+
+
+def test_max_completion_length_zero_is_refused(capsys):
+    err = _refused(capsys, "--check", "training.max_completion_length=0")
+    assert "training.max_completion_length=0" in err and "at least 1 token" in err
+
+
+# ------------------------------------------------------------------ strings stay as typed
+
+
+@pytest.mark.parametrize("typed", ["007", "yes", "no", "on", "2026-11-30", "1e3", "null"])
+def test_output_dir_is_the_text_as_typed(capsys, typed):
+    code, out, _ = _run(capsys, "--print-config", "--output-dir", typed)
+    assert code == 0
+    assert yaml.safe_load(out)["output_dir"] == typed
+
+
+@pytest.mark.parametrize("typed", ["007", "yes", "off", "2026-11-30"])
+def test_any_string_field_keeps_yaml_booleans_numbers_and_dates_as_typed(capsys, typed):
+    code, out, _ = _run(capsys, "--print-config", f"model.name={typed}", f"data.system_prompt={typed}")
+    assert code == 0
+    printed = yaml.safe_load(out)
+    assert printed["model"]["name"] == typed and printed["data"]["system_prompt"] == typed
+
+
+def test_a_config_file_keeps_typed_strings_too(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text("output_dir: 007\nmodel: {name: yes}\ntraining: {max_steps: 7}\n")
+    code, out, _ = _run(capsys, "--print-config", "--config", str(path))
+    printed = yaml.safe_load(out)
+    assert code == 0 and (printed["output_dir"], printed["model"]["name"]) == ("007", "yes")
+    assert printed["training"]["max_steps"] == 7  # numbers are still numbers where a number is meant
+
+
+# ------------------------------------------------------------------ YAML syntax
+
+
+def test_a_yaml_syntax_error_in_a_config_file_names_the_file_and_line(tmp_path, capsys):
+    path = tmp_path / "broken.yaml"
+    path.write_text("training:\n  max_steps: 5\n  temperature: [1.0\n")
+    err = _refused(capsys, "--check", "--config", str(path))
+    assert f"config file '{path}' is not valid YAML (line " in err and "fix the syntax" in err
+
+
+def test_a_yaml_syntax_error_in_an_override_names_the_override(capsys):
+    err = _refused(capsys, "--check", "training.report_to=[tensorboard")
+    assert "override 'training.report_to=[tensorboard'" in err and "not valid YAML" in err
+
+
+def test_debug_shows_the_traceback():
+    from unsloth_grpo.config import ConfigError
+
+    with pytest.raises(ConfigError, match="max_completion_length=0"):
+        _run_with(["--debug", "--check", "training.max_completion_length=0"])
+
+
+# ------------------------------------------------------------------ data files
+
+
+def test_an_empty_jsonl_says_why(tmp_path, capsys):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    err = _refused(capsys, "--check", f"data.source={path}")
+    assert f"could not read dataset '{path}' as json: the file holds no rows" in err
+
+
+def test_a_malformed_jsonl_line_is_named_by_its_number(tmp_path, capsys):
+    path = tmp_path / "rows.jsonl"
+    rows = [json.dumps({"question": f"q{i}", "answer": f"#### {i}"}) for i in range(4)]
+    rows[2] = '{"question": "q2" "answer": "#### 2"}'
+    path.write_text("\n".join(rows) + "\n")
+    err = _refused(capsys, "--check", f"data.source={path}")
+    assert "line 3 is not valid JSON" in err and "fix or remove that line" in err
+
+
+# ------------------------------------------------------------------ --resume
+
+
+def test_resume_does_not_swallow_the_next_override():
+    seen = {}
+
+    def fake_train(cfg, resume=None):
+        seen.update(steps=cfg.training.max_steps, resume=resume)
+        raise SystemExit(0)
+
+    with pytest.raises(SystemExit):
+        _run_with(["--resume", "training.max_steps=5"], train_fn=fake_train)
+    assert seen == {"steps": 5, "resume": True}
+
+
+# ------------------------------------------------------------------ no half output folder
+
+
+def test_a_start_that_fails_to_load_the_model_leaves_no_output_folder(tmp_path):
+    from unsloth_grpo.training.train import train
+
+    out = tmp_path / "run"
+    cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(out),
+                               overrides=["model.backend=transformers", f"model.name={tmp_path / 'no-model'}"])
+    with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises for a missing model
+        train(cfg)
+    assert not out.exists()
