@@ -301,7 +301,7 @@ def run_train(spec: dict) -> dict:
         load_peak = torch.cuda.max_memory_allocated() if cuda else None
         if cuda:
             torch.cuda.reset_peak_memory_stats()
-        args = build_grpo_args(cfg, loaded.info, n_reward_funcs=1, weights=[1.0])
+        args = build_grpo_args(cfg, loaded.info, weights=[1.0])
         dataset = prompt_dataset(loaded.tokenizer, s.prompt_tokens, max(16, s.steps * s.per_device_train_batch_size))
         prompt_len = max(len(loaded.tokenizer(p)["input_ids"]) for p in dataset["prompt"])
         step_s: list[float] = []

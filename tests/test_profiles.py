@@ -14,6 +14,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from unsloth_grpo.config import ModelConfig, load_config
+from unsloth_grpo.cli import plan as planner_cli
 from unsloth_grpo.hardware import backend, doctor, memory, profiles
 from unsloth_grpo.hardware.profiles import CPU, GPU_PROFILES, PROFILES, vllm_choice
 from unsloth_grpo.recipes import gsm8k
@@ -247,7 +248,7 @@ def test_engine_that_fails_to_start_falls_back_to_generation_without_vllm(monkey
 def _args(cfg, info):
     from unsloth_grpo.training.train import build_grpo_args
 
-    return build_grpo_args(cfg, info, n_reward_funcs=1, weights=[1.0])
+    return build_grpo_args(cfg, info, weights=[1.0])
 
 
 def test_colocated_vllm_gets_the_recipes_context_length(tmp_path):
@@ -351,7 +352,7 @@ def test_standby_moves_the_pool_into_the_generation_phase():
 def test_preset_auto_plans_with_the_runs_vllm_setting_and_fits(p, vllm):
     from unsloth_grpo.cli.recipe import _auto_preset
 
-    for model in memory.CARD_TABLE_MODELS:
+    for model in planner_cli.CARD_TABLE_MODELS:
         cfg = gsm8k.RECIPE.resolve(overrides=[f"model.name={model}", "model.backend=unsloth"])
         preset = _auto_preset(cfg, p.as_gpu(), vllm)
         planned = gsm8k.RECIPE.resolve(overrides=[f"model.name={model}", "model.backend=unsloth", *_flat(preset)])
@@ -499,6 +500,6 @@ def test_gpu_page_is_generated_from_the_profiles():
     assert update_gpu_docs.render(text) == text, "docs/gpu.md is stale: python tools/update_gpu_docs.py"
     for p in PROFILES.values():
         assert p.name in text
-    for model in memory.CARD_TABLE_MODELS:
+    for model in planner_cli.CARD_TABLE_MODELS:
         assert f"| {model} |" in text
     assert "## What was verified on a real GPU, and what was not" in text

@@ -13,8 +13,10 @@ from unsloth_grpo.recipes import gsm8k
 from unsloth_grpo.training.checks import config_problems
 from unsloth_grpo.training.trainer_args import grpo_args, sft_args
 
-#: Three GRPOConfig fields the toolkit never names anywhere.
-UNNAMED = {"epsilon_high": 0.28, "importance_sampling_level": "sequence", "mask_truncated_completions": True}
+#: Three GRPOConfig fields the toolkit never names anywhere. (epsilon_high and
+#: mask_truncated_completions, the issue's other examples, are typed fields now: the recipes write
+#: them out so that config.yaml says what ran on either backend; they reach TRL the same way.)
+UNNAMED = {"importance_sampling_level": "sequence", "delta": 2.0, "top_entropy_quantile": 0.5}
 CPU = BackendInfo("transformers", "cpu", "fp32", False, False, "builtin:tiny")
 
 
@@ -28,20 +30,22 @@ def test_fields_the_toolkit_never_names_reach_grpo_config():
     assert config_problems(cfg) == []
     args = grpo_args(cfg, CPU, weights=[1.0, 1.0])
     assert {k: getattr(args, k) for k in UNNAMED} == UNNAMED
+    assert (args.epsilon_high, args.mask_truncated_completions) == (cfg.training.epsilon_high,
+                                                                   cfg.training.mask_truncated_completions)
     # the toolkit's own decisions are still made: CPU, no bf16, the rewards' weights
     assert (args.use_cpu, args.bf16, args.reward_weights) == (True, False, [1.0, 1.0])
 
 
 def test_pass_through_fields_round_trip_under_their_own_names(tmp_path):
-    cfg = _smoke("training.epsilon_high=0.28")
+    cfg = _smoke("training.delta=2.0")
     text = dump_config(cfg, tmp_path / "c.yaml")
-    assert yaml.safe_load(text)["training"]["epsilon_high"] == 0.28  # written where the user wrote it
+    assert yaml.safe_load(text)["training"]["delta"] == 2.0  # written where the user wrote it
     assert load_config(tmp_path / "c.yaml") == cfg
 
 
 def test_the_old_extra_section_keeps_working_and_says_where_its_keys_went():
-    cfg = _smoke("training.extra={epsilon_high: 0.28}")
-    assert cfg.training.passthrough == {"epsilon_high": 0.28}
+    cfg = _smoke("training.extra={delta: 2.0}")
+    assert cfg.training.passthrough == {"delta": 2.0}
     with pytest.raises(ConfigError, match="training.temperature is set both directly and under training.extra"):
         _smoke("training.temperature=0.9", "training.extra={temperature: 0.5}")
 

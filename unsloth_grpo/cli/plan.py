@@ -13,11 +13,13 @@ nothing fits (the nearest feasible alternative is printed), 2 for a bad argument
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import json
 import sys
 
 from unsloth_grpo.config import BACKENDS
 from unsloth_grpo.hardware import memory, profiles
+from unsloth_grpo.hardware.memory import BUILTIN_CONFIGS, estimate_memory, plan_for_choice, settings_from_config
 
 _TERM_HELP = {
     "weights": "base model weights",
@@ -180,3 +182,79 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------- docs/gpu.md tables
+# They read the GSM8K recipe, so they live here on the top floor rather than in the planner.
+
+#: The models of the "What happens on your card" table (docs/gpu.md).
+CARD_TABLE_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "llama-3.2-3b", "llama-3.1-8b")
+
+#: The vLLM the card table assumes: what ``pip install "unsloth-grpo[unsloth,vllm]"`` resolves to.
+CARD_TABLE_VLLM = ("0.27.1", False)
+
+
+def card_table_markdown(profiles: Any = None, models: Any = CARD_TABLE_MODELS, *,
+                        vllm: tuple[str | None, bool] = CARD_TABLE_VLLM) -> str:
+    """docs/gpu.md's "What happens on your card": ``--preset auto`` of the GSM8K recipe per card and model.
+
+    Each row is what the recipe runs with on that card after ``pip install "unsloth-grpo[unsloth,vllm]"``
+    (Unsloth backend, ``vllm`` as given): the planned settings, the dtype, vLLM on or off (and standby),
+    and the estimated peak against the card's budget (10% kept free). Made by the same functions
+    the run calls (:func:`unsloth_grpo.hardware.profiles.vllm_choice`, :func:`plan`).
+    """
+    from unsloth_grpo.hardware.profiles import PROFILES, vllm_choice
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    profiles = list(PROFILES.values()) if profiles is None else list(profiles)
+    prompt = RECIPE.resolve().data.max_prompt_tokens
+    lines = ["| card | model | settings (--preset auto) | dtype | vLLM | est. peak / budget (GB) |",
+             "|---|---|---|---|---|---|"]
+    for card in profiles:
+        if not card.cuda:
+            lines.append(f"| {card.name} | any | no CUDA GPU: the GPU recipes stop before loading; "
+                         "`--preset smoke` (tiny model, fp32) runs | fp32 | off | - |")
+            continue
+        choice = vllm_choice(card, vllm_version=vllm[0], bnb_plugin=vllm[1])
+        for key in models:
+            p = plan_for_choice(BUILTIN_CONFIGS[key], card.as_gpu(), choice, max_prompt_length=prompt,
+                                alternatives=False)
+            if not p.fits:
+                why = "vLLM's pool is too small for its weights" if "vLLM pool" in (p.reason or "") else \
+                    "over budget at the smallest settings"
+                lines.append(f"| {card.name} | {key} | does not fit ({why}) | - | - | "
+                             f"{p.estimate.total_gb:.1f} / {p.budget_gb:.1f} |")
+                continue
+            quant = "4-bit" if p.load_in_4bit else "16-bit"
+            gen = "on, standby" if p.vllm_standby else f"on, pool {p.gpu_memory_utilization:.2f}" if p.use_vllm else "off"
+            lines.append(f"| {card.name} | {key} | {p.num_generations} x {p.max_completion_length}, "
+                         f"batch {p.per_device_train_batch_size}, {quant}, r{p.lora_rank} | {p.dtype} | {gen} | "
+                         f"{p.estimate.total_gb:.1f} / {p.budget_gb:.1f} |")
+    return "\n".join(lines)
+
+
+def default_recipe_table_markdown(profiles: Any = None, *,
+                                  vllm: tuple[str | None, bool] = CARD_TABLE_VLLM) -> str:
+    """docs/gpu.md: the GSM8K recipe as shipped (no preset) and its ``t4`` preset, per card, by the planner."""
+    from unsloth_grpo.hardware.profiles import PROFILES
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    profiles = [p for p in (PROFILES.values() if profiles is None else profiles) if p.cuda]
+    lines = ["| card | recipe | vLLM | est. peak / budget (GB) | fits |", "|---|---|---|---|---|"]
+    for card in profiles:
+        for label, preset in (("default", None), ("--preset t4", "t4")):
+            if preset == "t4" and card.compute_capability != (7, 5):
+                continue  # the t4 preset names one card
+            cfg = RECIPE.resolve(preset=preset)
+            s = settings_from_config(cfg, card.as_gpu(), vllm=vllm)
+            s["backend"] = "unsloth"
+            est = estimate_memory(cfg.model.name, **s)
+            budget = card.total_gb * 0.9
+            gen = ("on, standby" if s["vllm_standby"] else f"on, pool {s['gpu_memory_utilization']:.2f}") \
+                if s["use_vllm"] else "off"
+            lines.append(f"| {card.name} | {label} | {gen} | {est.total_gb:.1f} / {budget:.1f} | "
+                         f"{'yes' if est.total_gb <= budget else 'NO'} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- hardware and configs

@@ -303,7 +303,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {_first_line(exc)}); generating without "
             "vLLM (set model.fast_inference=off to skip the attempt)")
         loaded.info.use_vllm = False
-        args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(reward_funcs), weights=weights)
+        args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
