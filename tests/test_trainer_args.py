@@ -76,10 +76,10 @@ def test_sft_stages_map_through_the_same_rule():
 def test_a_stage_checks_its_own_keys_against_its_trainer():
     cfg = _smoke()
     cfg = load_config({**dataclasses.asdict(cfg), "training": {**cfg.training.passthrough},
-                       "stages": [{"name": "pre", "kind": "sft", "training": {"epsilon_high": 0.2}},
+                       "stages": [{"name": "pre", "kind": "sft", "training": {"delta": 2.0}},
                                   {"name": "rl", "training": {"packing": True}}]})
     problems = config_problems(cfg)
-    assert any(p.startswith("stages[0] (pre): training.epsilon_high is not a field of the installed TRL's SFTConfig")
+    assert any(p.startswith("stages[0] (pre): training.delta is not a field of the installed TRL's SFTConfig")
                for p in problems)
     assert any(p.startswith("stages[1] (rl): training.packing is not a field of the installed TRL's "
                             "GRPOConfig") for p in problems)
@@ -92,9 +92,9 @@ def test_help_config_shows_trls_own_help_for_passed_through_fields(capsys):
 
     assert run_recipe(gsm8k.RECIPE, ["--help-config"]) == 0
     out = capsys.readouterr().out
-    (line,) = [x for x in out.splitlines() if x.startswith("training.epsilon_high ")]
+    (line,) = [x for x in out.splitlines() if x.startswith("training.delta ")]
     trl_help = " ".join(next(f for f in dataclasses.fields(trl.GRPOConfig)
-                             if f.name == "epsilon_high").metadata["help"].split())
+                             if f.name == "delta").metadata["help"].split())
     assert line.endswith(f"(TRL) {trl_help}")
     assert "training.use_cpu " not in out  # set by the toolkit from model.device
     assert "run.keep_last " in out
