@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 TINY_MODEL = "builtin:tiny"
+TINY_TOOLS_MODEL = "builtin:tiny-tools"
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -67,8 +68,13 @@ def resolve_model_path(name: str) -> str:
         from unsloth_grpo.testing import build_tiny_model
 
         return build_tiny_model(cache_dir() / "tiny-model")
+    if name == TINY_TOOLS_MODEL:  # the same tiny model, its tokenizer able to write tool calls
+        from unsloth_grpo.testing import build_tiny_model
+
+        return build_tiny_model(cache_dir() / "tiny-tools-model", tool_calling=True)
     if name.startswith("builtin:"):
-        raise BackendError(f"unknown built-in model '{name}'; the only one is '{TINY_MODEL}'")
+        raise BackendError(f"unknown built-in model '{name}'; the built-in ones are '{TINY_MODEL}' and "
+                           f"'{TINY_TOOLS_MODEL}'")
     return name
 
 

@@ -358,10 +358,10 @@ def node_lock(path: str | os.PathLike) -> Iterator[None]:
 
 def prepare_model_files(model_name: str, layout: Layout | None = None) -> None:
     """Build ``builtin:tiny`` once per machine before the ranks load it (a no-op otherwise)."""
-    from unsloth_grpo.hardware.backend import TINY_MODEL, cache_dir, resolve_model_path
+    from unsloth_grpo.hardware.backend import cache_dir, resolve_model_path
 
     layout = detect() if layout is None else layout
-    if model_name != TINY_MODEL or not layout.distributed:
+    if not model_name.startswith("builtin:") or not layout.distributed:
         return
     with node_lock(cache_dir() / "tiny-model.lock"):
         resolve_model_path(model_name)

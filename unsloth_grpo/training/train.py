@@ -28,6 +28,7 @@ _MANAGED = {
     "gradient_accumulation_steps", "max_completion_length", "temperature", "top_p", "beta",
     "loss_type", "scale_rewards", "logging_steps", "save_steps", "save_total_limit", "seed",
     "bf16", "fp16", "use_cpu", "report_to", "reward_weights", "gradient_checkpointing",
+    "max_tool_calling_iterations",
 }
 
 
@@ -107,6 +108,8 @@ def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: li
     )
     if t.steps_per_generation:
         kwargs["steps_per_generation"] = t.steps_per_generation
+    if cfg.tools.functions or cfg.tools.environment:
+        kwargs["max_tool_calling_iterations"] = cfg.tools.max_tool_calling_iterations
     if cfg.model.vllm_server:  # generation on a separate `trl vllm-serve`, any number of training processes
         from unsloth_grpo.training.distributed import vllm_server_kwargs
 
@@ -349,6 +352,11 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.rewards import build_reward_functions
 
     reward_funcs, weights = build_reward_functions(cfg.rewards)
+    from unsloth_grpo.tools import build_tools, with_tool_metrics
+
+    tool_kwargs = build_tools(cfg.tools)  # guarded tools / environment factory; {} without tools
+    if tool_kwargs:
+        reward_funcs = with_tool_metrics(reward_funcs)  # tools/used_share etc. from the transcripts
     if dataset is None:
         dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
     select_backend(cfg.model.backend)  # imports unsloth first when it is the one chosen
@@ -388,6 +396,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset,
+        **tool_kwargs,
         callbacks=[
             _metrics_callback(metrics_path),
             make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
