@@ -195,6 +195,8 @@ def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool 
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
+    if tool_calling:  # a call ends the turn, so its result comes back before the model goes on
+        model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("</tool_call>")]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(str(path))
     marker.write_text(json.dumps(wanted))

@@ -4,10 +4,9 @@ The data and the grader are GSM8K's (:mod:`unsloth_grpo.tasks.gsm8k`); only the 
 changes, offering the tool. The rewards that come with tool use read the whole transcript
 (:mod:`unsloth_grpo.tools.transcript`):
 
-- ``tool_call_format``: credit for a well-formed call, in steps, so a model that has never
-  called a tool gets a gradient: 0.25 for trying (the call marker), 0.5 for naming a tool
-  the run offers, 0.75 for giving exactly its arguments, 1.0 when the call also ran
-  without error;
+- ``tool_call_format``: credit for a well-formed call, in quarters, so a model that has never
+  called a tool gets a gradient: trying, naming an offered tool (partial credit for a near
+  miss), giving exactly its arguments, and the call running without error (1.0 in all);
 - ``tool_call_budget``: a penalty for each call beyond a budget, so calling is not free;
 - ``correctness`` (the library's) grades the final answer with GSM8K's grader, as evaluation does.
 
@@ -20,6 +19,7 @@ changes, offering the tool. The rewards that come with tool use read the whole t
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from typing import Any, Sequence
 
@@ -39,11 +39,6 @@ DEFAULT_REWARDS = [
     {"name": "correctness", "weight": 1.0},
 ]
 
-#: The marker a call starts with in the built-in tiny model's template; a completion that holds it
-#: but did not parse into a call still earns the first step of credit.
-CALL_MARKERS = ("<tool_call>",)
-
-
 def _parameters(tool_names: Sequence[str]) -> dict[str, set[str]]:
     from unsloth_grpo.tools import resolve_tool
 
@@ -54,28 +49,49 @@ def _parameters(tool_names: Sequence[str]) -> dict[str, set[str]]:
     return out
 
 
+def _closeness(text: str, targets) -> tuple[float, str | None]:
+    """How close ``text`` is to the nearest of ``targets`` (1.0 = equal), and that target."""
+    best, match = 0.0, None
+    for target in targets:
+        ratio = difflib.SequenceMatcher(None, str(text), target).ratio()
+        if ratio > best:
+            best, match = ratio, target
+    return best, match
+
+
 def call_score(completion: Any, parameters: dict[str, set[str]]) -> float:
-    """Credit of a completion's first call (see the module docstring for the steps)."""
+    """Credit of a completion's first call, four quarters:
+
+    0.25 for trying (a call the tokenizer's response template parsed); up to 0.25 for the tool's
+    name (its closeness to the nearest offered tool, 1.0 when equal); up to 0.25 for the argument
+    names, once the tool is right (the share of its parameters given, minus the unknown ones);
+    0.25 when the call ran without error. A near-miss earns more than noise, which is the
+    gradient a model that has never called a tool needs. A call marker that did not parse earns
+    nothing: credit for the bare marker makes a tiny model repeat it forever.
+    """
     found = transcript.calls(completion)
     if not found:
-        text = "".join(m.get("content") or "" for m in transcript.messages(completion)
-                       if isinstance(m.get("content"), str))
-        return 0.25 if any(marker in text for marker in CALL_MARKERS) else 0.0
+        return 0.0
     first = found[0]
-    if first["name"] not in parameters:
-        return 0.25
-    arguments = first["arguments"] if isinstance(first["arguments"], dict) else {}
-    if set(arguments) != parameters[first["name"]]:
-        return 0.5
+    name_score, name = _closeness(first["name"] or "", parameters)
+    score = 0.25 + 0.25 * name_score
+    if name_score < 1.0:
+        return score
+    wanted = parameters[name]
+    given = set(first["arguments"]) if isinstance(first["arguments"], dict) else set()
+    if wanted:
+        score += 0.25 * max(0.0, (len(given & wanted) - len(given - wanted)) / len(wanted))
+    elif not given:
+        score += 0.25
     results = transcript.results(completion)
-    if not results or transcript.is_error(results[0]):
-        return 0.75
-    return 1.0
+    if given == wanted and results and not transcript.is_error(results[0]):
+        score += 0.25
+    return score
 
 
 @register("tool_call_format", family="tools", low=0.0, high=1.0)
 def tool_call_format(*, tools: Sequence[str] = ("calculate",)) -> RewardFunc:
-    """Stepped credit for a well-formed tool call: tried, known tool, right arguments, ran without error.
+    """Credit in quarters for a well-formed tool call: tried, known tool, right arguments, ran without error.
 
     ``tools``: the names (or import paths) of the tools the run offers.
     """
