@@ -234,11 +234,16 @@ def test_resolve_tool_by_import_path():
         resolve_tool("unsloth_grpo.tools.calculator:nothing")
 
 
-def test_recipe_presets_validate():
-    from unsloth_grpo.recipes import gsm8k_tools
+def test_recipe_presets_validate_and_yaml_files_match_the_defaults():
+    from pathlib import Path
 
-    for preset in (None, *gsm8k_tools.PRESETS):
-        assert validate(gsm8k_tools.RECIPE.resolve(preset=preset)) == [], preset
+    from unsloth_grpo.recipes import gsm8k_tools, guess_number
+
+    for module in (gsm8k_tools, guess_number):
+        for preset in (None, *module.PRESETS):
+            assert validate(module.RECIPE.resolve(preset=preset)) == [], (module, preset)
+        path = Path(__file__).resolve().parents[1] / "recipes" / f"{module.RECIPE.name}.yaml"
+        assert load_config(path) == module.RECIPE.resolve()
 
 
 # ---------------------------------------------------------------- monitor
