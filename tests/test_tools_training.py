@@ -200,3 +200,66 @@ def test_smoke_preset_learns_to_call_the_calculator_on_every_seed(tmp_path):
         rises[seed] = result.mean_reward(last=5) - result.mean_reward(first=5)
         assert any(r["tools/call_frequency"] > 0 for r in result.metrics)  # the tool loop ran
     assert all(rise >= 0.2 for rise in rises.values()), rises
+
+
+class ScriptedModel:
+    """Stands in for a model in evaluation: writes a calculator call when tools are offered, then
+    the answer the tool gave; without tools it answers wrongly."""
+
+    def __init__(self, tokenizer):
+        import torch
+
+        self.tok = tokenizer
+        self.param = torch.nn.Parameter(torch.zeros(1))
+        self.generation_config = type("G", (), {"eos_token_id": [tokenizer.eos_token_id,
+                                                                 tokenizer.convert_tokens_to_ids("</tool_call>")]})()
+
+    training = False
+
+    def parameters(self):
+        return iter([self.param])
+
+    def eval(self):
+        return self
+
+    def train(self, mode=True):
+        return self
+
+    def generate(self, input_ids, attention_mask=None, max_new_tokens=16, **kwargs):
+        import torch
+
+        rows = []
+        for ids in input_ids.tolist():
+            prompt = self.tok.decode(ids)
+            if "<|im_start|>tool\n" in prompt:
+                result = prompt.rsplit("<|im_start|>tool\n", 1)[1].split("<|im_end|>")[0]
+                text = f"<answer>{result}</answer><|im_end|>"
+            elif "Tools:" in prompt:
+                text = "<tool_call>calculate\nexpression=37*91\n</tool_call>"
+            else:
+                text = "<answer>1</answer><|im_end|>"
+            rows.append(ids + self.tok(text, add_special_tokens=False)["input_ids"])
+        width = max(len(r) for r in rows)
+        return torch.tensor([r + [self.tok.pad_token_id] * (width - len(r)) for r in rows])
+
+
+def test_evaluation_reports_accuracy_with_and_without_tools_and_calls_per_problem(tmp_path):
+    import datasets
+    from transformers import AutoTokenizer
+
+    from unsloth_grpo.config import ToolsConfig
+    from unsloth_grpo.evaluation.tool_eval import evaluate_with_tools
+    from unsloth_grpo.tasks.gsm8k_tools import SYSTEM_PROMPT, is_correct
+    from unsloth_grpo.testing import build_tokenizer
+
+    build_tokenizer(tmp_path, tool_calling=True)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "37 * 91?"}]
+    dataset = datasets.Dataset.from_list([{"prompt": prompt, "answer": "3367"}, {"prompt": prompt, "answer": "1"}])
+    result = evaluate_with_tools(ScriptedModel(tok), tok, dataset, tools_cfg=ToolsConfig(functions=["calculate"]),
+                                 is_correct=is_correct, max_new_tokens=24, batch_size=2)
+    assert result["accuracy"] == 0.5 and result["accuracy_without_tools"] == 0.5  # 3367 via the tool; "1" without
+    assert result["calls_per_problem"] == 1.0 and result["tool_use_share"] == 1.0 and result["tool_error_share"] == 0
+    first = result["records"][0]
+    assert first["correct"] and not first["correct_without_tools"]
+    assert "[tool calculate] 3367" in first["completion"] and "[assistant] <answer>3367</answer>" in first["completion"]

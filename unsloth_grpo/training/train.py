@@ -235,7 +235,12 @@ def _eval_kwargs(cfg: RecipeConfig) -> dict:
 def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:
     from unsloth_grpo.evaluation.evaluate import evaluate, write_eval
 
-    result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
+    if cfg.tools.functions or cfg.tools.environment:  # with the tools and without, and calls per problem
+        from unsloth_grpo.evaluation.tool_eval import evaluate_with_tools
+
+        result = evaluate_with_tools(model, tokenizer, dataset, tools_cfg=cfg.tools, **_eval_kwargs(cfg))
+    else:
+        result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
     write_eval(result, where, model=cfg.model.name, dataset=cfg.data.source, split=cfg.evaluation.split)
     return result
 
