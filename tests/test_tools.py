@@ -294,3 +294,31 @@ def test_default_tiny_tokenizer_is_unchanged(tmp_path):
     tok = build_tokenizer(tmp_path)
     assert tok.chat_template == CHATML_TEMPLATE and "<tool_call>" not in tok.get_vocab()
     assert getattr(tok, "response_template", None) is None
+
+
+def test_reward_lab_shows_whole_transcripts_and_scores_them(tmp_path, capsys):
+    import json
+
+    import argparse
+
+    from unsloth_grpo.evaluation import lab
+
+    def run_cli(argv):
+        parser = argparse.ArgumentParser(prog="unsloth-grpo")
+        lab.add_parser(parser.add_subparsers())
+        args = parser.parse_args(argv)
+        return args.func(args)
+
+    good = _exchange(_call("calculate", expression="3*4"), "12")
+    bad = _exchange(_call("calc", expression="3*4"), TRL_ERROR, final="<answer>7</answer>")
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"group": 0, "completion": c, "answer": "12"}) + "\n" for c in (good, bad)))
+    config = tmp_path / "recipe.yaml"
+    config.write_text("task: gsm8k_tools\nrewards:\n  - {name: tool_call_format}\n  - {name: correctness}\n")
+    report = tmp_path / "report.json"
+    assert run_cli(["rewards", "check", "--config", str(config), "--completions", str(path), "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "[call] calculate(expression='3*4')" in out and "[tool calculate] 12" in out
+    stats = json.loads(report.read_text())["stats"]
+    assert stats["tool_call_format"]["mean"] == pytest.approx((1.0 + 0.25 + 0.25 * 8 / 13) / 2)
+    assert stats["correctness"]["mean"] == pytest.approx(1.0)  # 2.0 for the right answer, 0 for the wrong
