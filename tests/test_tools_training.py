@@ -108,12 +108,17 @@ def _fresh(tmp_path, monkeypatch):
     RELEASE.set()
 
 
-def test_a_tool_really_runs_and_its_result_is_in_the_transcript(tmp_path, monkeypatch):
+@pytest.mark.parametrize("backend", ["transformers", "unsloth"])
+def test_a_tool_really_runs_and_its_result_is_in_the_transcript(tmp_path, monkeypatch, backend):
+    if backend == "unsloth":
+        pytest.importorskip("unsloth")  # on CPU Unsloth hands TRL's own trainer the tools
     _script(monkeypatch, lambda i, prompt: "<tool_call>spy_calculate\nexpression=37*91\n</tool_call>")
     cfg = _cfg(tmp_path, {"functions": ["test_tools_training:spy_calculate"]},
                [{"name": "test_tools_training:spy_reward"},
                 {"name": "tool_call_format", "params": {"tools": ["test_tools_training:spy_calculate"]}}])
+    cfg.model.backend = backend
     result = train(cfg, log=lambda s: None)
+    assert result.backend["backend"] == backend
     assert result.global_step == 2
     assert CALLED and set(CALLED) == {"37*91"}  # the tool was called with the model's argument
     for completion in SEEN:
