@@ -268,3 +268,14 @@ def test_evaluation_reports_accuracy_with_and_without_tools_and_calls_per_proble
     first = result["records"][0]
     assert first["correct"] and not first["correct_without_tools"]
     assert "[tool calculate] 3367" in first["completion"] and "[assistant] <answer>3367</answer>" in first["completion"]
+
+
+def test_guess_number_smoke_preset_runs_a_few_steps(tmp_path):
+    """The environment recipe end to end with the real tiny model (no script): it trains and logs tool use."""
+    from unsloth_grpo.recipes import guess_number
+
+    out = tmp_path / "guess"
+    assert guess_number.main(["--preset", "smoke", "--output-dir", str(out), "training.max_steps=3",
+                              "model.backend=transformers"]) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all("tools/call_frequency" in r and "rewards/guess_solved/mean" in r for r in rows)
