@@ -32,9 +32,12 @@ PRESETS = {
     # Offline on CPU: the tiny model whose tokenizer holds the call markers as whole tokens. A
     # random model cannot do GSM8K, so the smoke run teaches the call itself: tool_call_format
     # gives stepped credit up to 1.0 for a call that ran; correctness is logged and stays ~0.
+    # Measured on seeds 0/1/2: 40 steps at lr 2e-2 left seed 2 below a 0.2 rise (0.19); these
+    # settings rose by 0.30/0.26/0.27 (docs/tools.md).
     "smoke": merge_dicts(
         smoke_preset(output_dir="outputs/tools-smoke", task_rewards=[], data={"source": "synthetic"},
-                     training={"max_steps": 40, "max_completion_length": 32, "samples_every": 10}),
+                     training={"max_steps": 60, "learning_rate": 1e-2, "temperature": 1.2,
+                               "max_completion_length": 32, "samples_every": 20}),
         {"model": {"name": "builtin:tiny-tools"},
          "rewards": [{"name": "tool_call_format", "weight": 1.0},
                      {"name": "tool_call_budget", "weight": 1.0},
