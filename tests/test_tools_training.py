@@ -104,8 +104,9 @@ def _fresh(tmp_path, monkeypatch):
     SEEN.clear()
     ANSWERS.clear()
     CALLED.clear()
+    RELEASE.clear()
     yield
-    RELEASE.set()
+    RELEASE.set()  # the abandoned stall() thread ends
 
 
 @pytest.mark.parametrize("backend", ["transformers", "unsloth"])
