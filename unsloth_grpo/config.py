@@ -181,6 +181,20 @@ class EvalConfig:
     batch_size: int = _f(16, help="Sequences generated per batch.")
 
 
+@dataclass
+class ToolsConfig:
+    functions: list[str] = _f(
+        help="Tools the model may call between turns: names from unsloth_grpo.tools or import paths 'pkg.module:fn'.",
+        factory=list,
+    )
+    environment: str | None = _f(
+        None, help="A stateful environment (one instance per rollout; its public methods are its tools): a name from "
+                   "unsloth_grpo.tools or an import path 'pkg.module:Factory'.",
+    )
+    max_tool_calling_iterations: int = _f(4, help="Tool rounds per completion: call, result, continue (TRL's field).")
+    timeout: float = _f(5.0, help="Seconds one tool call may take; a slower call returns an error to the model.")
+
+
 STAGE_KINDS = ("grpo", "sft")
 
 
@@ -214,6 +228,8 @@ class RecipeConfig:
         help="Health monitor thresholds and windows (see unsloth_grpo.training.monitor.HealthThresholds).", factory=dict
     )
     evaluation: EvalConfig = _f(help="Held-out evaluation during and around training.", factory=EvalConfig)
+    tools: ToolsConfig = _f(help="Functions the model may call during generation (see docs/tools.md).",
+                            factory=ToolsConfig)
     stages: list[StageConfig] = _f(
         help="Stages run in order on one adapter, each with its own rewards/steps/lr (empty: a single GRPO run). "
              "See unsloth_grpo.training.stages.", factory=list

@@ -39,6 +39,59 @@ CHATML_TEMPLATE = (
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
+#: Tool-call markers the tool-capable tiny tokenizer keeps whole (``build_tiny_model(tool_calling=True)``).
+TOOL_TOKENS = ["<tool_call>", "</tool_call>"]
+
+#: ChatML with tool calls, compact enough for a tiny model. The tools are listed in the system
+#: turn as ``name(param, ...)``; an assistant call reads ``<tool_call>name`` then one
+#: ``key=value`` line per argument, then ``</tool_call>``; a tool result is a ``tool`` turn.
+#: Every message renders on its own, so earlier turns never change when later ones are added
+#: (TRL's multi-turn loop needs that prefix property).
+CHATML_TOOLS_TEMPLATE = (
+    "{%- macro tool_list() -%}"
+    "Tools:{% for t in tools %} {{ (t.function or t).name }}"
+    "({{ ((t.function or t).parameters.properties or {}) | join(', ') }}){% endfor %}"
+    "{%- endmacro -%}"
+    "{%- if tools and messages[0]['role'] != 'system' -%}"
+    "{{ '<|im_start|>system\n' + tool_list() + '<|im_end|>\n' }}"
+    "{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{%- if message['content'] is string %}{{ message['content'] }}{% endif -%}"
+    "{%- if message['role'] == 'system' and tools %}{{ '\n' + tool_list() }}{% endif -%}"
+    "{%- for call in message.get('tool_calls') or [] -%}"
+    "{%- set fn = call.function or call -%}"
+    "{{ '<tool_call>' + fn.name + '\n' }}"
+    "{%- if fn.arguments is string %}{{ fn.arguments + '\n' }}{% else -%}"
+    "{%- for key, value in fn.arguments.items() -%}"
+    "{{ key + '=' + (value if value is string else value | tojson) + '\n' }}"
+    "{%- endfor %}{% endif -%}"
+    "{{ '</tool_call>' }}"
+    "{%- endfor -%}"
+    "{{ '<|im_end|>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif -%}"
+)
+
+#: How transformers' ``parse_response`` reads a generated turn back into a message with
+#: ``tool_calls`` (the inverse of the template above). Saved in the tokenizer config, so TRL
+#: finds it on the tokenizer and does not need to recognise the template.
+TOOLS_RESPONSE_TEMPLATE = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "tool_calls": {
+            "open_pattern": r"<tool_call>\s*(?P<name>[^\s<]+)",
+            "close_pattern": r"</tool_call>\s*",
+            "repeats": True,
+            "content": "kv-lines",
+            "content_args": {"kv_sep": "=", "value_parser": {"name": "json", "args": {"allow_non_json": True}}},
+            "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+        },
+        "content": {"close_pattern": r"<\|im_end\|>\s*", "content": "text"},
+    },
+}
+
 #: Settings of the tiny model (~100k parameters). ``initializer_range=0.3`` gives peaked
 #: logits that a LoRA update can reshape; with 0.02 the reward stays flat.
 TINY_MODEL_KWARGS = dict(
@@ -54,8 +107,12 @@ TINY_MODEL_KWARGS = dict(
 _MARKER = "tiny_model.json"
 
 
-def _corpus(n_lines: int, seed: int) -> list[str]:
-    """Synthetic text close to what the smoke task shows: numbers, words, the tags."""
+def _corpus(n_lines: int, seed: int, *, tool_calling: bool = False) -> list[str]:
+    """Synthetic text close to what the smoke task shows: numbers, words, the tags.
+
+    With ``tool_calling`` it also shows calls of the example tools, so that their names and
+    parameter names become single tokens a tiny model can learn to emit.
+    """
     rng = random.Random(seed)
     names = ["Ann", "Bob", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana"]
     things = ["apples", "books", "coins", "eggs", "pens", "stamps", "cards", "shells"]
@@ -67,12 +124,19 @@ def _corpus(n_lines: int, seed: int) -> list[str]:
         lines.append(f"{name} has {a} {thing} and {verb} {b} more. How many {thing} now?")
         lines.append(f"{a} + {b} = {a + b}. {a} - {b} = {a - b}. {a} * {b} = {a * b}.")
         lines.append("Respond in the format: reasoning, then the answer as a number.")
+        if tool_calling:
+            lines.append(f"Tools: calculate(expression) guess(number)\ncalculate\nexpression={a}+{b}\n"
+                         f"guess\nnumber={b}\nhigher lower correct")
     return lines
 
 
 def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0,
-                    extra_tokens: list[str] | tuple[str, ...] = ()):
-    """Train and save a byte-level BPE tokenizer with a ChatML chat template (and ``extra_tokens`` kept whole)."""
+                    extra_tokens: list[str] | tuple[str, ...] = (), tool_calling: bool = False):
+    """Train and save a byte-level BPE tokenizer with a ChatML chat template (and ``extra_tokens`` kept whole).
+
+    ``tool_calling`` adds the tool-call markers as whole tokens, the tool-capable template
+    (:data:`CHATML_TOOLS_TEMPLATE`) and the response template TRL parses calls with.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -85,7 +149,7 @@ def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(2000, seed), trainer=trainer)
+    tok.train_from_iterator(_corpus(2000, seed, tool_calling=tool_calling), trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=None,
@@ -93,28 +157,32 @@ def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int
         pad_token="<|endoftext|>",
         unk_token=None,
     )
-    fast.add_tokens(FORMAT_TOKENS + list(extra_tokens))
-    fast.chat_template = CHATML_TEMPLATE
+    fast.add_tokens(FORMAT_TOKENS + list(extra_tokens) + (TOOL_TOKENS if tool_calling else []))
+    fast.chat_template = CHATML_TOOLS_TEMPLATE if tool_calling else CHATML_TEMPLATE
+    if tool_calling:
+        fast.response_template = TOOLS_RESPONSE_TEMPLATE
     fast.padding_side = "left"
     fast.save_pretrained(str(path))
     return fast
 
 
 def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool = False,
-                     extra_tokens: list[str] | tuple[str, ...] = ()) -> str:
+                     extra_tokens: list[str] | tuple[str, ...] = (), tool_calling: bool = False) -> str:
     """Build (or reuse) the tiny Qwen2 model and tokenizer in ``path``; return the path.
 
     The result is deterministic for a given ``seed``. An existing build is reused unless
     ``overwrite`` is set, so calling this at the start of every smoke run costs nothing.
     ``extra_tokens`` are added as whole tokens after the format tags (``CODE_TOKENS`` for
-    ``builtin:tiny-code``); without them the model is exactly ``builtin:tiny``.
+    ``builtin:tiny-code``); ``tool_calling`` builds the tool-capable tokenizer (``builtin:tiny-tools``).
+    Without either the model is exactly ``builtin:tiny``.
     """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     path = Path(path)
     marker = path / _MARKER
-    wanted = {"seed": seed, **TINY_MODEL_KWARGS, **({"extra_tokens": list(extra_tokens)} if extra_tokens else {})}
+    wanted = {"seed": seed, **TINY_MODEL_KWARGS, **({"extra_tokens": list(extra_tokens)} if extra_tokens else {}),
+              **({"tool_calling": True} if tool_calling else {})}
     if not overwrite and marker.exists():
         try:
             if json.loads(marker.read_text()) == wanted:
@@ -122,7 +190,7 @@ def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool 
         except json.JSONDecodeError:
             pass
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(path, seed=seed, extra_tokens=extra_tokens)
+    tokenizer = build_tokenizer(path, seed=seed, extra_tokens=extra_tokens, tool_calling=tool_calling)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         bos_token_id=None,
@@ -133,6 +201,8 @@ def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool 
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
+    if tool_calling:  # a call ends the turn, so its result comes back before the model goes on
+        model.generation_config.eos_token_id = [tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("</tool_call>")]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(str(path))
     marker.write_text(json.dumps(wanted))

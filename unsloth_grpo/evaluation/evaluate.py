@@ -34,7 +34,8 @@ EVAL_FILE = "eval.json"
 EVAL_SAMPLES_FILE = "eval_samples.jsonl"
 
 #: Metrics compared by :func:`compare` (those present in both results), in table order.
-COMPARED = ("accuracy", "format_compliance", "mean_completion_tokens", "mean_completion_chars", "truncated_ratio")
+COMPARED = ("accuracy", "format_compliance", "mean_completion_tokens", "mean_completion_chars", "truncated_ratio",
+            "accuracy_without_tools", "calls_per_problem", "tool_use_share")  # the last three: tool_eval
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -448,6 +448,10 @@ def generate_records(
         raise LabError(f"the dataset '{cfg.data.source}' gave no rows to generate from")
     loaded = load_for_inference(model, log=log)
     prompts = [r["prompt"] for r in rows]
+    if cfg.tools.functions or cfg.tools.environment:
+        return _generate_transcripts(loaded, cfg, rows, num_generations=num_generations,
+                                     max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                     batch_size=batch_size)
     start = time.perf_counter()
     outs = generate(
         loaded.model, loaded.tokenizer, prompts,
@@ -463,6 +467,44 @@ def generate_records(
             ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
             records.append({"group": i, "prompt": row["prompt"], "completion": text, "completion_ids": ids, **columns})
     return records, 1000.0 * took / max(len(records), 1)
+
+
+def _generate_transcripts(loaded, cfg, rows: list[dict], *, num_generations: int, max_new_tokens: int,
+                          temperature: float, seed: int, batch_size: int) -> tuple[list[dict], float]:
+    """With tools configured: each completion is the whole exchange (model turn, call, tool
+    result, next turn), produced by the tool loop evaluation uses, so the rewards see what
+    they will see in training."""
+    from unsloth_grpo.evaluation.tool_eval import run_tool_loop
+    from unsloth_grpo.tools import build_tools
+
+    tools = build_tools(cfg.tools)
+    repeated = [row for row in rows for _ in range(num_generations)]
+    start = time.perf_counter()
+    transcripts = run_tool_loop(loaded.model, loaded.tokenizer, [r["prompt"] for r in repeated],
+                                tools=tools.get("tools", ()), environment_factory=tools.get("environment_factory"),
+                                rows=repeated, max_rounds=cfg.tools.max_tool_calling_iterations,
+                                max_new_tokens=max_new_tokens, batch_size=batch_size,
+                                temperature=max(temperature, 1e-5), seed=seed)
+    took = time.perf_counter() - start
+    records = [{"group": i // num_generations, "prompt": row["prompt"], "completion": messages,
+                **{k: v for k, v in row.items() if k != "prompt"}}
+               for i, (row, messages) in enumerate(zip(repeated, transcripts))]
+    return records, 1000.0 * took / max(len(records), 1)
+
+
+def print_transcripts(records: Sequence[dict], limit: int = 2, console=None) -> None:
+    """Show the first tool exchanges whole: model turn, tool call, tool result, next turn."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from unsloth_grpo.tools import transcript
+
+    console = console or Console(width=160)
+    shown = [r for r in records if isinstance(r.get("completion"), list)
+             and transcript.has_tool_turns([r["completion"]])][:limit]
+    for r in shown:
+        console.print(f"[bold]transcript[/] (group {r.get('group', '?')}):")
+        console.print(escape(transcript.render(r["completion"])), highlight=False)
 
 
 # ---------------------------------------------------------------- CLI
@@ -565,6 +607,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.save_completions:
         write_completions(records, args.save_completions)
     report = analyse(records, funcs, weights, generation_ms_per_completion=gen_ms)
+    print_transcripts(records)
     print_report(report)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,8 @@ from unsloth_grpo.hardware.profiles import (
 TINY_MODEL = "builtin:tiny"
 #: The tiny model with the code task's fences as whole tokens (the code recipe's smoke preset).
 TINY_CODE_MODEL = "builtin:tiny-code"
+#: The tiny model whose tokenizer can write tool calls (the tools recipes' smoke presets).
+TINY_TOOLS_MODEL = "builtin:tiny-tools"
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -89,8 +91,15 @@ def resolve_model_path(name: str) -> str:
 
         with node_lock(cache_dir() / "tiny-code-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-code-model", extra_tokens=CODE_TOKENS)
+    if name == TINY_TOOLS_MODEL:  # the same tiny model, its tokenizer able to write tool calls
+        from unsloth_grpo.testing import build_tiny_model
+        from unsloth_grpo.training.distributed import node_lock
+
+        with node_lock(cache_dir() / "tiny-tools-model.lock"):
+            return build_tiny_model(cache_dir() / "tiny-tools-model", tool_calling=True)
     if name.startswith("builtin:"):
-        raise BackendError(f"unknown built-in model '{name}'; use '{TINY_MODEL}' or '{TINY_CODE_MODEL}'")
+        raise BackendError(f"unknown built-in model '{name}'; the built-in ones are '{TINY_MODEL}', "
+                           f"'{TINY_CODE_MODEL}' and '{TINY_TOOLS_MODEL}'")
     return name
 
 

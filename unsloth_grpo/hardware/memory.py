@@ -241,7 +241,7 @@ def load_model_config(config_or_path: Any) -> dict[str, Any]:
     if not isinstance(config_or_path, (str, os.PathLike)):
         raise TypeError(f"expected a config object, dict or path, got {type(config_or_path).__name__}")
     text = str(config_or_path)
-    if text == "builtin:tiny":
+    if text in ("builtin:tiny", "builtin:tiny-tools"):  # same architecture
         return _tiny_config()
     path = Path(text).expanduser()
     if path.is_dir():

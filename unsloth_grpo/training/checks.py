@@ -38,6 +38,10 @@ def config_problems(cfg: RecipeConfig) -> list[str]:
     problems += _reward_problems(cfg.rewards, "rewards")
     problems += _monitor_problems(cfg)
     problems += _layout_problems(cfg)
+    if cfg.tools.functions or cfg.tools.environment:
+        from unsloth_grpo.tools import tool_problems
+
+        problems += tool_problems(cfg)
     if cfg.stages:
         problems += _stage_problems(cfg)
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once

@@ -12,6 +12,8 @@ logs (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``rewards/<name>/mea
 ``flat_reward``     no rise in the reward over ``flat_window`` logged steps, nor since the start
 ``length_clipped``  most completions hit ``max_completion_length``
 ``format_zero``     a format reward's mean stayed at 0
+``no_tool_calls``   tools are offered but no completion called one (``tools/call_frequency`` 0)
+``tool_errors``     every tool call failed (``tools/failure_frequency`` 1)
 ==================  ============================================================================
 
 TRL's ``reward_std`` is the standard deviation over the whole batch; ``frac_reward_zero_std`` is the
@@ -44,7 +46,8 @@ from typing import Any, Iterable, Mapping
 DEFAULT_FORMAT_REWARDS = ("strict_format", "soft_format", "xml_count")
 
 #: Every warning the checker can raise, in the order it checks them.
-WARNING_NAMES = ("mode_collapse", "no_signal", "kl_blowup", "flat_reward", "length_clipped", "format_zero")
+WARNING_NAMES = ("mode_collapse", "no_signal", "kl_blowup", "flat_reward", "length_clipped", "format_zero",
+                 "no_tool_calls", "tool_errors")
 
 HEALTH_FILE = "health.jsonl"
 
@@ -80,6 +83,9 @@ class HealthThresholds:
     clipped_window: int = _h(5, help="length_clipped: logged steps in a row the share must stay high.")
     format_zero_window: int = _h(
         50, help="format_zero: logged steps in a row a format reward's mean must stay at 0."
+    )
+    tool_window: int = _h(
+        20, help="no_tool_calls / tool_errors: logged steps in a row with no tool call / only failed calls."
     )
     format_rewards: list[str] = _h(
         help="Names that mark a reward as a format reward (rewards/<name>/mean, matched as substrings).",
@@ -178,6 +184,8 @@ class HealthChecker:
         self._start_rewards: list[float] = []
         self._clipped_run = 0
         self._format_zero_run: dict[str, int] = {}
+        self._no_call_run = 0
+        self._all_failed_run = 0
 
     # ------------------------------------------------------------------ helpers
     def _fire(self, out: list[HealthWarning], step: int, name: str, message: str, fix: str,
@@ -308,7 +316,38 @@ class HealthChecker:
                     {key: value, "window": run},
                     subject=reward_name,
                 )
+        self._check_tools(out, step, logs)
         return out
+
+    def _check_tools(self, out: list[HealthWarning], step: int, logs: Mapping[str, Any]) -> None:
+        """TRL logs ``tools/call_frequency`` (calls per completion) and ``tools/failure_frequency``
+        (share of calls that failed) only when the run offers tools."""
+        t = self.t
+        calls = _num(logs, "tools/call_frequency")
+        if calls is None:
+            return
+        self._no_call_run = self._no_call_run + 1 if calls == 0 else 0
+        if self._no_call_run >= t.tool_window:
+            self._fire(
+                out, step, "no_tool_calls",
+                f"no completion called a tool for {self._no_call_run} logged steps: the tools teach nothing "
+                "and their rewards give no gradient.",
+                "Check that the model's chat template renders the tools and that TRL parses its calls "
+                "(unsloth-grpo rewards check shows the transcripts); give credit for a well-formed call "
+                "(tool_call_format), or use a model trained for tool calling.",
+                {"tools/call_frequency": calls, "window": self._no_call_run},
+            )
+        failed = _num(logs, "tools/failure_frequency")
+        self._all_failed_run = self._all_failed_run + 1 if calls > 0 and failed == 1.0 else 0
+        if self._all_failed_run >= t.tool_window:
+            self._fire(
+                out, step, "tool_errors",
+                f"every tool call failed for {self._all_failed_run} logged steps: the model calls tools, "
+                "but wrongly (unknown name, wrong arguments, a tool that raises or times out).",
+                "Read the tool turns in samples.jsonl: they hold the error each call got. Fix the tool "
+                "(or raise tools.timeout), or reward calls that run (tool_call_format's last quarter).",
+                {"tools/failure_frequency": failed, "tools/call_frequency": calls, "window": self._all_failed_run},
+            )
 
     def feed(self, stream: Iterable[Mapping[str, Any]]) -> list[HealthWarning]:
         """Run the checks over a recorded stream of dicts with a ``step`` key (e.g. metrics.jsonl)."""

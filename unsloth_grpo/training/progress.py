@@ -179,6 +179,10 @@ def _text(x: Any) -> str:
         return x
     if isinstance(x, (list, tuple)):
         msgs = [m for m in x if isinstance(m, dict)]
+        if any(m.get("tool_calls") or m.get("role") == "tool" for m in msgs):
+            from unsloth_grpo.tools.transcript import render
+
+            return render(msgs)  # the whole exchange: model turn, call, tool result, next turn
         if len(msgs) == 1:
             return str(msgs[0].get("content", ""))
         return "\n".join(f"{m.get('role', '?')}: {m.get('content', '')}" for m in msgs)

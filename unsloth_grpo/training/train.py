@@ -121,7 +121,12 @@ def _eval_kwargs(cfg: RecipeConfig) -> dict:
 def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:
     from unsloth_grpo.evaluation.evaluate import evaluate, write_eval
 
-    result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
+    if cfg.tools.functions or cfg.tools.environment:  # with the tools and without, and calls per problem
+        from unsloth_grpo.evaluation.tool_eval import evaluate_with_tools
+
+        result = evaluate_with_tools(model, tokenizer, dataset, tools_cfg=cfg.tools, **_eval_kwargs(cfg))
+    else:
+        result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
     write_eval(result, where, model=cfg.model.name, dataset=cfg.data.source, split=cfg.evaluation.split)
     return result
 
@@ -242,6 +247,11 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.rewards import build_reward_functions
 
     reward_funcs, weights = build_reward_functions(cfg.rewards)
+    from unsloth_grpo.tools import build_tools, with_tool_metrics
+
+    tool_kwargs = build_tools(cfg.tools)  # guarded tools / environment factory; {} without tools
+    if tool_kwargs:
+        reward_funcs = with_tool_metrics(reward_funcs)  # tools/used_share etc. from the transcripts
     if dataset is None:
         dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
     prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen (vLLM standby set before)
@@ -287,6 +297,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         processing_class=loaded.tokenizer,
         reward_funcs=reward_funcs,
         train_dataset=dataset,
+        **tool_kwargs,
         callbacks=[
             _metrics_callback(metrics_path),
             make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),

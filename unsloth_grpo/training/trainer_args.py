@@ -53,6 +53,8 @@ def grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
 
     kwargs = trainer_kwargs(cfg, info, {f.name for f in dataclasses.fields(GRPOConfig)})
     kwargs["reward_weights"] = weights
+    if cfg.tools.functions or cfg.tools.environment:  # the tools section owns TRL's tool-loop bound
+        kwargs["max_tool_calling_iterations"] = cfg.tools.max_tool_calling_iterations
     if cfg.model.vllm_server:  # generation on a separate `trl vllm-serve`, any number of training processes
         kwargs.update(vllm_server_kwargs(cfg.model.vllm_server))
     elif info.use_vllm and info.backend == "transformers":
