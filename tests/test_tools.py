@@ -225,7 +225,9 @@ def test_bad_tool_settings_are_named_with_the_fix_before_loading():
     assert "tools.timeout=0" in problems and "tools.max_tool_calling_iterations=0" in problems
     plain = load_config({"model": {"name": "builtin:tiny"}, "rewards": [{"name": "correctness"}],
                          "tools": {"functions": ["calculate"]}})
-    assert any("use model.name=builtin:tiny-tools" in p for p in validate(plain))
+    from unsloth_grpo.training.checks import config_problems
+
+    assert any("use model.name=builtin:tiny-tools" in p for p in config_problems(plain))
 
 
 def test_resolve_tool_by_import_path():
