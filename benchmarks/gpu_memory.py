@@ -139,7 +139,7 @@ def run_one(spec: dict) -> dict:
     load_peak = torch.cuda.max_memory_allocated() / memory.GiB if cuda else None
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    args = build_grpo_args(cfg, loaded.info, n_reward_funcs=1, weights=[1.0])
+    args = build_grpo_args(cfg, loaded.info, weights=[1.0])
 
     step_times: list[float] = []
 

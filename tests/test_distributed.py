@@ -231,10 +231,10 @@ def test_vllm_server_maps_onto_grpo_config():
 
     cfg = _cfg(model={"vllm_server": "10.0.0.5:8001", "backend": "transformers"})
     info = BackendInfo("transformers", "cpu", "fp32", False, False, cfg.model.name)
-    args = build_grpo_args(cfg, info, n_reward_funcs=1, weights=[1.0])
+    args = build_grpo_args(cfg, info, weights=[1.0])
     assert (args.use_vllm, args.vllm_mode, args.vllm_server_base_url) == (True, "server", "http://10.0.0.5:8001")
     cfg.model.vllm_server = None
-    assert build_grpo_args(cfg, info, n_reward_funcs=1, weights=[1.0]).use_vllm is False
+    assert build_grpo_args(cfg, info, weights=[1.0]).use_vllm is False
 
 
 def test_doctor_checks_the_configs_vllm_server(tmp_path, capsys):

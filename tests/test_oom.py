@@ -181,7 +181,7 @@ def test_simulated_oom_in_a_real_grpo_run_saves_a_resumable_checkpoint(tmp_path,
                                                    "data.num_synthetic=16", "training.max_steps=3"])
     loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed, log=lambda _: None)
     funcs, weights = build_reward_functions(cfg.rewards)
-    args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(funcs), weights=weights)
+    args = build_grpo_args(cfg, loaded.info, weights=weights)
 
     class RaiseOOM(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):

@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple, Sequence
 
 Prompt = str | Sequence[dict[str, Any]]
@@ -144,6 +145,19 @@ def _generate_vllm(model, texts, *, max_new_tokens, num_samples, temperature, to
             for out in outputs]
 
 
+@contextlib.contextmanager
+def isolated_rng(seed: int | None):
+    """Run the block on its own torch random state (seeded when ``seed`` is given); restore the
+    CPU and every CUDA device's state afterwards, so the caller's sampling is unchanged."""
+    import torch
+
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
+
+
 def _eos_ids(model, tokenizer) -> list[int]:
     ids = []
     for src in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
@@ -176,14 +190,13 @@ def _generate_hf(model, tokenizer, texts, *, max_new_tokens, num_samples, temper
         gen_kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
     else:  # a model's generation_config may carry sampling defaults; greedy must not warn about them
         gen_kwargs.update(temperature=None, top_p=None, top_k=None)
-    if seed is not None:
-        torch.manual_seed(seed)
-
     results: list[list[Generation]] = [[] for _ in texts]
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():
+        # A seed must make this call repeatable without touching the caller's random state: a
+        # training run that evaluates every N steps must sample the same completions as without.
+        with isolated_rng(seed), torch.inference_mode():
             for start in range(0, len(order), per_batch):
                 idx = order[start:start + per_batch]
                 width = max(len(encoded[i]) for i in idx)

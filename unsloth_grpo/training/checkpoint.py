@@ -38,6 +38,9 @@ CHECKPOINTS_DIR = "checkpoints"
 STAGES_DIR = "stages"
 PREFIX = "checkpoint-"
 MARKER = "checkpoint_complete.json"
+#: Written into a run directory when its training finished (the final adapter is in place).
+RUN_COMPLETE = "run_complete.json"
+LOCK_FILE = ".run.lock"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 _STAGE_NAME = re.compile(r"^(\d+)-")
 
@@ -139,15 +142,16 @@ def finalize_checkpoint(staged: str | os.PathLike, run_dir: str | os.PathLike, *
         os.replace(staged, target)
     _fsync_dir(root)
     if keep_last:
-        rotate(run_dir, keep_last)
+        rotate(run_dir, keep_last, keep=target)
     return target
 
 
-def rotate(run_dir: str | os.PathLike, keep_last: int) -> list[Path]:
+def rotate(run_dir: str | os.PathLike, keep_last: int, *, keep: Path | None = None) -> list[Path]:
     """Delete all but the newest ``keep_last`` complete checkpoints of ``run_dir/checkpoints``.
 
     Incomplete directories there (no valid marker) are deleted too: they can only be leftovers
-    of a crash. Returns the deleted paths.
+    of a crash. ``keep`` (the checkpoint just written) is never deleted, even when higher steps
+    of another branch are present. Returns the deleted paths.
     """
     if keep_last < 1:
         raise ValueError(f"keep_last={keep_last}: keep at least 1 checkpoint (or leave it unset to keep all)")
@@ -164,10 +168,45 @@ def rotate(run_dir: str | os.PathLike, keep_last: int) -> list[Path]:
         elif d.name.startswith(".replaced-"):
             broken.append(d)
     complete.sort(key=lambda d: int(_NAME.match(d.name).group(1)))
-    doomed = complete[:-keep_last] + broken
+    doomed = [d for d in complete[:-keep_last] + broken if keep is None or d != keep]
     for d in doomed:
         shutil.rmtree(d, ignore_errors=True)
     return doomed
+
+
+ABANDONED_DIR = "abandoned"
+
+
+def set_aside_later(run_dir: str | os.PathLike, resume_step: int, log: Callable[[str], None] = print) -> Path | None:
+    """Move the checkpoints newer than ``resume_step`` out of ``run_dir/checkpoints``.
+
+    Resuming from an earlier checkpoint starts a new branch of the run. The later checkpoints
+    belong to the abandoned branch: left in place, one of them would stay "latest" (a later
+    ``--resume`` would continue the wrong branch) and keep_last rotation would delete the new
+    branch's first save. They are moved, not deleted, to ``run_dir/abandoned/after-step-<N>-<time>/``;
+    the path is logged and returned (None when there was nothing to move).
+    """
+    root = checkpoints_root(run_dir)
+    if not root.is_dir():
+        return None
+    later = sorted((d for d in root.iterdir() if d.is_dir() and _NAME.match(d.name)
+                    and int(_NAME.match(d.name).group(1)) > resume_step),
+                   key=lambda d: int(_NAME.match(d.name).group(1)))
+    if not later:
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = Path(run_dir) / ABANDONED_DIR / f"after-step-{int(resume_step)}-{stamp}"
+    n = 1
+    while target.exists():  # two rewinds within one second
+        n += 1
+        target = target.with_name(f"after-step-{int(resume_step)}-{stamp}-{n}")
+    target.mkdir(parents=True)
+    for d in later:
+        os.replace(d, target / d.name)
+    _fsync_dir(root)
+    log(f"resuming from step {resume_step}: moved the later checkpoints of the abandoned branch "
+        f"({', '.join(d.name for d in later)}) to {target}")
+    return target
 
 
 # ---------------------------------------------------------------- reading
@@ -308,6 +347,94 @@ def trim_metrics(path: str | os.PathLike, last_step: int) -> int:
     return len(kept)
 
 
+# ---------------------------------------------------------------- finished runs and the run lock
+
+
+def mark_finished(run_dir: str | os.PathLike, *, step: int, max_steps: int) -> Path:
+    """Record that the run in ``run_dir`` finished (its final adapter is written)."""
+    path = Path(run_dir) / RUN_COMPLETE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"step": int(step), "max_steps": int(max_steps), "finished": time.time()}) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def finished_run(run_dir: str | os.PathLike) -> dict | None:
+    """``{"step": N, ...}`` when ``run_dir`` holds a finished run, else None.
+
+    Runs written before the marker existed count as finished when their final adapter is there
+    (an interrupted run never writes one); their step is the last row of ``metrics.jsonl``.
+    """
+    run_dir = Path(run_dir)
+    try:
+        return json.loads((run_dir / RUN_COMPLETE).read_text())
+    except (OSError, ValueError):
+        pass
+    if not (run_dir / "adapter_model.safetensors").is_file():
+        return None
+    step = 0
+    try:
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+            try:
+                step = max(step, int(json.loads(line).get("step", 0)))
+            except (ValueError, AttributeError):
+                continue
+    except OSError:
+        pass
+    return {"step": step, "max_steps": None}
+
+
+class RunLocked(CheckpointError):
+    """Another live process is training into the same output directory."""
+
+
+class RunLock:
+    """An exclusive lock on a run directory for as long as one training writes into it.
+
+    ``fcntl.flock`` on ``RUN/.run.lock``: the kernel drops it when the holder exits, so a run
+    killed with SIGKILL leaves no stale lock behind. The file records the holder's pid and start
+    time for the message a second run gets.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.path = Path(run_dir) / LOCK_FILE
+        self._fh = None
+
+    def acquire(self) -> "RunLock":
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = self.path.open("a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise RunLocked(f"{self.path.parent} is in use by a training that is still running ({holder}); "
+                            "wait for it to finish or stop it, or choose another --output-dir") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def release(self) -> None:
+        if self._fh is not None:
+            import fcntl
+
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 # ---------------------------------------------------------------- the Trainer callback
 
 
@@ -360,6 +487,10 @@ def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | Non
             for sig, handler in self._previous.items():
                 signal.signal(sig, handler)
             self._previous.clear()
+
+        def restore_signals(self):
+            """Put back the SIGINT/SIGTERM handlers of before training (idempotent)."""
+            self._restore()
 
         def on_train_begin(self, args, state, control, **kwargs):
             self._install()
@@ -423,15 +554,6 @@ def _wait_for_everyone() -> None:
         pass
 
 
-def save_now(trainer, run_dir: str | os.PathLike, *, stage: int = 0, stage_name: str | None = None,
-             keep_last: int | None = None) -> Path:
-    """Save a resumable checkpoint of ``trainer`` right now (e.g. before reporting an OOM)."""
-    trainer._save_checkpoint(trainer.model, trial=None)
-    staged = Path(trainer.args.output_dir) / f"{PREFIX}{trainer.state.global_step}"
-    return finalize_checkpoint(staged, run_dir, step=trainer.state.global_step, stage=stage,
-                               stage_name=stage_name, keep_last=keep_last)
-
-
 def finalize_staged(run_dir: str | os.PathLike, step: int, **kwargs) -> Path | None:
     """Finalize ``run_dir/checkpoint-<step>`` if a save outside ``on_save`` left it there (the OOM path)."""
     staged = Path(run_dir) / f"{PREFIX}{int(step)}"
@@ -452,8 +574,8 @@ def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
 
 
 __all__ = [
-    "CHECKPOINTS_DIR", "EXIT_CODES", "MARKER", "CheckpointError", "CheckpointInfo", "check_checkpoint",
+    "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "CHECKPOINTS_DIR", "EXIT_CODES", "MARKER", "CheckpointError", "CheckpointInfo", "check_checkpoint",
     "clean_staging", "finalize_checkpoint", "finalize_staged", "latest_checkpoint", "list_checkpoints", "make_checkpoint_callback",
-    "read_marker", "resolve_resume", "resume_hint", "rotate", "run_dir_of", "save_now", "trim_metrics",
+    "read_marker", "resolve_resume", "resume_hint", "rotate", "run_dir_of", "set_aside_later", "trim_metrics",
     "write_marker",
 ]

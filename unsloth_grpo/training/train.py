@@ -61,7 +61,7 @@ def load_task_dataset(cfg: RecipeConfig):
     return task.load_dataset_for(cfg)
 
 
-def build_grpo_args(cfg: RecipeConfig, info, *, n_reward_funcs: int, weights: list[float]):
+def build_grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
     """Map the recipe config onto TRL's GRPOConfig for the chosen device and backend."""
     from trl import GRPOConfig
 
@@ -250,6 +250,23 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int):
         raise ckpt.CheckpointError(
             f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
             "pass --resume to continue it, or choose another --output-dir (or delete that directory) to start over")
+    max_steps = cfg.training.max_steps
+    if resume_from is not None and resume_from.step >= max_steps:
+        raise ckpt.CheckpointError(
+            f"{resume_from.path} is at step {resume_from.step} and training.max_steps is {max_steps}: there is "
+            f"nothing left to train. To train further, add training.max_steps=N with N > {resume_from.step} "
+            "to the resume command")
+    finished = ckpt.finished_run(cfg.output_dir) if stage_index == 0 and resume_from is None else None
+    if finished is not None:  # a stage directory is rewritten by the stage runner on purpose
+        if resume:
+            raise ckpt.CheckpointError(
+                f"{cfg.output_dir} holds a run that finished at step {finished['step']} and has no checkpoint "
+                "to continue from; its adapter is final. Nothing was changed; start a new run with another "
+                "--output-dir (set training.save_steps so that a run can be continued later)")
+        raise ckpt.CheckpointError(
+            f"{cfg.output_dir} holds a run that finished at step {finished['step']} (adapter, metrics.jsonl); "
+            "a new run there would overwrite it. Nothing was changed: choose another --output-dir, or move "
+            "that directory away to start over")
     return resume_from
 
 
@@ -277,6 +294,8 @@ def _prepare_output_dir(cfg: RecipeConfig, resume_from, log: Callable[[str], Non
     metrics_path = out / "metrics.jsonl"
     out.mkdir(parents=True, exist_ok=True)
     if resume_from is not None:
+        if ckpt.run_dir_of(resume_from.path).resolve() == out.resolve():
+            ckpt.set_aside_later(out, resume_from.step, log)  # a rewind: the later saves are another branch
         changed = _config_changes(out / "config.yaml", cfg)
         if changed:
             log(f"note: resuming with settings that differ from the checkpointed run: {', '.join(changed)}")
@@ -317,6 +336,9 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
         plot_run(out)
     except Exception as exc:  # noqa: BLE001 - a plot must never cost the user the trained adapter
         log(f"plots: skipped ({exc})")
+    from unsloth_grpo.training import checkpoint as ckpt
+
+    ckpt.mark_finished(out, step=trainer.state.global_step, max_steps=cfg.training.max_steps)
 
 
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
@@ -357,79 +379,93 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     out = Path(cfg.output_dir)
     main_process = is_main_process()
     metrics_path = out / "metrics.jsonl"
-    if main_process:  # under torchrun/accelerate only rank 0 writes outputs
-        _prepare_output_dir(cfg, resume_from, log)
-    from unsloth_grpo.hardware.backend import load_model
-    from unsloth_grpo.data import filter_long_prompts
-
-    start = time.time()
-    if loaded is None:
-        distributed.prepare_model_files(cfg.model.name, layout)  # builtin:tiny is built once, not by every rank
-        loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
-                            gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
-    dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
-    args = build_grpo_args(cfg, loaded.info, n_reward_funcs=len(reward_funcs), weights=weights)
-    if main_process:
-        _write_run_info(cfg, loaded, dataset)
-    saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.training.keep_last, stage=stage[0],
-                                          stage_name=stage[1], hint=hint, log=log)
-
-    from trl import GRPOTrainer
-
-    from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
-    from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
-
-    if cfg.training.samples_every and main_process:
-        recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
-        reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
-    trainer = GRPOTrainer(
-        model=loaded.model,
-        processing_class=loaded.tokenizer,
-        reward_funcs=reward_funcs,
-        args=args,
-        train_dataset=dataset,
-        callbacks=[
-            _metrics_callback(metrics_path),
-            make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
-            *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
-            saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
-            *(callbacks or []),
-        ],
-    )
-    use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
-    held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
-    if cfg.evaluation.every and held_out is not None:
-        from unsloth_grpo.evaluation.evaluate import make_eval_callback
-
-        trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
-    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
-        if cfg.evaluation.before_after and held_out is not None and main_process else None
-
-    log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
-        f"{cfg.training.num_generations} generations per prompt -> {out}")
-    import torch
-
+    # one training per output directory: a second one is refused while this one runs (rank 0 holds it)
+    lock = ckpt.RunLock(out).acquire() if main_process else None
     try:
-        trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
-    except torch.OutOfMemoryError as exc:
-        from unsloth_grpo.hardware import memory
+        if main_process:  # under torchrun/accelerate only rank 0 writes outputs
+            _prepare_output_dir(cfg, resume_from, log)
+        from unsloth_grpo.hardware.backend import load_model
+        from unsloth_grpo.data import filter_long_prompts
+
+        start = time.time()
+        if loaded is None:
+            distributed.prepare_model_files(cfg.model.name, layout)  # builtin:tiny is built once, not by every rank
+            loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
+                                gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+        dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+        args = build_grpo_args(cfg, loaded.info, weights=weights)
+        if main_process:
+            _write_run_info(cfg, loaded, dataset)
+        saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.training.keep_last, stage=stage[0],
+                                              stage_name=stage[1], hint=hint, log=log)
+
+        from trl import GRPOTrainer
+
+        from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
+        from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
+
+        if cfg.training.samples_every and main_process:
+            recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
+            reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
+        trainer = GRPOTrainer(
+            model=loaded.model,
+            processing_class=loaded.tokenizer,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=dataset,
+            callbacks=[
+                _metrics_callback(metrics_path),
+                make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
+                *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
+                saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
+                *(callbacks or []),
+            ],
+        )
+        use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+        held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
+        if cfg.evaluation.every and held_out is not None:
+            from unsloth_grpo.evaluation.evaluate import make_eval_callback
+
+            trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
+        before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
+            if cfg.evaluation.before_after and held_out is not None and main_process else None
+
+        log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
+            f"{cfg.training.num_generations} generations per prompt -> {out}")
         from unsloth_grpo.training import oom
 
         try:
-            estimate = memory.estimate_for_config(cfg)
-        except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
-            estimate = None
-        code = oom.handle_oom(trainer, cfg, exc, estimate)
-        moved = ckpt.finalize_staged(out, trainer.state.global_step, stage=stage[0], stage_name=stage[1])
-        if moved is not None:
-            log(f"checkpoint moved to {moved}; resume with: {hint or ckpt.resume_hint(out)}")
-        raise TrainingStopped(code, "CUDA ran out of memory; a checkpoint and a smaller config were written") from exc
-    if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
-        raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
-                              f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
-                              f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
-    trainer.save_model(str(out))  # rank 0 only, inside the Trainer
-    if trainer.is_world_process_zero():
-        _finish_run(cfg, trainer, loaded, held_out, before, log)
-    metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
-    return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step)
+            trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
+        except Exception as exc:
+            # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
+            # bitsandbytes, Unsloth or vLLM raise instead
+            if not oom.is_oom(exc):
+                raise
+            from unsloth_grpo.hardware import memory
+
+            try:
+                estimate = memory.estimate_for_config(cfg)
+            except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
+                estimate = None
+
+            def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
+                return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
+                                                stage_name=stage[1], keep_last=cfg.training.keep_last)
+
+            code = oom.handle_oom(trainer, cfg, exc, estimate, finalize=finalize)
+            log(f"resume with: {hint or ckpt.resume_hint(out)}")
+            raise TrainingStopped(code, "CUDA ran out of memory; a checkpoint and a smaller config were written") from exc
+        finally:
+            saver.restore_signals()  # also when training raised: Ctrl-C must work again afterwards
+        if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
+            raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
+                                  f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
+                                  f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
+        trainer.save_model(str(out))  # rank 0 only, inside the Trainer
+        if trainer.is_world_process_zero():
+            _finish_run(cfg, trainer, loaded, held_out, before, log)
+        metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
+        return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step)
+    finally:
+        if lock is not None:
+            lock.release()
