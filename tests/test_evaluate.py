@@ -174,6 +174,22 @@ def test_sampling_is_seeded_and_shaped(tiny):
         generate(model, tok, prompts, max_new_tokens=4, num_samples=2)
 
 
+def test_seeded_generation_leaves_the_callers_random_state_alone(tiny):
+    """Periodic evaluation runs inside training: reseeding the global RNG there would change
+    every completion the run samples afterwards."""
+    import torch
+
+    from unsloth_grpo.evaluation.generation import generate
+
+    _, model, tok = tiny
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    generate(model, tok, ["Ann has 3 apples."], max_new_tokens=6, num_samples=2, temperature=1.0, seed=7)
+    generate(model, tok, ["Ann has 3 apples."], max_new_tokens=6)  # greedy, unseeded
+    assert torch.equal(torch.rand(4), expected)
+
+
 def test_vllm_fast_path_is_used_when_the_model_has_an_engine(monkeypatch):
     from unsloth_grpo.evaluation.generation import generate_detailed
 
