@@ -90,6 +90,16 @@ def _manifest(directory: Path) -> dict[str, int]:
     return files
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def write_marker(directory: str | os.PathLike, *, step: int, stage: int = 0, stage_name: str | None = None,
                  extra: dict | None = None) -> Path:
     """Write the completeness marker (file list with sizes) into ``directory``, flushed to disk."""
@@ -101,8 +111,9 @@ def write_marker(directory: str | os.PathLike, *, step: int, stage: int = 0, sta
                     os.fsync(fh.fileno())
             except OSError:
                 pass
+    files = _manifest(directory)
     info = {"step": int(step), "stage": int(stage), "stage_name": stage_name, "created": time.time(),
-            "files": _manifest(directory), **(extra or {})}
+            "files": files, "sha256": {rel: _sha256(directory / rel) for rel in files}, **(extra or {})}
     marker = directory / MARKER
     tmp = directory / (MARKER + ".tmp")
     with tmp.open("w") as fh:
@@ -219,8 +230,12 @@ def read_marker(directory: str | os.PathLike) -> dict | None:
         return None
 
 
-def check_checkpoint(directory: str | os.PathLike) -> tuple[bool, str]:
-    """(True, "") for a complete checkpoint; (False, why) otherwise. Reads sizes, not contents."""
+def check_checkpoint(directory: str | os.PathLike, *, contents: bool = False) -> tuple[bool, str]:
+    """(True, "") for a complete checkpoint; (False, why) otherwise.
+
+    Checks the marker and every file's size; with ``contents=True`` also every file's SHA-256
+    (reads the whole checkpoint: done once, for the checkpoint a run resumes from).
+    """
     directory = Path(directory)
     if not directory.is_dir():
         return False, f"'{directory}' is not a directory"
@@ -236,6 +251,14 @@ def check_checkpoint(directory: str | os.PathLike) -> tuple[bool, str]:
             return False, f"'{directory}' lacks {rel}, which its marker lists"
         if p.stat().st_size != size:
             return False, f"'{directory}/{rel}' is {p.stat().st_size} bytes, its marker says {size}: truncated"
+    if contents:
+        for rel, digest in (info.get("sha256") or {}).items():
+            try:
+                actual = _sha256(directory / rel)
+            except OSError as exc:
+                return False, f"'{directory}/{rel}' cannot be read ({exc})"
+            if actual != digest:
+                return False, f"'{directory}/{rel}' does not match the checksum its marker recorded: corrupted"
     return True, ""
 
 
@@ -279,33 +302,62 @@ def is_checkpoint_dir(path: str | os.PathLike) -> bool:
     return bool(_NAME.match(p.name)) or (p / MARKER).exists() or (p / "trainer_state.json").exists()
 
 
-def resolve_resume(resume: bool | str | os.PathLike | None, run_dir: str | os.PathLike) -> CheckpointInfo | None:
-    """What ``--resume`` means: None/False -> None; True -> the run's latest complete checkpoint
-    (None when there is none yet, so a notebook can always pass it); a path -> that run's latest,
-    or that checkpoint, which must be complete.
+def newest_intact(run_dir: str | os.PathLike) -> tuple[CheckpointInfo | None, list[str]]:
+    """The newest checkpoint of ``run_dir`` whose files match their checksums, and why each newer
+    one was passed over (truncated, corrupted, half-written)."""
+    skipped = []
+    root = checkpoints_root(run_dir)
+    if root.is_dir():  # broken directories are not listed as checkpoints, but the user must hear of them
+        for d in sorted(root.iterdir(), key=lambda d: -int(_NAME.match(d.name).group(1)) if _NAME.match(d.name) else 0):
+            if d.is_dir() and _NAME.match(d.name):
+                ok, why = check_checkpoint(d)
+                if not ok:
+                    skipped.append((int(_NAME.match(d.name).group(1)), why))
+    for info in reversed(list_checkpoints(run_dir)):
+        ok, why = check_checkpoint(info.path, contents=True)
+        if ok:
+            return info, [w for step, w in skipped if step > info.step or info.stage > 0]
+        skipped.append((info.step, why))
+    return None, [w for _, w in sorted(skipped, key=lambda x: -x[0])]
+
+
+def resolve_resume(resume: bool | str | os.PathLike | None, run_dir: str | os.PathLike, *,
+                   log: Callable[[str], None] = print) -> CheckpointInfo | None:
+    """What ``--resume`` means: None/False -> None; True -> the run's newest intact checkpoint
+    (None when the run has none yet, so a notebook can always pass it); a path -> that run's newest
+    intact one, or that checkpoint, which must be intact. A damaged newer checkpoint is passed over
+    with a note saying why; a run whose every checkpoint is damaged is refused, never restarted.
     """
     if resume is None or resume is False:
         return None
     if resume is True or str(resume) == "latest":
-        path = latest_checkpoint(run_dir)
-        return _info(path) if path is not None else None
+        return _newest_or_refuse(Path(run_dir), log, missing_ok=True)
     p = Path(resume)
     if not p.exists():
         raise CheckpointError(f"--resume {p}: no such directory; pass a run directory or one of its "
                               f"checkpoints/checkpoint-N directories")
     if is_checkpoint_dir(p):
-        ok, why = check_checkpoint(p)
+        ok, why = check_checkpoint(p, contents=True)
         if not ok:
-            hint = latest_checkpoint(_run_of(p))
+            hint, _ = newest_intact(_run_of(p))
             raise CheckpointError(f"--resume {p}: {why}. "
-                                  + (f"The latest complete checkpoint is {hint}" if hint else
-                                     "This run has no complete checkpoint; start without --resume"))
+                                  + (f"The newest intact checkpoint is {hint.path}" if hint else
+                                     "This run has no intact checkpoint; start without --resume"))
         return _info(p)
-    path = latest_checkpoint(p)
-    if path is None:
-        raise CheckpointError(f"--resume {p}: no complete checkpoint under {p}/{CHECKPOINTS_DIR}; "
+    return _newest_or_refuse(p, log, missing_ok=False)
+
+
+def _newest_or_refuse(run_dir: Path, log: Callable[[str], None], *, missing_ok: bool) -> CheckpointInfo | None:
+    info, skipped = newest_intact(run_dir)
+    if info is None and skipped:
+        raise CheckpointError(f"--resume: {run_dir} has no intact checkpoint to continue from: "
+                              + "; ".join(skipped) + ". Start a new run with another --output-dir")
+    if info is None and not missing_ok:
+        raise CheckpointError(f"--resume {run_dir}: no complete checkpoint under {run_dir}/{CHECKPOINTS_DIR}; "
                               "start without --resume (or set training.save_steps so checkpoints get written)")
-    return _info(path)
+    for why in skipped:
+        log(f"resume: passing over a damaged checkpoint: {why}")
+    return info
 
 
 def _run_of(checkpoint: Path) -> Path:
@@ -399,6 +451,10 @@ class RunLock:
     def __init__(self, run_dir: str | os.PathLike):
         self.path = Path(run_dir) / LOCK_FILE
         self._fh = None
+
+    @property
+    def held(self) -> bool:
+        return self._fh is not None
 
     def acquire(self) -> "RunLock":
         import fcntl
@@ -576,6 +632,6 @@ def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
 __all__ = [
     "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "CHECKPOINTS_DIR", "EXIT_CODES", "MARKER", "CheckpointError", "CheckpointInfo", "check_checkpoint",
     "clean_staging", "finalize_checkpoint", "finalize_staged", "latest_checkpoint", "list_checkpoints", "make_checkpoint_callback",
-    "read_marker", "resolve_resume", "resume_hint", "rotate", "run_dir_of", "set_aside_later", "trim_metrics",
+    "newest_intact", "read_marker", "resolve_resume", "resume_hint", "rotate", "run_dir_of", "set_aside_later", "trim_metrics",
     "write_marker",
 ]

@@ -201,6 +201,26 @@ def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != "training.max_steps")
 
 
+#: Exit status of a run stopped by a full disk (a save failed; the older checkpoints are intact).
+DISK_FULL_EXIT_CODE = 4
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True for ENOSPC/EDQUOT, also when a library (safetensors) wraps it in its own error."""
+    import errno
+
+    for _ in range(8):  # the exception, its cause, their causes
+        if exc is None:
+            return False
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(exc)
+        if "No space left on device" in text or "os error 28" in text or "Disk quota exceeded" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class TrainingStopped(RuntimeError):
     """Training ended early on purpose (out of memory, a signal); ``code`` is the exit status."""
 
@@ -237,11 +257,11 @@ def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict
     return result
 
 
-def _resume_point(cfg: RecipeConfig, resume, stage_index: int):
+def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[str], None] = print):
     """The checkpoint to continue from (None for a fresh run), refusing mismatched resumes."""
     from unsloth_grpo.training import checkpoint as ckpt
 
-    resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir)
+    resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir, log=log)
     if resume_from is not None and resume_from.stage != stage_index:
         raise ckpt.CheckpointError(
             f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "
@@ -353,8 +373,6 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     checkpoints and the resume message. SIGINT/SIGTERM save a checkpoint and raise
     :class:`TrainingStopped` with exit code 130/143.
     """
-    from unsloth_grpo.hardware.backend import select_backend
-
     check(cfg)  # every config problem at once, before anything heavy
     if cfg.stages:
         from unsloth_grpo.training.stages import run_stages
@@ -362,7 +380,25 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         return run_stages(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume)
     from unsloth_grpo.training import checkpoint as ckpt
 
-    resume_from = _resume_point(cfg, resume, stage[0])
+    # One training per output directory: while this one runs (rank 0 holds the lock), a second is
+    # refused. Taken at once when the directory exists, so the second run hears it before any work.
+    lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
+    try:
+        if lock is not None and Path(cfg.output_dir).is_dir():
+            lock.acquire()
+        return _train_one(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume, loaded=loaded,
+                          stage=stage, hint=hint, lock=lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, stage, hint, lock) -> TrainResult:
+    """The body of :func:`train` for one stage, under the run lock."""
+    from unsloth_grpo.hardware.backend import select_backend
+    from unsloth_grpo.training import checkpoint as ckpt
+
+    resume_from = _resume_point(cfg, resume, stage[0], log)
     from unsloth_grpo.training import distributed
 
     layout = distributed.detect()
@@ -379,93 +415,99 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     out = Path(cfg.output_dir)
     main_process = is_main_process()
     metrics_path = out / "metrics.jsonl"
-    # one training per output directory: a second one is refused while this one runs (rank 0 holds it)
-    lock = ckpt.RunLock(out).acquire() if main_process else None
+    if main_process:  # under torchrun/accelerate only rank 0 writes outputs
+        if lock is not None and not lock.held:
+            lock.acquire()  # a new directory: nobody could have held it before it existed
+        _prepare_output_dir(cfg, resume_from, log)
+    from unsloth_grpo.hardware.backend import load_model
+    from unsloth_grpo.data import filter_long_prompts
+
+    start = time.time()
+    if loaded is None:
+        distributed.prepare_model_files(cfg.model.name, layout)  # builtin:tiny is built once, not by every rank
+        loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
+                            gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+    dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+    args = build_grpo_args(cfg, loaded.info, weights=weights)
+    if main_process:
+        _write_run_info(cfg, loaded, dataset)
+    saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.training.keep_last, stage=stage[0],
+                                          stage_name=stage[1], hint=hint, log=log)
+
+    from trl import GRPOTrainer
+
+    from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
+    from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
+
+    if cfg.training.samples_every and main_process:
+        recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
+        reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
+    trainer = GRPOTrainer(
+        model=loaded.model,
+        processing_class=loaded.tokenizer,
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        callbacks=[
+            _metrics_callback(metrics_path),
+            make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
+            *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
+            saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
+            *(callbacks or []),
+        ],
+    )
+    use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
+    if cfg.evaluation.every and held_out is not None:
+        from unsloth_grpo.evaluation.evaluate import make_eval_callback
+
+        trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
+    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
+        if cfg.evaluation.before_after and held_out is not None and main_process else None
+
+    log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
+        f"{cfg.training.num_generations} generations per prompt -> {out}")
+    from unsloth_grpo.training import oom
+
     try:
-        if main_process:  # under torchrun/accelerate only rank 0 writes outputs
-            _prepare_output_dir(cfg, resume_from, log)
-        from unsloth_grpo.hardware.backend import load_model
-        from unsloth_grpo.data import filter_long_prompts
-
-        start = time.time()
-        if loaded is None:
-            distributed.prepare_model_files(cfg.model.name, layout)  # builtin:tiny is built once, not by every rank
-            loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
-                                gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
-        dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
-        args = build_grpo_args(cfg, loaded.info, weights=weights)
-        if main_process:
-            _write_run_info(cfg, loaded, dataset)
-        saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.training.keep_last, stage=stage[0],
-                                              stage_name=stage[1], hint=hint, log=log)
-
-        from trl import GRPOTrainer
-
-        from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
-        from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
-
-        if cfg.training.samples_every and main_process:
-            recorder = SampleRecorder(out, every=cfg.training.samples_every, num_samples=2, weights=weights)
-            reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
-        trainer = GRPOTrainer(
-            model=loaded.model,
-            processing_class=loaded.tokenizer,
-            reward_funcs=reward_funcs,
-            args=args,
-            train_dataset=dataset,
-            callbacks=[
-                _metrics_callback(metrics_path),
-                make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
-                *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
-                saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
-                *(callbacks or []),
-            ],
-        )
-        use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
-        held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
-        if cfg.evaluation.every and held_out is not None:
-            from unsloth_grpo.evaluation.evaluate import make_eval_callback
-
-            trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
-        before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
-            if cfg.evaluation.before_after and held_out is not None and main_process else None
-
-        log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
-            f"{cfg.training.num_generations} generations per prompt -> {out}")
-        from unsloth_grpo.training import oom
+        trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
+    except Exception as exc:
+        if disk_full(exc):
+            half = ckpt.clean_staging(out) if main_process else []
+            last = ckpt.latest_checkpoint(out)
+            raise TrainingStopped(
+                DISK_FULL_EXIT_CODE,
+                f"the disk is full ({exc}) at step {trainer.state.global_step}; "
+                + (f"the half-written save {half[0].name} was removed; " if half else "")
+                + (f"the newest complete checkpoint {last} is untouched. Free some space, then resume with: "
+                   f"{hint or ckpt.resume_hint(out)}" if last else
+                   "no checkpoint was completed. Free some space and start again")) from exc
+        # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
+        # bitsandbytes, Unsloth or vLLM raise instead
+        if not oom.is_oom(exc):
+            raise
+        from unsloth_grpo.hardware import memory
 
         try:
-            trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
-        except Exception as exc:
-            # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
-            # bitsandbytes, Unsloth or vLLM raise instead
-            if not oom.is_oom(exc):
-                raise
-            from unsloth_grpo.hardware import memory
+            estimate = memory.estimate_for_config(cfg)
+        except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
+            estimate = None
 
-            try:
-                estimate = memory.estimate_for_config(cfg)
-            except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
-                estimate = None
+        def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
+            return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
+                                            stage_name=stage[1], keep_last=cfg.training.keep_last)
 
-            def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
-                return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
-                                                stage_name=stage[1], keep_last=cfg.training.keep_last)
-
-            code = oom.handle_oom(trainer, cfg, exc, estimate, finalize=finalize)
-            log(f"resume with: {hint or ckpt.resume_hint(out)}")
-            raise TrainingStopped(code, "CUDA ran out of memory; a checkpoint and a smaller config were written") from exc
-        finally:
-            saver.restore_signals()  # also when training raised: Ctrl-C must work again afterwards
-        if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
-            raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
-                                  f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
-                                  f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
-        trainer.save_model(str(out))  # rank 0 only, inside the Trainer
-        if trainer.is_world_process_zero():
-            _finish_run(cfg, trainer, loaded, held_out, before, log)
-        metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
-        return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step)
+        code = oom.handle_oom(trainer, cfg, exc, estimate, finalize=finalize)
+        log(f"resume with: {hint or ckpt.resume_hint(out)}")
+        raise TrainingStopped(code, "CUDA ran out of memory; a checkpoint and a smaller config were written") from exc
     finally:
-        if lock is not None:
-            lock.release()
+        saver.restore_signals()  # also when training raised: Ctrl-C must work again afterwards
+    if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
+        raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
+                              f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
+                              f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
+    trainer.save_model(str(out))  # rank 0 only, inside the Trainer
+    if trainer.is_world_process_zero():
+        _finish_run(cfg, trainer, loaded, held_out, before, log)
+    metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
+    return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step)
