@@ -147,7 +147,7 @@ def test_a_finished_run_is_never_overwritten(tmp_path):
     with pytest.raises(ck.CheckpointError, match="finished at step 100 and has no checkpoint"):
         train(_smoke(run), resume=True)
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 100  # untouched
-    assert sorted(p.name for p in run.iterdir()) == ["adapter_model.safetensors", "metrics.jsonl"]
+    assert sorted(p.name for p in run.iterdir() if p.name != ck.LOCK_FILE) == ["adapter_model.safetensors", "metrics.jsonl"]
 
     ck.finalize_checkpoint(_staged(run, 40), run, step=40)
     ck.mark_finished(run, step=40, max_steps=40)
