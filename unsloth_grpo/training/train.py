@@ -221,6 +221,14 @@ def disk_full(exc: BaseException) -> bool:
     return False
 
 
+def _refused_pickle(exc: BaseException) -> bool:
+    """``torch.load(..., weights_only=True)`` (what transformers uses to resume) refused a pickle
+    that asks to build arbitrary objects: a checkpoint file someone else crafted or damaged."""
+    import pickle
+
+    return isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower()
+
+
 class TrainingStopped(RuntimeError):
     """Training ended early on purpose (out of memory, a signal); ``code`` is the exit status."""
 
@@ -472,6 +480,11 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     try:
         trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
     except Exception as exc:
+        if resume_from is not None and _refused_pickle(exc):
+            raise ckpt.CheckpointError(
+                f"{resume_from.path} holds a file that is not plain tensor data ({str(exc).splitlines()[0]}); "
+                "it was refused unread, because loading it could run code. Resume only from checkpoints "
+                "that this tool wrote; start a new run otherwise") from None
         if disk_full(exc):
             half = ckpt.clean_staging(out) if main_process else []
             last = ckpt.latest_checkpoint(out)
