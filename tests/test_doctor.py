@@ -221,6 +221,14 @@ def test_cuda_build_without_visible_gpu_points_at_the_driver():
     assert "nvidia-smi" in problem.fix
 
 
+def test_a_machine_without_a_gpu_is_not_told_to_check_a_driver():
+    report = make_report(torch_info=TorchInfo("2.14.1+cu130", "13.0", False, (), nvidia_driver=False), modules=())
+    (problem,) = run_checks(report)
+    assert problem.message == ("torch 2.14.1+cu130 is a CUDA 13.0 build on a machine with no NVIDIA GPU: "
+                               "training runs on CPU, practical only for tiny models")
+    assert "driver" not in problem.fix and "nvidia-smi" not in problem.fix
+
+
 def test_gpu_without_bf16():
     report = make_report(torch_info=TorchInfo("2.14.1+cu128", "12.8", True, (T4,)))
     assert report.torch.gpus[0].bf16 is False
