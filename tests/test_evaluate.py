@@ -286,3 +286,29 @@ def test_eval_cli_reports_bad_inputs(tmp_path, capsys):
     assert _cli(["eval", "--model", "x", "--dataset", str(tmp_path / "missing.jsonl"),
                  "--output", str(tmp_path / "o")]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_eval_reports_its_progress(tiny, tmp_path, capsys):
+    import io
+
+    from unsloth_grpo.evaluation.evaluate import console_progress
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+
+    path, model, tok = tiny
+    rows = load_gsm8k("synthetic", split="test", limit=6)
+    calls = []
+    evaluate(model, tok, rows, samples=2, max_new_tokens=4, batch_size=4, progress=lambda *a: calls.append(a))
+    assert calls[0] == ("greedy", 4, 6) and calls[-1] == ("sampled", 12, 12)
+    assert ("greedy", 6, 6) in calls
+
+    out = io.StringIO()
+    report = console_progress("eval m", every_s=3600, file=out)
+    for done in (4, 8, 12):
+        report("sampled", done, 12)
+    assert out.getvalue().splitlines() == ["eval m: sampled 4/12 completions", "eval m: sampled 12/12 completions"]
+
+    data = _gsm8k_file(tmp_path / "gsm8k_test.jsonl")
+    capsys.readouterr()
+    assert _cli(["eval", "--model", path, "--dataset", str(data), "--limit", "4", "--max-new-tokens", "4",
+                 "--output", str(tmp_path / "eval")]) == 0
+    assert f"eval {path}: greedy 4/4 completions" in capsys.readouterr().err

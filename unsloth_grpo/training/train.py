@@ -381,6 +381,9 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     checkpoints and the resume message. SIGINT/SIGTERM save a checkpoint and raise
     :class:`TrainingStopped` with exit code 130/143.
     """
+    from unsloth_grpo.hardware.console import quiet_third_party
+
+    quiet_third_party()
     check(cfg)  # every config problem at once, before anything heavy
     if cfg.stages:
         from unsloth_grpo.training.stages import run_stages
