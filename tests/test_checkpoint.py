@@ -133,6 +133,24 @@ def test_resuming_an_earlier_checkpoint_sets_the_later_ones_aside(tmp_path):
     assert ck.resolve_resume(True, tmp_path).step == 30
 
 
+def test_resume_inside_a_generation_round_is_refused_with_the_boundary_to_use(tmp_path):
+    """With steps_per_generation=4 (accumulation 1), completions generated at step 4 serve steps 5-8;
+    TRL keeps them only in memory, so only a checkpoint at a round boundary resumes exactly."""
+    from unsloth_grpo.training.train import _resume_point, generation_round_steps
+
+    cfg = _smoke(tmp_path, "training.steps_per_generation=4")
+    assert generation_round_steps(cfg) == 4
+    assert generation_round_steps(_smoke(tmp_path)) == 1
+    assert generation_round_steps(_smoke(tmp_path, "training.steps_per_generation=3",
+                                         "training.gradient_accumulation_steps=2",
+                                         "training.per_device_train_batch_size=4")) == 3
+    for step in (4, 6):
+        ck.finalize_checkpoint(_staged(tmp_path, step), tmp_path, step=step)
+    with pytest.raises(ck.CheckpointError, match="step 6, inside a generation round.*Resume from .*checkpoint-4"):
+        _resume_point(cfg, True, 0)
+    assert _resume_point(cfg, str(tmp_path / "checkpoints" / "checkpoint-4"), 0).step == 4
+
+
 def test_a_finished_run_is_never_overwritten(tmp_path):
     """Before any model loads: a new run into a finished run's directory is refused, and so is
     --resume of a run that has no checkpoint left or is already at max_steps."""

@@ -502,13 +502,16 @@ def resume_hint(run_dir: str | os.PathLike) -> str:
 
 def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | None = None, stage: int = 0,
                              stage_name: str | None = None, handle_signals: bool = True,
-                             hint: str | None = None, log: Callable[[str], None] = print):
+                             hint: str | None = None, log: Callable[[str], None] = print,
+                             round_steps: int = 1):
     """A ``TrainerCallback`` that finalizes every Trainer save atomically and saves on SIGINT/SIGTERM.
 
     Give the Trainer ``output_dir=run_dir``: it writes ``run_dir/checkpoint-<step>`` (the staging
     directory), and ``on_save`` moves it under ``run_dir/checkpoints/``. After ``trainer.train()``
     returns, ``callback.interrupted`` names the signal (or is None) and ``callback.last_checkpoint``
-    is the newest finalized checkpoint.
+    is the newest finalized checkpoint. With ``round_steps > 1`` (one generation round serves
+    several optimizer steps) a signal saves at the end of the round, the only place a resume can
+    continue exactly.
     """
     from transformers import TrainerCallback
 
@@ -557,7 +560,7 @@ def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | Non
         def on_step_end(self, args, state, control, **kwargs):
             if _any_rank(self.interrupted is not None) and self.interrupted is None:
                 self.interrupted = "SIGTERM"  # another rank was signalled: every rank must save at this step
-            if self.interrupted is not None:
+            if self.interrupted is not None and state.global_step % round_steps == 0:
                 control.should_save = True
                 control.should_training_stop = True
             return control

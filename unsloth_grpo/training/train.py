@@ -278,6 +278,18 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
         raise ckpt.CheckpointError(
             f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
             "pass --resume to continue it, or choose another --output-dir (or delete that directory) to start over")
+    round_steps = generation_round_steps(cfg)
+    if resume_from is not None and resume_from.step % round_steps:
+        aligned = [c for c in ckpt.list_checkpoints(ckpt.run_dir_of(resume_from.path))
+                   if c.step % round_steps == 0 and c.step < resume_from.step and c.stage == resume_from.stage]
+        raise ckpt.CheckpointError(
+            f"{resume_from.path} was saved at step {resume_from.step}, inside a generation round: with "
+            f"training.steps_per_generation={cfg.training.steps_per_generation} one round of completions serves "
+            f"{round_steps} optimizer steps, and TRL does not save the completions it still holds, so this run "
+            "could not continue exactly. "
+            + (f"Resume from {aligned[-1].path} (step {aligned[-1].step}, a round boundary) instead"
+               if aligned else f"No checkpoint of this run is at a round boundary (a multiple of {round_steps}); "
+                               "start again with training.save_steps a multiple of it"))
     max_steps = cfg.training.max_steps
     if resume_from is not None and resume_from.step >= max_steps:
         raise ckpt.CheckpointError(
@@ -296,6 +308,15 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
             "a new run there would overwrite it. Nothing was changed: choose another --output-dir, or move "
             "that directory away to start over")
     return resume_from
+
+
+def generation_round_steps(cfg: RecipeConfig) -> int:
+    """Optimizer steps served by one round of generation: TRL generates every
+    ``steps_per_generation x num_iterations`` micro-batches and steps the optimizer every
+    ``gradient_accumulation_steps`` of them. Resume is exact only at a round boundary."""
+    t = cfg.training
+    micro = (t.steps_per_generation or t.gradient_accumulation_steps) * int(t.extra.get("num_iterations", 1))
+    return micro // math.gcd(micro, t.gradient_accumulation_steps)
 
 
 def _check_environment(cfg: RecipeConfig, distributed, log: Callable[[str], None]) -> None:
@@ -443,7 +464,8 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     if main_process:
         _write_run_info(cfg, loaded, dataset)
     saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.training.keep_last, stage=stage[0],
-                                          stage_name=stage[1], hint=hint, log=log)
+                                          stage_name=stage[1], hint=hint, log=log,
+                                          round_steps=generation_round_steps(cfg))
 
     from trl import GRPOTrainer
 
