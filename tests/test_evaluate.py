@@ -312,3 +312,26 @@ def test_eval_reports_its_progress(tiny, tmp_path, capsys):
     assert _cli(["eval", "--model", path, "--dataset", str(data), "--limit", "4", "--max-new-tokens", "4",
                  "--output", str(tmp_path / "eval")]) == 0
     assert f"eval {path}: greedy 4/4 completions" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_periodic_and_before_after_evaluation_do_not_change_the_training_run(tmp_path):
+    """Evaluation samples with its own seed; the training run must sample the same completions
+    (same rewards, lengths, losses) whether or not it evaluates along the way."""
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.train import train
+
+    def run(name, *extra):
+        cfg = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / name), overrides=[
+            "model.backend=transformers", "training.max_steps=6", "training.samples_every=0",
+            "data.num_synthetic=32", *extra])
+        return [m for m in train(cfg, log=lambda _m: None).metrics if "reward" in m]
+
+    plain = run("plain")
+    evaluated = run("evaluated", "evaluation.every=2", "evaluation.before_after=true", "evaluation.samples=2",
+                    "evaluation.limit=4", "evaluation.max_new_tokens=6")
+    assert (tmp_path / "evaluated" / "report.md").exists()
+    assert [m["step"] for m in plain] == [m["step"] for m in evaluated] == list(range(1, 7))
+    for a, b in zip(plain, evaluated):
+        for key in ("reward", "completions/mean_length", "loss", "grad_norm", "entropy"):
+            assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-7), (a["step"], key)
