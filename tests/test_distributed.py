@@ -356,3 +356,19 @@ def test_two_process_training_through_torchrun(tmp_path):
     # the per-device and global numbers are printed once, by rank 0
     assert log.count("layout: 2 processes (1 node; torchrun; DDP)") == 1
     assert "per device: 8 completions per micro-batch" in log
+
+
+def test_optimizer_state_mapped_to_a_ranked_cpu_device_loads(tmp_path):
+    """transformers 5.17 resumes a several-process run with map_location=args.device, which is
+    ``cpu:<rank>`` on CPU; the fix reads it as ``cpu`` (torch cannot restore to ``cpu:0``)."""
+    import torch
+
+    from unsloth_grpo.training.distributed import cpu_resume_fix
+
+    path = tmp_path / "optimizer.pt"
+    torch.save({"state": {0: {"exp_avg": torch.ones(3)}}}, path)
+    with cpu_resume_fix():
+        state = torch.load(path, map_location=torch.device("cpu", 0), weights_only=True)
+        assert torch.load(path, map_location="cpu:1", weights_only=True)["state"][0]["exp_avg"].sum() == 3
+    assert state["state"][0]["exp_avg"].tolist() == [1.0, 1.0, 1.0]
+    assert torch.load is not None and torch.load.__module__.startswith("torch")  # put back

@@ -11,6 +11,7 @@ so a typo costs seconds, not a model load. Outputs land in ``cfg.output_dir``:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -502,8 +503,10 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         f"{cfg.training.num_generations} generations per prompt -> {out}")
     from unsloth_grpo.training import oom
 
+    cpu_ranks = layout.world_size > 1 and loaded.info.device == "cpu"
     try:
-        trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
+        with distributed.cpu_resume_fix() if cpu_ranks else contextlib.nullcontext():
+            trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
     except Exception as exc:
         if resume_from is not None and _refused_pickle(exc):
             raise ckpt.CheckpointError(
