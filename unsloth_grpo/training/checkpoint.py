@@ -613,14 +613,6 @@ def _wait_for_everyone() -> None:
         pass
 
 
-def finalize_staged(run_dir: str | os.PathLike, step: int, **kwargs) -> Path | None:
-    """Finalize ``run_dir/checkpoint-<step>`` if a save outside ``on_save`` left it there (the OOM path)."""
-    staged = Path(run_dir) / f"{PREFIX}{int(step)}"
-    if not staged.is_dir():
-        return None
-    return finalize_checkpoint(staged, run_dir, step=step, **kwargs)
-
-
 def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
     """Remove ``run_dir/checkpoint-*`` leftovers: staging directories of a save that never finished."""
     run_dir = Path(run_dir)
@@ -634,7 +626,7 @@ def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
 
 __all__ = [
     "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "CHECKPOINTS_DIR", "EXIT_CODES", "MARKER", "CheckpointError", "CheckpointInfo", "check_checkpoint",
-    "clean_staging", "finalize_checkpoint", "finalize_staged", "latest_checkpoint", "list_checkpoints", "make_checkpoint_callback",
+    "clean_staging", "finalize_checkpoint", "latest_checkpoint", "list_checkpoints", "make_checkpoint_callback",
     "newest_intact", "read_marker", "resolve_resume", "resume_hint", "rotate", "run_dir_of", "set_aside_later", "trim_metrics",
     "write_marker",
 ]
