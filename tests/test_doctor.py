@@ -499,3 +499,23 @@ def test_real_environment_report():
     blocking = [p for p in run_checks(report, backend="transformers") if p.blocking]
     assert blocking == []
     preflight("transformers", report=report)
+
+
+def test_third_party_noise_is_dropped_but_errors_are_kept():
+    """torch logs a deprecation line per torchao enum at import; bitsandbytes asks for `pip install
+    kernels` on CPU. Neither is something a user of this package can act on."""
+    import logging
+    import subprocess
+    import sys
+
+    from unsloth_grpo.hardware.console import QUIETED, quiet_third_party
+
+    code = ("from unsloth_grpo.hardware.console import quiet_third_party; quiet_third_party(); "
+            "import torch, peft; print('imported')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "imported" in proc.stdout, proc.stderr[-2000:]
+    assert "_pytree" not in proc.stderr and "register_constant" not in proc.stderr, proc.stderr[-2000:]
+    quiet_third_party()
+    for name in QUIETED:
+        logger = logging.getLogger(name)
+        assert not logger.isEnabledFor(logging.WARNING) and logger.isEnabledFor(logging.ERROR)
