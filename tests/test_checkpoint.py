@@ -97,6 +97,93 @@ def test_keep_last_rotation_keeps_the_newest_and_removes_debris(tmp_path):
         ck.rotate(tmp_path, 0)
 
 
+def test_a_new_save_is_never_rotated_away_by_higher_steps_of_another_branch(tmp_path):
+    for step in (10, 20, 40):
+        ck.finalize_checkpoint(_staged(tmp_path, step), tmp_path, step=step)
+    ck.finalize_checkpoint(_staged(tmp_path, 30), tmp_path, step=30, keep_last=1)
+    assert (tmp_path / "checkpoints" / "checkpoint-30").is_dir()
+
+
+def _smoke(out, *extra):
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    return RECIPE.resolve(preset="smoke", output_dir=str(out), overrides=["training.max_steps=40", *extra])
+
+
+def test_resuming_an_earlier_checkpoint_sets_the_later_ones_aside(tmp_path):
+    """``--resume run/checkpoints/checkpoint-20`` with 30 and 40 saved: they belong to the abandoned
+    branch; they are moved out of checkpoints/ (not deleted), so the new branch's saves are the
+    latest and keep_last=1 keeps them."""
+    from unsloth_grpo.training.train import _prepare_output_dir, _resume_point
+
+    for step in (10, 20, 30, 40):
+        ck.finalize_checkpoint(_staged(tmp_path, step), tmp_path, step=step)
+    lines = []
+    cfg = _smoke(tmp_path, "training.keep_last=1")
+    info = _resume_point(cfg, str(tmp_path / "checkpoints" / "checkpoint-20"), 0)
+    _prepare_output_dir(cfg, info, lines.append)
+    assert [c.step for c in ck.list_checkpoints(tmp_path)] == [10, 20]
+    aside = list((tmp_path / "abandoned").iterdir())
+    assert len(aside) == 1 and sorted(p.name for p in aside[0].iterdir()) == ["checkpoint-30", "checkpoint-40"]
+    assert ck.check_checkpoint(aside[0] / "checkpoint-40") == (True, "")  # moved whole, not lost
+    assert any(str(aside[0]) in line and "abandoned" in line for line in lines)
+    # the new branch saves step 30: it is the latest, and keep_last=1 keeps it
+    ck.finalize_checkpoint(_staged(tmp_path, 30, b"new" * 10), tmp_path, step=30, keep_last=1)
+    assert ck.latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "checkpoint-30"
+    assert ck.resolve_resume(True, tmp_path).step == 30
+
+
+def test_resume_inside_a_generation_round_is_refused_with_the_boundary_to_use(tmp_path):
+    """With steps_per_generation=4 (accumulation 1), completions generated at step 4 serve steps 5-8;
+    TRL keeps them only in memory, so only a checkpoint at a round boundary resumes exactly."""
+    from unsloth_grpo.training.train import _resume_point, generation_round_steps
+
+    cfg = _smoke(tmp_path, "training.steps_per_generation=4")
+    assert generation_round_steps(cfg) == 4
+    assert generation_round_steps(_smoke(tmp_path)) == 1
+    assert generation_round_steps(_smoke(tmp_path, "training.steps_per_generation=3",
+                                         "training.gradient_accumulation_steps=2",
+                                         "training.per_device_train_batch_size=4")) == 3
+    for step in (4, 6):
+        ck.finalize_checkpoint(_staged(tmp_path, step), tmp_path, step=step)
+    with pytest.raises(ck.CheckpointError, match="step 6, inside a generation round.*Resume from .*checkpoint-4"):
+        _resume_point(cfg, True, 0)
+    assert _resume_point(cfg, str(tmp_path / "checkpoints" / "checkpoint-4"), 0).step == 4
+
+
+def test_a_finished_run_is_never_overwritten(tmp_path):
+    """Before any model loads: a new run into a finished run's directory is refused, and so is
+    --resume of a run that has no checkpoint left or is already at max_steps."""
+    from unsloth_grpo.training.train import train
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "adapter_model.safetensors").write_bytes(b"final")
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward": 0.1}) + "\n" for s in range(1, 101)))
+    with pytest.raises(ck.CheckpointError, match="finished at step 100.*another --output-dir"):
+        train(_smoke(run))
+    with pytest.raises(ck.CheckpointError, match="finished at step 100 and has no checkpoint"):
+        train(_smoke(run), resume=True)
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 100  # untouched
+    assert sorted(p.name for p in run.iterdir() if p.name != ck.LOCK_FILE) == ["adapter_model.safetensors", "metrics.jsonl"]
+
+    ck.finalize_checkpoint(_staged(run, 40), run, step=40)
+    ck.mark_finished(run, step=40, max_steps=40)
+    with pytest.raises(ck.CheckpointError, match="nothing left to train.*training.max_steps=N with N > 40"):
+        train(_smoke(run), resume=True)
+
+
+def test_a_second_run_on_the_same_directory_is_refused_while_one_runs(tmp_path):
+    from unsloth_grpo.training.train import train
+
+    run = tmp_path / "run"
+    with ck.RunLock(run):
+        with pytest.raises(ck.RunLocked, match=f"in use by a training that is still running \\(pid {os.getpid()}"):
+            train(_smoke(run, "model.backend=transformers"), log=lambda _m: None)
+    with ck.RunLock(run):  # released: the next one gets it
+        pass
+
+
 def test_saving_the_same_step_again_replaces_it(tmp_path):
     ck.finalize_checkpoint(_staged(tmp_path, 10, b"a" * 10), tmp_path, step=10)
     final = ck.finalize_checkpoint(_staged(tmp_path, 10, b"b" * 30), tmp_path, step=10)

@@ -221,6 +221,14 @@ def test_cuda_build_without_visible_gpu_points_at_the_driver():
     assert "nvidia-smi" in problem.fix
 
 
+def test_a_machine_without_a_gpu_is_not_told_to_check_a_driver():
+    report = make_report(torch_info=TorchInfo("2.14.1+cu130", "13.0", False, (), nvidia_driver=False), modules=())
+    (problem,) = run_checks(report)
+    assert problem.message == ("torch 2.14.1+cu130 is a CUDA 13.0 build on a machine with no NVIDIA GPU: "
+                               "training runs on CPU, practical only for tiny models")
+    assert "driver" not in problem.fix and "nvidia-smi" not in problem.fix
+
+
 def test_gpu_without_bf16():
     report = make_report(torch_info=TorchInfo("2.14.1+cu128", "12.8", True, (T4,)))
     assert report.torch.gpus[0].bf16 is False
@@ -492,3 +500,23 @@ def test_real_environment_report():
     blocking = [p for p in run_checks(report, backend="transformers") if p.blocking]
     assert blocking == []
     preflight("transformers", report=report)
+
+
+def test_third_party_noise_is_dropped_but_errors_are_kept():
+    """torch logs a deprecation line per torchao enum at import; bitsandbytes asks for `pip install
+    kernels` on CPU. Neither is something a user of this package can act on."""
+    import logging
+    import subprocess
+    import sys
+
+    from unsloth_grpo.hardware.console import QUIETED, quiet_third_party
+
+    code = ("from unsloth_grpo.hardware.console import quiet_third_party; quiet_third_party(); "
+            "import torch, peft; print('imported')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "imported" in proc.stdout, proc.stderr[-2000:]
+    assert "_pytree" not in proc.stderr and "register_constant" not in proc.stderr, proc.stderr[-2000:]
+    quiet_third_party()
+    for name in QUIETED:
+        logger = logging.getLogger(name)
+        assert not logger.isEnabledFor(logging.WARNING) and logger.isEnabledFor(logging.ERROR)

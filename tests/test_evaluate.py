@@ -175,6 +175,22 @@ def test_sampling_is_seeded_and_shaped(tiny):
         generate(model, tok, prompts, max_new_tokens=4, num_samples=2)
 
 
+def test_seeded_generation_leaves_the_callers_random_state_alone(tiny):
+    """Periodic evaluation runs inside training: reseeding the global RNG there would change
+    every completion the run samples afterwards."""
+    import torch
+
+    from unsloth_grpo.evaluation.generation import generate
+
+    _, model, tok = tiny
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    generate(model, tok, ["Ann has 3 apples."], max_new_tokens=6, num_samples=2, temperature=1.0, seed=7)
+    generate(model, tok, ["Ann has 3 apples."], max_new_tokens=6)  # greedy, unseeded
+    assert torch.equal(torch.rand(4), expected)
+
+
 def test_vllm_fast_path_is_used_when_the_model_has_an_engine(monkeypatch):
     from unsloth_grpo.evaluation.generation import generate_detailed
 
@@ -272,3 +288,52 @@ def test_eval_cli_reports_bad_inputs(tmp_path, capsys):
     assert _cli(["eval", "--model", "x", "--dataset", str(tmp_path / "missing.jsonl"),
                  "--output", str(tmp_path / "o")]) == 2
     assert "missing.jsonl" in capsys.readouterr().err
+
+
+def test_eval_reports_its_progress(tiny, tmp_path, capsys):
+    import io
+
+    from unsloth_grpo.evaluation.evaluate import console_progress
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+
+    path, model, tok = tiny
+    rows = load_gsm8k("synthetic", split="test", limit=6)
+    calls = []
+    evaluate(model, tok, rows, samples=2, max_new_tokens=4, batch_size=4, progress=lambda *a: calls.append(a))
+    assert calls[0] == ("greedy", 4, 6) and calls[-1] == ("sampled", 12, 12)
+    assert ("greedy", 6, 6) in calls
+
+    out = io.StringIO()
+    report = console_progress("eval m", every_s=3600, file=out)
+    for done in (4, 8, 12):
+        report("sampled", done, 12)
+    assert out.getvalue().splitlines() == ["eval m: sampled 4/12 completions", "eval m: sampled 12/12 completions"]
+
+    data = _gsm8k_file(tmp_path / "gsm8k_test.jsonl")
+    capsys.readouterr()
+    assert _cli(["eval", "--model", path, "--dataset", str(data), "--limit", "4", "--max-new-tokens", "4",
+                 "--output", str(tmp_path / "eval")]) == 0
+    assert f"eval {path}: greedy 4/4 completions" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_periodic_and_before_after_evaluation_do_not_change_the_training_run(tmp_path):
+    """Evaluation samples with its own seed; the training run must sample the same completions
+    (same rewards, lengths, losses) whether or not it evaluates along the way."""
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.train import train
+
+    def run(name, *extra):
+        cfg = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / name), overrides=[
+            "model.backend=transformers", "training.max_steps=6", "training.samples_every=0",
+            "data.num_synthetic=32", *extra])
+        return [m for m in train(cfg, log=lambda _m: None).metrics if "reward" in m]
+
+    plain = run("plain")
+    evaluated = run("evaluated", "evaluation.every=2", "evaluation.before_after=true", "evaluation.samples=2",
+                    "evaluation.limit=4", "evaluation.max_new_tokens=6")
+    assert (tmp_path / "evaluated" / "report.md").exists()
+    assert [m["step"] for m in plain] == [m["step"] for m in evaluated] == list(range(1, 7))
+    for a, b in zip(plain, evaluated):
+        for key in ("reward", "completions/mean_length", "loss", "grad_norm", "entropy"):
+            assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-7), (a["step"], key)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,39 @@ def test_gguf_without_unsloth_says_what_to_install(adapter_dir, tmp_path, monkey
     assert "gguf" in json.loads((tmp_path / "m" / "reproducibility.json").read_text())["export"]["notes"][0]
 
 
+def test_gguf_never_installs_system_packages_unless_asked(adapter_dir, tmp_path, monkeypatch):
+    """Unsloth's llama.cpp build runs `apt-get install -y` for what it lacks; here it must not."""
+    pytest.importorskip("unsloth")
+    from unsloth_grpo.hardware.backend import _import_unsloth
+
+    _import_unsloth()  # unsloth_zoo refuses to import before unsloth
+    import unsloth_zoo.llama_cpp as lc
+
+    seen = []
+
+    class FakeUnslothModel:
+        def save_pretrained_gguf(self, directory, tokenizer, quantization_method):
+            seen.append((os.environ.get("UNSLOTH_AUTO_INSTALL"), lc.do_we_need_sudo()))
+            lc.install_package("cmake build-essential", False)  # Unsloth's own installer, as its build calls it
+
+    monkeypatch.setattr(lc, "do_we_need_sudo", lambda *a, **k: pytest.fail("probed with apt-get update"))
+    monkeypatch.setattr(ex, "_load_unsloth", lambda source: (FakeUnslothModel(), None))
+    monkeypatch.delenv("UNSLOTH_AUTO_INSTALL", raising=False)
+    with pytest.raises(ex.ExportError) as err:
+        ex.export_model(adapter_dir, gguf_dir=tmp_path / "g", log=lambda _m: None)
+    msg = str(err.value)
+    assert "missing: cmake build-essential" in msg and "Nothing was installed" in msg
+    assert "--allow-system-install" in msg
+    assert seen == [("0", False)]
+    assert "UNSLOTH_AUTO_INSTALL" not in os.environ  # put back as it was
+
+    installs = []
+    monkeypatch.setattr(lc, "install_package", lambda *a, **k: installs.append(a))
+    monkeypatch.setattr(lc, "do_we_need_sudo", lambda *a, **k: "probed")
+    ex.export_model(adapter_dir, gguf_dir=tmp_path / "g2", allow_system_install=True, log=lambda _m: None)
+    assert seen[-1] == (None, "probed") and installs == [("cmake build-essential", False)]
+
+
 def test_push_uses_the_environment_token_and_never_writes_it(adapter_dir, tmp_path, monkeypatch):
     calls = []
 
@@ -182,8 +216,15 @@ def test_export_of_a_smoke_run_loads_with_plain_transformers(tmp_path_factory, t
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "merged"))
     ids = tok.apply_chat_template([{"role": "user", "content": "What is 15 + 27?"}], add_generation_prompt=True,
                                   return_tensors="pt", return_dict=True)
-    out = model.generate(**ids, max_new_tokens=4, do_sample=False)
-    assert out.shape[1] == ids["input_ids"].shape[1] + 4 or tok.eos_token_id in out[0].tolist()
+    import torch
+
+    from unsloth_grpo.hardware.backend import load_for_inference
+
+    adapter = load_for_inference(str(run), backend="transformers", device="cpu").model
+    with torch.no_grad():  # the merged model computes what the base model with the adapter computes
+        assert torch.allclose(model(**ids).logits, adapter(**ids).logits, atol=1e-4)
+    out = model.generate(**ids, max_new_tokens=4, min_new_tokens=4, do_sample=False)
+    assert out.shape[1] == ids["input_ids"].shape[1] + 4
     bundle = json.loads((tmp_path / "merged" / "reproducibility.json").read_text())
     assert bundle["config"]["model"]["name"] == "builtin:tiny" and bundle["seed"] == 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -141,6 +142,23 @@ def test_handle_oom_saves_reports_and_returns_the_oom_code(tmp_path):
     assert est.total_gb <= 0.9 * 6.0  # the estimate said 8 x 1024 would not fit: the suggestion aims at the card
 
 
+def test_the_oom_report_names_the_checkpoint_where_it_stays(tmp_path):
+    from unsloth_grpo.training import checkpoint as ck
+
+    cfg = _cfg(tmp_path)
+    lines: list[str] = []
+
+    def finalize(staged):
+        return ck.finalize_checkpoint(staged, tmp_path, step=7)
+
+    handle_oom(FakeTrainer(tmp_path), cfg, RuntimeError("CUDA out of memory"), gpu=None, log=lines.append,
+               finalize=finalize)
+    final = tmp_path / "checkpoints" / "checkpoint-7"
+    assert json.loads((tmp_path / "oom_report.json").read_text())["checkpoint"] == str(final)
+    assert final.is_dir() and not (tmp_path / "checkpoint-7").exists()
+    assert f"checkpoint: {final}" in lines
+
+
 def test_handle_oom_falls_back_to_the_adapter_and_unknown_models(tmp_path):
     from unsloth_grpo.config import load_config
 
@@ -201,5 +219,37 @@ def test_simulated_oom_in_a_real_grpo_run_saves_a_resumable_checkpoint(tmp_path,
         assert (ckpt / name).exists(), name
     assert json.loads((ckpt / "trainer_state.json").read_text())["global_step"] == 1
     assert "CUDA out of memory at step 1" in out and "(simulated)" in out
-    assert "measured peak: unavailable (no CUDA device)" in out or "measured peak:" in out
+    if torch.cuda.is_available():
+        assert re.search(r"measured peak: \d+\.\d\d GB allocated by torch", out), out
+    else:
+        assert "measured peak: unavailable (no CUDA device)" in out
     assert "smaller config: training.per_device_train_batch_size=4 training.gradient_accumulation_steps=2" in out
+
+
+@pytest.mark.slow
+def test_a_kernels_runtime_error_oom_stops_the_run_with_a_resumable_checkpoint(tmp_path):
+    """bitsandbytes, Unsloth and vLLM kernels raise RuntimeError("CUDA out of memory"), not
+    torch.OutOfMemoryError: the run must still save, report, and exit with the OOM code."""
+    from transformers import TrainerCallback
+
+    from unsloth_grpo.config import load_config
+    from unsloth_grpo.recipes import gsm8k
+    from unsloth_grpo.training import checkpoint as ck
+    from unsloth_grpo.training.train import TrainingStopped, train
+
+    class KernelOOM(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 64.00 MiB (from a custom kernel)")
+
+    out = tmp_path / "run"
+    cfg = load_config(gsm8k.PRESETS["smoke"], overrides=[f"output_dir={out}", "model.backend=transformers",
+                                                         "data.num_synthetic=16", "training.max_steps=4",
+                                                         "training.samples_every=0"])
+    with pytest.raises(TrainingStopped) as stop:
+        train(cfg, callbacks=[KernelOOM()], log=lambda _m: None)
+    assert stop.value.code == OOM_EXIT_CODE
+    report = json.loads((out / "oom_report.json").read_text())
+    assert report["checkpoint"] == str(out / "checkpoints" / "checkpoint-2")
+    assert ck.check_checkpoint(report["checkpoint"]) == (True, "")
+    assert ck.resolve_resume(True, out).step == 2

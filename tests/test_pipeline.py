@@ -47,7 +47,9 @@ def test_smoke_recipe_leaves_adapter_metrics_config_and_learns(smoke_run):
                 "rewards/correctness/mean", "completions/mean_length"):
         assert key in metrics[-1], key
     first, last = _first_last(metrics)
-    assert last - first >= 0.3, (first, last)
+    # one seed of a chaotic run: 0.02 -> 0.49 on one machine, -> 0.36 on another; the learning claim
+    # with margins over seeds is test_transformers_backend_learns_on_every_seed
+    assert last - first >= MIN_GAIN_PER_SEED, (first, last)
     resolved = load_config(out / "config.yaml")
     assert resolved == gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(out))
     info = json.loads((out / "run_info.json").read_text())
@@ -76,27 +78,50 @@ def test_eval_cli_on_the_smoke_adapter(smoke_run, tmp_path):
     data = tmp_path / "gsm8k_test.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in make_synthetic_problems(16, seed=9)))
     proc = _run(["-m", "unsloth_grpo.cli", "eval", "--model", str(out), "--dataset", str(data),
-                 "--limit", "16", "--max-new-tokens", "12", "--output", str(tmp_path / "eval")], cwd=REPO)
+                 "--limit", "16", "--max-new-tokens", "12", "--backend", "transformers",
+                 "--output", str(tmp_path / "eval")], cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "eval" / "eval.json").read_text())
     samples = [json.loads(x) for x in (tmp_path / "eval" / "eval_samples.jsonl").read_text().splitlines()]
     assert summary["n"] == len(samples) == 16
     assert summary["accuracy"] == sum(s["correct"] for s in samples) / 16
-    # the trained adapter emits the tags it was rewarded for
-    assert sum("<answer>" in s["completion"] for s in samples) >= 8
+    assert summary["format_compliance"] == sum(s["format_ok"] for s in samples) / 16
+    # the CLI evaluated the trained adapter: its greedy completions are the adapter model's, not the
+    # base model's (how many tags one chaotic run learned to emit is not this test's business)
+    from unsloth_grpo.evaluation.generation import generate
+    from unsloth_grpo.hardware.backend import load_for_inference
+
+    prompts = [s["prompt"] for s in samples]
+    adapter = load_for_inference(str(out), backend="transformers", device="cpu", log=lambda _m: None)
+    base = load_for_inference("builtin:tiny", backend="transformers", device="cpu", log=lambda _m: None)
+    with_adapter = [c[0] for c in generate(adapter.model, adapter.tokenizer, prompts, max_new_tokens=12)]
+    assert [s["completion"] for s in samples] == with_adapter
+    assert with_adapter != [c[0] for c in generate(base.model, base.tokenizer, prompts, max_new_tokens=12)]
+
+
+#: Gain in mean reward (last 5 steps minus first 5) of the transformers-backend smoke run, 60 steps,
+#: measured 2026-11-30 on CPU: seed 0 0.006 -> 0.350, seed 1 0.006 -> 0.394, seed 2 0.043 -> 0.744.
+#: Tiny-model RL is chaotic (the same seed lands elsewhere on another CPU or library version), so
+#: the test asks for less than half the smallest gain per seed, and for the mean of the three.
+MIN_GAIN_PER_SEED = 0.15
+MIN_MEAN_GAIN = 0.3
 
 
 @pytest.mark.slow
-def test_transformers_backend_learns(tmp_path):
+def test_transformers_backend_learns_on_every_seed(tmp_path):
     from unsloth_grpo.training.train import train
 
-    cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"),
-                               overrides=["model.backend=transformers", "training.max_steps=60"])
-    result = train(cfg, log=lambda s: None)
-    assert result.backend["backend"] == "transformers"
-    assert result.global_step == 60
-    first, last = _first_last(result.metrics)
-    assert last - first >= 0.3, (first, last)
+    gains = []
+    for seed in (0, 1, 2):
+        cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / f"seed{seed}"),
+                                   overrides=["model.backend=transformers", "training.max_steps=60", f"seed={seed}",
+                                              "training.samples_every=0"])
+        result = train(cfg, log=lambda s: None)
+        assert result.backend["backend"] == "transformers" and result.global_step == 60
+        first, last = _first_last(result.metrics)
+        gains.append(last - first)
+    assert min(gains) >= MIN_GAIN_PER_SEED, gains
+    assert sum(gains) / len(gains) >= MIN_MEAN_GAIN, gains
 
 
 @pytest.mark.slow  # a model, a subprocess or matplotlib: the integration tier
@@ -219,20 +244,16 @@ def test_preset_auto_plans_for_the_detected_gpu():
     assert config_problems(cfg) == []
 
 
-def test_preset_auto_without_a_gpu_or_with_a_model_that_cannot_fit():
+def test_preset_auto_without_a_gpu_or_with_a_model_that_cannot_fit(monkeypatch):
     from unsloth_grpo.config import ConfigError
+    from unsloth_grpo.hardware import memory
 
+    monkeypatch.setattr(memory, "detect_gpu", lambda: None)  # a machine without CUDA, also on a GPU runner
     with pytest.raises(ConfigError, match="no CUDA GPU detected.*--preset smoke"):
-        gsm8k.RECIPE.resolve(preset="auto", gpu=None) if not _has_cuda() else pytest.skip("CUDA present")
+        gsm8k.RECIPE.resolve(preset="auto", gpu=None)
     tiny_card = {"name": "Small", "total_gb": 4.0, "compute_capability": (8, 6)}
     with pytest.raises(ConfigError, match="does not fit"):
         gsm8k.RECIPE.resolve(preset="auto", gpu=tiny_card, overrides=["model.name=llama-3.1-8b"])
-
-
-def _has_cuda():
-    import torch
-
-    return torch.cuda.is_available()
 
 
 @pytest.mark.slow

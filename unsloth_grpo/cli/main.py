@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from unsloth_grpo.hardware.console import quiet_third_party
+
+    quiet_third_party()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -273,6 +273,9 @@ def _shrunk_after_oom(cfg: RecipeConfig, exc) -> RecipeConfig | None:
 
 
 def run_recipe(recipe: Recipe, argv: list[str] | None = None) -> int:
+    from unsloth_grpo.hardware.console import quiet_third_party
+
+    quiet_third_party()
     parser = argparse.ArgumentParser(prog=f"python -m unsloth_grpo.recipes.{recipe.name}",
                                      description=recipe.description)
     add_train_arguments(parser, list(recipe.presets))

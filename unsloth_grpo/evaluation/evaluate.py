@@ -94,6 +94,7 @@ def evaluate(
     generate_fn: Callable[..., list[list[str]]] | None = None,
     is_correct: Callable[[str, Any], bool] | None = None,
     matches_format: Callable[[str], bool] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Evaluate on ``dataset`` (rows with ``prompt`` and ``answer``); returns metrics and per-problem records.
 
@@ -110,6 +111,7 @@ def evaluate(
     ``mean_completion_tokens`` and ``truncated_ratio`` (share of greedy completions cut at
     ``max_new_tokens``; None when unknown), ``pass@k`` keys when K > 1, ``settings``,
     ``seconds`` and ``records`` (one dict per problem; :func:`write_eval` stores them apart).
+    ``progress(phase, done, total)`` hears how far the default generator is ("greedy", "sampled").
     """
     if samples < 1:
         raise ValueError(f"samples={samples}: use an integer >= 1 (completions per problem for pass@k)")
@@ -120,21 +122,25 @@ def evaluate(
 
         is_correct = is_correct or answers.grade
         matches_format = matches_format or answers.matches_format
+    phase_progress = {}
     if generate_fn is None:
         from unsloth_grpo.evaluation.generation import generate_detailed
 
         generate_fn = functools.partial(generate_detailed, model, tokenizer)
+        if progress is not None:
+            phase_progress = {phase: {"progress": functools.partial(progress, phase)} for phase in ("greedy", "sampled")}
 
     rows = _rows(dataset, limit)
     prompts = [r["prompt"] for r in rows]
     golds = [r["answer"] for r in rows]
     common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
     t0 = time.perf_counter()
-    greedy = generate_fn(prompts, num_samples=1, temperature=0.0, top_p=1.0, seed=seed, **common)
+    greedy = generate_fn(prompts, num_samples=1, temperature=0.0, top_p=1.0, seed=seed, **common,
+                         **phase_progress.get("greedy", {}))
     sampled = None
     if samples > 1:
         sampled = generate_fn(prompts, num_samples=samples, temperature=temperature, top_p=top_p,
-                              seed=seed, **common)
+                              seed=seed, **common, **phase_progress.get("sampled", {}))
     seconds = time.perf_counter() - t0
     _check_shape("greedy", greedy, len(rows), 1)
     if sampled is not None:
@@ -397,6 +403,21 @@ def _settings(args) -> dict[str, Any]:
                 top_p=args.top_p, batch_size=args.batch_size, seed=args.seed, limit=args.limit)
 
 
+def console_progress(label: str, *, every_s: float = 5.0, file=None) -> Callable[[str, int, int], None]:
+    """A ``progress`` for :func:`evaluate` that prints ``label: greedy 32/100 completions`` lines:
+    the first batch, then at most one line every ``every_s`` seconds, and the last one."""
+    last = {"t": None}
+
+    def report(phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and last["t"] is not None and now - last["t"] < every_s:
+            return
+        last["t"] = None if done >= total else now
+        print(f"{label}: {phase} {done}/{total} completions", file=file or sys.stderr, flush=True)
+
+    return report
+
+
 def _eval_one(model_path: str, problems, grader, args) -> dict[str, Any]:
     import importlib
 
@@ -404,7 +425,7 @@ def _eval_one(model_path: str, problems, grader, args) -> dict[str, Any]:
     # a task with its own answer format (code: a fenced block) says how to check it
     fmt = getattr(importlib.import_module(f"unsloth_grpo.tasks.{args.task}"), "matches_format", None)
     result = evaluate(loaded.model, loaded.tokenizer, problems, is_correct=grader, matches_format=fmt,
-                      **_settings(args))
+                      **_settings(args), progress=console_progress(f"eval {model_path}"))
     result["model"] = model_path
     result["dataset"] = args.dataset
     result["split"] = args.split

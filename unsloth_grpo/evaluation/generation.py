@@ -14,7 +14,8 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+import contextlib
+from typing import Any, Callable, NamedTuple, Sequence
 
 Prompt = str | Sequence[dict[str, Any]]
 
@@ -90,6 +91,7 @@ def generate_detailed(
     seed: int | None = None,
     use_vllm: bool | None = None,
     lora_request: Any = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[list[Generation]]:
     """``num_samples`` :class:`Generation` s per prompt, in prompt order (``out[i][j]``: sample j of prompt i).
 
@@ -99,6 +101,7 @@ def generate_detailed(
     ``use_vllm=None`` uses the vLLM engine when the model has one; ``lora_request`` is passed to it
     (an Unsloth ``model.load_lora(path)``); for a PEFT model it defaults to the adapter's current
     weights (:func:`current_lora_request`), so a model in training is evaluated as it is now.
+    ``progress(done, total)`` is called as completions are finished (after each batch).
     """
     _check(max_new_tokens, num_samples, temperature, top_p, batch_size)
     if not prompts:
@@ -110,10 +113,14 @@ def generate_detailed(
         if not has_vllm_engine(model):
             raise ValueError("use_vllm=True but the model has no vLLM engine; load it with Unsloth and "
                              "fast_inference=True (CUDA + vllm), or leave use_vllm unset")
-        return _generate_vllm(model, texts, max_new_tokens=max_new_tokens, num_samples=num_samples,
-                              temperature=temperature, top_p=top_p, seed=seed, lora_request=lora_request)
+        out = _generate_vllm(model, texts, max_new_tokens=max_new_tokens, num_samples=num_samples,
+                             temperature=temperature, top_p=top_p, seed=seed, lora_request=lora_request)
+        if progress is not None:
+            progress(len(texts) * num_samples, len(texts) * num_samples)
+        return out
     return _generate_hf(model, tokenizer, texts, max_new_tokens=max_new_tokens, num_samples=num_samples,
-                        temperature=temperature, top_p=top_p, batch_size=batch_size, seed=seed)
+                        temperature=temperature, top_p=top_p, batch_size=batch_size, seed=seed,
+                        progress=progress)
 
 
 def current_lora_request(model) -> Any:
@@ -144,6 +151,19 @@ def _generate_vllm(model, texts, *, max_new_tokens, num_samples, temperature, to
             for out in outputs]
 
 
+@contextlib.contextmanager
+def isolated_rng(seed: int | None):
+    """Run the block on its own torch random state (seeded when ``seed`` is given); restore the
+    CPU and every CUDA device's state afterwards, so the caller's sampling is unchanged."""
+    import torch
+
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
+
+
 def _eos_ids(model, tokenizer) -> list[int]:
     ids = []
     for src in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
@@ -156,7 +176,7 @@ def _eos_ids(model, tokenizer) -> list[int]:
 
 
 def _generate_hf(model, tokenizer, texts, *, max_new_tokens, num_samples, temperature, top_p,
-                 batch_size, seed):
+                 batch_size, seed, progress=None):
     import torch
 
     eos = _eos_ids(model, tokenizer)
@@ -176,14 +196,13 @@ def _generate_hf(model, tokenizer, texts, *, max_new_tokens, num_samples, temper
         gen_kwargs.update(temperature=temperature, top_p=top_p, top_k=0)
     else:  # a model's generation_config may carry sampling defaults; greedy must not warn about them
         gen_kwargs.update(temperature=None, top_p=None, top_k=None)
-    if seed is not None:
-        torch.manual_seed(seed)
-
     results: list[list[Generation]] = [[] for _ in texts]
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():
+        # A seed must make this call repeatable without touching the caller's random state: a
+        # training run that evaluates every N steps must sample the same completions as without.
+        with isolated_rng(seed), torch.inference_mode():
             for start in range(0, len(order), per_batch):
                 idx = order[start:start + per_batch]
                 width = max(len(encoded[i]) for i in idx)
@@ -203,6 +222,8 @@ def _generate_hf(model, tokenizer, texts, *, max_new_tokens, num_samples, temper
                             break
                     text = tokenizer.decode(tokens, skip_special_tokens=True)
                     results[idx[k // num_samples]].append(Generation(text, len(tokens), finished))
+                if progress is not None:
+                    progress(min(start + per_batch, len(order)) * num_samples, len(order) * num_samples)
     finally:
         if was_training:
             model.train()

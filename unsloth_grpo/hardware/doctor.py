@@ -140,6 +140,7 @@ class TorchInfo:
     cuda_available: bool
     gpus: tuple[GPU, ...] = ()
     error: str | None = None  # why torch could not be imported or queried
+    nvidia_driver: bool | None = None  # an NVIDIA driver on this machine (None: not looked for)
 
 
 @dataclass(frozen=True)
@@ -334,7 +335,16 @@ def probe_torch() -> TorchInfo:
             gpus.append(GPU(i, props.name, int(props.total_memory), (props.major, props.minor), free))
     except Exception as exc:  # noqa: BLE001 - e.g. a driver/runtime mismatch
         return TorchInfo(torch.__version__, cuda_build, False, (), error=f"{type(exc).__name__}: {exc}")
-    return TorchInfo(str(torch.__version__), cuda_build, available, tuple(gpus))
+    return TorchInfo(str(torch.__version__), cuda_build, available, tuple(gpus), nvidia_driver=nvidia_driver_present())
+
+
+def nvidia_driver_present() -> bool:
+    """True when this machine has an NVIDIA driver (kernel module, device nodes or nvidia-smi)."""
+    import glob
+    import shutil
+
+    return (os.path.exists("/proc/driver/nvidia/version") or bool(glob.glob("/dev/nvidia[0-9]*"))
+            or shutil.which("nvidia-smi") is not None)
 
 
 def _with_deadline(fn: Callable[[], tuple[bool, str]], seconds: float, what: str) -> tuple[bool, str]:
@@ -815,7 +825,10 @@ def _gpu_problems(report: Report, backend: str, need_bf16: bool | None) -> list[
         fix = "check the driver with `nvidia-smi`"
         out.append(Problem(WARNING, "gpu", f"torch could not query CUDA: {t.error}", fix))
     if not t.cuda_available:
-        if t.cuda_build:
+        if t.cuda_build and t.nvidia_driver is False:  # a machine without a GPU: nothing to repair
+            msg = f"torch {t.version} is a CUDA {t.cuda_build} build on a machine with no NVIDIA GPU"
+            fix = "fine for the smoke preset and tiny models; a real model needs a machine with a CUDA GPU"
+        elif t.cuda_build:
             msg = f"torch {t.version} is a CUDA {t.cuda_build} build but no GPU is visible"
             fix = "check the driver with `nvidia-smi` and that CUDA_VISIBLE_DEVICES is not empty"
         else:

@@ -24,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -179,6 +180,38 @@ def trained_in_4bit(source: Path) -> bool:
     return bool(((yaml.safe_load(cfg_path.read_text()) or {}).get("model") or {}).get("load_in_4bit"))
 
 
+@contextlib.contextmanager
+def system_installs(allowed: bool):
+    """Unless ``allowed``, keep Unsloth's llama.cpp build from installing system packages.
+
+    Unsloth installs what the build lacks with ``apt-get install -y`` (as root, behind a prompt it
+    accepts itself) and first refreshes the package lists. ``UNSLOTH_AUTO_INSTALL=0`` is its own
+    switch for the install; the refresh has none, so its probe is replaced for the duration.
+    """
+    if allowed:
+        yield
+        return
+    saved_env = os.environ.get("UNSLOTH_AUTO_INSTALL")
+    os.environ["UNSLOTH_AUTO_INSTALL"] = "0"
+    module = saved_probe = None
+    try:
+        import unsloth_zoo.llama_cpp as module
+
+        saved_probe = module.do_we_need_sudo
+        module.do_we_need_sudo = lambda *args, **kwargs: False  # its probe runs `apt-get update -y`
+    except (ImportError, AttributeError):
+        module = None
+    try:
+        yield
+    finally:
+        if module is not None:
+            module.do_we_need_sudo = saved_probe
+        if saved_env is None:
+            os.environ.pop("UNSLOTH_AUTO_INSTALL", None)
+        else:
+            os.environ["UNSLOTH_AUTO_INSTALL"] = saved_env
+
+
 def _load_unsloth(source: Path):
     """Load the adapter as it was trained: a 4-bit base stays 4-bit on the GPU (a 7-8B model in
     16-bit does not fit a 16 GB card) and ``save_pretrained_merged`` writes 16-bit weights from it."""
@@ -203,7 +236,8 @@ def _check_quant(quant: str) -> None:
 def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None = None, *,
                  gguf_dir: str | os.PathLike | None = None, quant: str = "q4_k_m",
                  push_to_hub: str | None = None, private: bool = True, backend: str = "auto",
-                 base_model: str | None = None, dtype: str = "auto", log: Callable[[str], None] = print) -> ExportResult:
+                 base_model: str | None = None, dtype: str = "auto", allow_system_install: bool = False,
+                 log: Callable[[str], None] = print) -> ExportResult:
     """Merge ``model`` (run, checkpoint or adapter) into ``merged_dir``; optionally GGUF and a hub push.
 
     Every check that needs no model (paths, token, backend, quant name) runs first.
@@ -253,10 +287,17 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
             unsloth_model, tokenizer = _load_unsloth(source)
         result.gguf_dir.mkdir(parents=True, exist_ok=True)
         try:
-            unsloth_model.save_pretrained_gguf(str(result.gguf_dir), tokenizer, quantization_method=quant.lower())
+            with system_installs(allow_system_install):
+                unsloth_model.save_pretrained_gguf(str(result.gguf_dir), tokenizer, quantization_method=quant.lower())
         except Exception as exc:  # noqa: BLE001 - llama.cpp build/convert failures of every kind
             if result.merged_dir is not None:
                 _write_export_bundle(result, quant, log)
+            if not allow_system_install and "UNSLOTH_AUTO_INSTALL=0" in str(exc):
+                missing = str(exc).split("`")[1] if str(exc).count("`") >= 2 else "some system packages"
+                raise ExportError(
+                    f"building llama.cpp for the GGUF export needs system packages that are missing: {missing}. "
+                    f"Nothing was installed. Install them yourself (e.g. sudo apt-get install {missing}), or pass "
+                    "--allow-system-install to let Unsloth install them") from None
             raise ExportError(f"GGUF conversion failed: {type(exc).__name__}: {exc}\n"
                               + GGUF_HELP.format(merged=merged_dir or "MERGED_DIR", gguf=gguf_dir,
                                                  quant=quant.lower(), QUANT=quant.upper())) from exc
@@ -447,6 +488,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--merged", metavar="DIR", help="Write the merged 16-bit model (with tokenizer) here.")
     p.add_argument("--gguf", metavar="DIR", help="Also write a GGUF file here (needs Unsloth).")
     p.add_argument("--quant", default="q4_k_m", help="GGUF quantization method (default q4_k_m).")
+    p.add_argument("--allow-system-install", action="store_true",
+                   help="Let Unsloth install the system packages llama.cpp's build needs (apt-get; off by default: "
+                        "the export then names what is missing).")
     p.add_argument("--push-to-hub", metavar="REPO", help="Upload the merged model to this hub repo (token: $HF_TOKEN).")
     p.add_argument("--public", action="store_true", help="Create the hub repo public (default private).")
     p.add_argument("--backend", default="auto", choices=["auto", "unsloth", "peft"],
@@ -463,7 +507,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = export_model(args.model, args.merged, gguf_dir=args.gguf, quant=args.quant,
                               push_to_hub=args.push_to_hub, private=not args.public, backend=args.backend,
-                              base_model=args.base_model, dtype=args.dtype)
+                              base_model=args.base_model, dtype=args.dtype,
+                              allow_system_install=args.allow_system_install)
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

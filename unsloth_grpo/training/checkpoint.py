@@ -40,6 +40,9 @@ CHECKPOINTS_DIR = "checkpoints"
 STAGES_DIR = "stages"
 PREFIX = "checkpoint-"
 MARKER = "checkpoint_complete.json"
+#: Written into a run directory when its training finished (the final adapter is in place).
+RUN_COMPLETE = "run_complete.json"
+LOCK_FILE = ".run.lock"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
 _STAGE_NAME = re.compile(r"^(\d+)-")
 
@@ -89,6 +92,16 @@ def _manifest(directory: Path) -> dict[str, int]:
     return files
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def write_marker(directory: str | os.PathLike, *, step: int, stage: int = 0, stage_name: str | None = None,
                  extra: dict | None = None) -> Path:
     """Write the completeness marker (file list with sizes) into ``directory``, flushed to disk."""
@@ -100,8 +113,9 @@ def write_marker(directory: str | os.PathLike, *, step: int, stage: int = 0, sta
                     os.fsync(fh.fileno())
             except OSError:
                 pass
+    files = _manifest(directory)
     info = {"step": int(step), "stage": int(stage), "stage_name": stage_name, "created": time.time(),
-            "files": _manifest(directory), **(extra or {})}
+            "files": files, "sha256": {rel: _sha256(directory / rel) for rel in files}, **(extra or {})}
     marker = directory / MARKER
     tmp = directory / (MARKER + ".tmp")
     with tmp.open("w") as fh:
@@ -141,15 +155,16 @@ def finalize_checkpoint(staged: str | os.PathLike, run_dir: str | os.PathLike, *
         os.replace(staged, target)
     _fsync_dir(root)
     if keep_last:
-        rotate(run_dir, keep_last)
+        rotate(run_dir, keep_last, keep=target)
     return target
 
 
-def rotate(run_dir: str | os.PathLike, keep_last: int) -> list[Path]:
+def rotate(run_dir: str | os.PathLike, keep_last: int, *, keep: Path | None = None) -> list[Path]:
     """Delete all but the newest ``keep_last`` complete checkpoints of ``run_dir/checkpoints``.
 
     Incomplete directories there (no valid marker) are deleted too: they can only be leftovers
-    of a crash. Returns the deleted paths.
+    of a crash. ``keep`` (the checkpoint just written) is never deleted, even when higher steps
+    of another branch are present. Returns the deleted paths.
     """
     if keep_last < 1:
         raise ValueError(f"keep_last={keep_last}: keep at least 1 checkpoint (or leave it unset to keep all)")
@@ -166,10 +181,45 @@ def rotate(run_dir: str | os.PathLike, keep_last: int) -> list[Path]:
         elif d.name.startswith(".replaced-"):
             broken.append(d)
     complete.sort(key=lambda d: int(_NAME.match(d.name).group(1)))
-    doomed = complete[:-keep_last] + broken
+    doomed = [d for d in complete[:-keep_last] + broken if keep is None or d != keep]
     for d in doomed:
         shutil.rmtree(d, ignore_errors=True)
     return doomed
+
+
+ABANDONED_DIR = "abandoned"
+
+
+def set_aside_later(run_dir: str | os.PathLike, resume_step: int, log: Callable[[str], None] = print) -> Path | None:
+    """Move the checkpoints newer than ``resume_step`` out of ``run_dir/checkpoints``.
+
+    Resuming from an earlier checkpoint starts a new branch of the run. The later checkpoints
+    belong to the abandoned branch: left in place, one of them would stay "latest" (a later
+    ``--resume`` would continue the wrong branch) and keep_last rotation would delete the new
+    branch's first save. They are moved, not deleted, to ``run_dir/abandoned/after-step-<N>-<time>/``;
+    the path is logged and returned (None when there was nothing to move).
+    """
+    root = checkpoints_root(run_dir)
+    if not root.is_dir():
+        return None
+    later = sorted((d for d in root.iterdir() if d.is_dir() and _NAME.match(d.name)
+                    and int(_NAME.match(d.name).group(1)) > resume_step),
+                   key=lambda d: int(_NAME.match(d.name).group(1)))
+    if not later:
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = Path(run_dir) / ABANDONED_DIR / f"after-step-{int(resume_step)}-{stamp}"
+    n = 1
+    while target.exists():  # two rewinds within one second
+        n += 1
+        target = target.with_name(f"after-step-{int(resume_step)}-{stamp}-{n}")
+    target.mkdir(parents=True)
+    for d in later:
+        os.replace(d, target / d.name)
+    _fsync_dir(root)
+    log(f"resuming from step {resume_step}: moved the later checkpoints of the abandoned branch "
+        f"({', '.join(d.name for d in later)}) to {target}")
+    return target
 
 
 # ---------------------------------------------------------------- reading
@@ -182,8 +232,12 @@ def read_marker(directory: str | os.PathLike) -> dict | None:
         return None
 
 
-def check_checkpoint(directory: str | os.PathLike) -> tuple[bool, str]:
-    """(True, "") for a complete checkpoint; (False, why) otherwise. Reads sizes, not contents."""
+def check_checkpoint(directory: str | os.PathLike, *, contents: bool = False) -> tuple[bool, str]:
+    """(True, "") for a complete checkpoint; (False, why) otherwise.
+
+    Checks the marker and every file's size; with ``contents=True`` also every file's SHA-256
+    (reads the whole checkpoint: done once, for the checkpoint a run resumes from).
+    """
     directory = Path(directory)
     if not directory.is_dir():
         return False, f"'{directory}' is not a directory"
@@ -199,6 +253,14 @@ def check_checkpoint(directory: str | os.PathLike) -> tuple[bool, str]:
             return False, f"'{directory}' lacks {rel}, which its marker lists"
         if p.stat().st_size != size:
             return False, f"'{directory}/{rel}' is {p.stat().st_size} bytes, its marker says {size}: truncated"
+    if contents:
+        for rel, digest in (info.get("sha256") or {}).items():
+            try:
+                actual = _sha256(directory / rel)
+            except OSError as exc:
+                return False, f"'{directory}/{rel}' cannot be read ({exc})"
+            if actual != digest:
+                return False, f"'{directory}/{rel}' does not match the checksum its marker recorded: corrupted"
     return True, ""
 
 
@@ -242,33 +304,62 @@ def is_checkpoint_dir(path: str | os.PathLike) -> bool:
     return bool(_NAME.match(p.name)) or (p / MARKER).exists() or (p / "trainer_state.json").exists()
 
 
-def resolve_resume(resume: bool | str | os.PathLike | None, run_dir: str | os.PathLike) -> CheckpointInfo | None:
-    """What ``--resume`` means: None/False -> None; True -> the run's latest complete checkpoint
-    (None when there is none yet, so a notebook can always pass it); a path -> that run's latest,
-    or that checkpoint, which must be complete.
+def newest_intact(run_dir: str | os.PathLike) -> tuple[CheckpointInfo | None, list[str]]:
+    """The newest checkpoint of ``run_dir`` whose files match their checksums, and why each newer
+    one was passed over (truncated, corrupted, half-written)."""
+    skipped = []
+    root = checkpoints_root(run_dir)
+    if root.is_dir():  # broken directories are not listed as checkpoints, but the user must hear of them
+        for d in sorted(root.iterdir(), key=lambda d: -int(_NAME.match(d.name).group(1)) if _NAME.match(d.name) else 0):
+            if d.is_dir() and _NAME.match(d.name):
+                ok, why = check_checkpoint(d)
+                if not ok:
+                    skipped.append((int(_NAME.match(d.name).group(1)), why))
+    for info in reversed(list_checkpoints(run_dir)):
+        ok, why = check_checkpoint(info.path, contents=True)
+        if ok:
+            return info, [w for step, w in skipped if step > info.step or info.stage > 0]
+        skipped.append((info.step, why))
+    return None, [w for _, w in sorted(skipped, key=lambda x: -x[0])]
+
+
+def resolve_resume(resume: bool | str | os.PathLike | None, run_dir: str | os.PathLike, *,
+                   log: Callable[[str], None] = print) -> CheckpointInfo | None:
+    """What ``--resume`` means: None/False -> None; True -> the run's newest intact checkpoint
+    (None when the run has none yet, so a notebook can always pass it); a path -> that run's newest
+    intact one, or that checkpoint, which must be intact. A damaged newer checkpoint is passed over
+    with a note saying why; a run whose every checkpoint is damaged is refused, never restarted.
     """
     if resume is None or resume is False:
         return None
     if resume is True or str(resume) == "latest":
-        path = latest_checkpoint(run_dir)
-        return _info(path) if path is not None else None
+        return _newest_or_refuse(Path(run_dir), log, missing_ok=True)
     p = Path(resume)
     if not p.exists():
         raise CheckpointError(f"--resume {p}: no such directory; pass a run directory or one of its "
                               f"checkpoints/checkpoint-N directories")
     if is_checkpoint_dir(p):
-        ok, why = check_checkpoint(p)
+        ok, why = check_checkpoint(p, contents=True)
         if not ok:
-            hint = latest_checkpoint(_run_of(p))
+            hint, _ = newest_intact(_run_of(p))
             raise CheckpointError(f"--resume {p}: {why}. "
-                                  + (f"The latest complete checkpoint is {hint}" if hint else
-                                     "This run has no complete checkpoint; start without --resume"))
+                                  + (f"The newest intact checkpoint is {hint.path}" if hint else
+                                     "This run has no intact checkpoint; start without --resume"))
         return _info(p)
-    path = latest_checkpoint(p)
-    if path is None:
-        raise CheckpointError(f"--resume {p}: no complete checkpoint under {p}/{CHECKPOINTS_DIR}; "
+    return _newest_or_refuse(p, log, missing_ok=False)
+
+
+def _newest_or_refuse(run_dir: Path, log: Callable[[str], None], *, missing_ok: bool) -> CheckpointInfo | None:
+    info, skipped = newest_intact(run_dir)
+    if info is None and skipped:
+        raise CheckpointError(f"--resume: {run_dir} has no intact checkpoint to continue from: "
+                              + "; ".join(skipped) + ". Start a new run with another --output-dir")
+    if info is None and not missing_ok:
+        raise CheckpointError(f"--resume {run_dir}: no complete checkpoint under {run_dir}/{CHECKPOINTS_DIR}; "
                               "start without --resume (or set training.save_steps so checkpoints get written)")
-    return _info(path)
+    for why in skipped:
+        log(f"resume: passing over a damaged checkpoint: {why}")
+    return info
 
 
 def _run_of(checkpoint: Path) -> Path:
@@ -310,6 +401,98 @@ def trim_metrics(path: str | os.PathLike, last_step: int) -> int:
     return len(kept)
 
 
+# ---------------------------------------------------------------- finished runs and the run lock
+
+
+def mark_finished(run_dir: str | os.PathLike, *, step: int, max_steps: int) -> Path:
+    """Record that the run in ``run_dir`` finished (its final adapter is written)."""
+    path = Path(run_dir) / RUN_COMPLETE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"step": int(step), "max_steps": int(max_steps), "finished": time.time()}) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def finished_run(run_dir: str | os.PathLike) -> dict | None:
+    """``{"step": N, ...}`` when ``run_dir`` holds a finished run, else None.
+
+    Runs written before the marker existed count as finished when their final adapter is there
+    (an interrupted run never writes one); their step is the last row of ``metrics.jsonl``.
+    """
+    run_dir = Path(run_dir)
+    try:
+        return json.loads((run_dir / RUN_COMPLETE).read_text())
+    except (OSError, ValueError):
+        pass
+    if not (run_dir / "adapter_model.safetensors").is_file():
+        return None
+    step = 0
+    try:
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+            try:
+                step = max(step, int(json.loads(line).get("step", 0)))
+            except (ValueError, AttributeError):
+                continue
+    except OSError:
+        pass
+    return {"step": step, "max_steps": None}
+
+
+class RunLocked(CheckpointError):
+    """Another live process is training into the same output directory."""
+
+
+class RunLock:
+    """An exclusive lock on a run directory for as long as one training writes into it.
+
+    ``fcntl.flock`` on ``RUN/.run.lock``: the kernel drops it when the holder exits, so a run
+    killed with SIGKILL leaves no stale lock behind. The file records the holder's pid and start
+    time for the message a second run gets.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.path = Path(run_dir) / LOCK_FILE
+        self._fh = None
+
+    @property
+    def held(self) -> bool:
+        return self._fh is not None
+
+    def acquire(self) -> "RunLock":
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = self.path.open("a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise RunLocked(f"{self.path.parent} is in use by a training that is still running ({holder}); "
+                            "wait for it to finish or stop it, or choose another --output-dir") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def release(self) -> None:
+        if self._fh is not None:
+            import fcntl
+
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 # ---------------------------------------------------------------- the Trainer callback
 
 
@@ -321,13 +504,16 @@ def resume_hint(run_dir: str | os.PathLike) -> str:
 
 def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | None = None, stage: int = 0,
                              stage_name: str | None = None, handle_signals: bool = True,
-                             hint: str | None = None, log: Callable[[str], None] = print):
+                             hint: str | None = None, log: Callable[[str], None] = print,
+                             round_steps: int = 1):
     """A ``TrainerCallback`` that finalizes every Trainer save atomically and saves on SIGINT/SIGTERM.
 
     Give the Trainer ``output_dir=run_dir``: it writes ``run_dir/checkpoint-<step>`` (the staging
     directory), and ``on_save`` moves it under ``run_dir/checkpoints/``. After ``trainer.train()``
     returns, ``callback.interrupted`` names the signal (or is None) and ``callback.last_checkpoint``
-    is the newest finalized checkpoint.
+    is the newest finalized checkpoint. With ``round_steps > 1`` (one generation round serves
+    several optimizer steps) a signal saves at the end of the round, the only place a resume can
+    continue exactly.
     """
     from transformers import TrainerCallback
 
@@ -363,6 +549,10 @@ def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | Non
                 signal.signal(sig, handler)
             self._previous.clear()
 
+        def restore_signals(self):
+            """Put back the SIGINT/SIGTERM handlers of before training (idempotent)."""
+            self._restore()
+
         def on_train_begin(self, args, state, control, **kwargs):
             self._install()
 
@@ -372,7 +562,7 @@ def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | Non
         def on_step_end(self, args, state, control, **kwargs):
             if _any_rank(self.interrupted is not None) and self.interrupted is None:
                 self.interrupted = "SIGTERM"  # another rank was signalled: every rank must save at this step
-            if self.interrupted is not None:
+            if self.interrupted is not None and state.global_step % round_steps == 0:
                 control.should_save = True
                 control.should_training_stop = True
             return control
@@ -425,23 +615,6 @@ def _wait_for_everyone() -> None:
         pass
 
 
-def save_now(trainer, run_dir: str | os.PathLike, *, stage: int = 0, stage_name: str | None = None,
-             keep_last: int | None = None) -> Path:
-    """Save a resumable checkpoint of ``trainer`` right now (e.g. before reporting an OOM)."""
-    trainer._save_checkpoint(trainer.model, trial=None)
-    staged = Path(trainer.args.output_dir) / f"{PREFIX}{trainer.state.global_step}"
-    return finalize_checkpoint(staged, run_dir, step=trainer.state.global_step, stage=stage,
-                               stage_name=stage_name, keep_last=keep_last)
-
-
-def finalize_staged(run_dir: str | os.PathLike, step: int, **kwargs) -> Path | None:
-    """Finalize ``run_dir/checkpoint-<step>`` if a save outside ``on_save`` left it there (the OOM path)."""
-    staged = Path(run_dir) / f"{PREFIX}{int(step)}"
-    if not staged.is_dir():
-        return None
-    return finalize_checkpoint(staged, run_dir, step=step, **kwargs)
-
-
 def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
     """Remove ``run_dir/checkpoint-*`` leftovers: staging directories of a save that never finished."""
     run_dir = Path(run_dir)
@@ -454,8 +627,8 @@ def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
 
 
 __all__ = [
-    "CHECKPOINTS_DIR", "EXIT_CODES", "MARKER", "CheckpointError", "CheckpointInfo", "check_checkpoint",
-    "clean_staging", "finalize_checkpoint", "finalize_staged", "latest_checkpoint", "list_checkpoints", "make_checkpoint_callback",
-    "read_marker", "resolve_resume", "resume_hint", "rotate", "run_dir_of", "save_now", "trim_metrics",
+    "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "CHECKPOINTS_DIR", "EXIT_CODES", "MARKER", "CheckpointError", "CheckpointInfo", "check_checkpoint",
+    "clean_staging", "finalize_checkpoint", "latest_checkpoint", "list_checkpoints", "make_checkpoint_callback",
+    "newest_intact", "read_marker", "resolve_resume", "resume_hint", "rotate", "run_dir_of", "set_aside_later", "trim_metrics",
     "write_marker",
 ]

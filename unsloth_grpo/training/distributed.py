@@ -358,6 +358,30 @@ def node_lock(path: str | os.PathLike) -> Iterator[None]:
 # ---------------------------------------------------------------- per-rank evidence
 
 
+@contextlib.contextmanager
+def cpu_resume_fix() -> Iterator[None]:
+    """Let a data-parallel CPU run resume: transformers 5.17 loads the optimizer state with
+    ``map_location=args.device`` when there are several processes, and on CPU accelerate makes that
+    ``cpu:<rank>``, which ``torch.load`` cannot restore to ("don't know how to restore data location
+    ... tagged with cpu:0"). Within the block such a location is read as plain ``cpu``."""
+    import torch
+
+    real = torch.load
+
+    def load(f, map_location=None, *args, **kwargs):
+        if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
+            device = torch.device(map_location)
+            if device.type == "cpu" and device.index is not None:
+                map_location = "cpu"
+        return real(f, map_location, *args, **kwargs)
+
+    torch.load = load
+    try:
+        yield
+    finally:
+        torch.load = real
+
+
 def rank_log_callbacks(env: Mapping[str, str] | None = None) -> list:
     """A callback that makes every rank record its logs, when ``UNSLOTH_GRPO_RANK_LOG_DIR`` is set.
 

@@ -1,10 +1,14 @@
 """What to do after a CUDA out-of-memory error: save, explain, and propose a config that fits.
 
-The training loop calls :func:`handle_oom` from its ``except torch.OutOfMemoryError`` clause::
+The training loop calls :func:`handle_oom` for every exception :func:`is_oom` recognises
+(``torch.OutOfMemoryError``, and the plain ``RuntimeError("CUDA out of memory")`` that kernels
+outside torch raise)::
 
     try:
         trainer.train()
-    except torch.OutOfMemoryError as exc:
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
         return handle_oom(trainer, cfg, exc, estimate)
 
 It saves a checkpoint (LoRA weights, optimizer, scheduler, RNG and trainer state, so the
@@ -229,18 +233,26 @@ def save_checkpoint(trainer: Any, log: Callable[[str], None] = print) -> str | N
 
 
 def handle_oom(trainer: Any, cfg: Any, exc: BaseException, estimate: memory.MemoryEstimate | None = None, *,
-               gpu: dict | None = None, log: Callable[[str], None] = print) -> int:
+               gpu: dict | None = None, log: Callable[[str], None] = print,
+               finalize: Callable[[Path], Path] | None = None) -> int:
     """Save a checkpoint, explain the OOM, print a smaller config, return :data:`OOM_EXIT_CODE`.
 
     ``estimate`` is the :class:`memory.MemoryEstimate` the run was planned with; when None it
     is recomputed from ``cfg`` (if the model is known to the planner). The smaller config is
     found by :func:`suggest_smaller`; everything printed is also written to
-    ``<output_dir>/oom_report.json`` for ``--auto-shrink``.
+    ``<output_dir>/oom_report.json`` for ``--auto-shrink``. ``finalize`` moves the resumable
+    checkpoint from the Trainer's staging directory to where it stays
+    (:func:`unsloth_grpo.training.checkpoint.finalize_checkpoint`); the report names that place.
     """
     _free_memory(trainer)
     peak = measured_peak_gb()
     gpu = gpu if gpu is not None else memory.detect_gpu()
     checkpoint = save_checkpoint(trainer, log)
+    if checkpoint is not None and finalize is not None and Path(checkpoint).name.startswith("checkpoint-"):
+        try:
+            checkpoint = str(finalize(Path(checkpoint)))
+        except OSError as err:  # the staged copy is still whole; say where it is
+            log(f"could not move the checkpoint into place ({err}); it stays at {checkpoint}")
     settings = memory.settings_from_config(cfg, gpu)
     model_config = None
     try:

@@ -11,7 +11,9 @@ so a typo costs seconds, not a model load. Outputs land in ``cfg.output_dir``:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import time
 from pathlib import Path
 from typing import Callable
@@ -98,6 +100,34 @@ def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != "training.max_steps")
 
 
+#: Exit status of a run stopped by a full disk (a save failed; the older checkpoints are intact).
+DISK_FULL_EXIT_CODE = 4
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True for ENOSPC/EDQUOT, also when a library (safetensors) wraps it in its own error."""
+    import errno
+
+    for _ in range(8):  # the exception, its cause, their causes
+        if exc is None:
+            return False
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(exc)
+        if "No space left on device" in text or "os error 28" in text or "Disk quota exceeded" in text:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _refused_pickle(exc: BaseException) -> bool:
+    """``torch.load(..., weights_only=True)`` (what transformers uses to resume) refused a pickle
+    that asks to build arbitrary objects: a checkpoint file someone else crafted or damaged."""
+    import pickle
+
+    return isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower()
+
+
 def _held_out(cfg: RecipeConfig):
     """The evaluation slice: the task's held-out split of the same source, ``evaluation.limit`` rows."""
     import dataclasses
@@ -131,11 +161,11 @@ def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict
     return result
 
 
-def _resume_point(cfg: RecipeConfig, resume, stage_index: int):
+def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[str], None] = print):
     """The checkpoint to continue from (None for a fresh run), refusing mismatched resumes."""
     from unsloth_grpo.training import checkpoint as ckpt
 
-    resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir)
+    resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir, log=log)
     if resume_from is not None and resume_from.stage != stage_index:
         raise ckpt.CheckpointError(
             f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "
@@ -144,7 +174,45 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int):
         raise ckpt.CheckpointError(
             f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
             "pass --resume to continue it, or choose another --output-dir (or delete that directory) to start over")
+    round_steps = generation_round_steps(cfg)
+    if resume_from is not None and resume_from.step % round_steps:
+        aligned = [c for c in ckpt.list_checkpoints(ckpt.run_dir_of(resume_from.path))
+                   if c.step % round_steps == 0 and c.step < resume_from.step and c.stage == resume_from.stage]
+        raise ckpt.CheckpointError(
+            f"{resume_from.path} was saved at step {resume_from.step}, inside a generation round: with "
+            f"training.steps_per_generation={cfg.training.steps_per_generation} one round of completions serves "
+            f"{round_steps} optimizer steps, and TRL does not save the completions it still holds, so this run "
+            "could not continue exactly. "
+            + (f"Resume from {aligned[-1].path} (step {aligned[-1].step}, a round boundary) instead"
+               if aligned else f"No checkpoint of this run is at a round boundary (a multiple of {round_steps}); "
+                               "start again with training.save_steps a multiple of it"))
+    max_steps = cfg.training.max_steps
+    if resume_from is not None and resume_from.step >= max_steps:
+        raise ckpt.CheckpointError(
+            f"{resume_from.path} is at step {resume_from.step} and training.max_steps is {max_steps}: there is "
+            f"nothing left to train. To train further, add training.max_steps=N with N > {resume_from.step} "
+            "to the resume command")
+    finished = ckpt.finished_run(cfg.output_dir) if stage_index == 0 and resume_from is None else None
+    if finished is not None:  # a stage directory is rewritten by the stage runner on purpose
+        if resume:
+            raise ckpt.CheckpointError(
+                f"{cfg.output_dir} holds a run that finished at step {finished['step']} and has no checkpoint "
+                "to continue from; its adapter is final. Nothing was changed; start a new run with another "
+                "--output-dir (set training.save_steps so that a run can be continued later)")
+        raise ckpt.CheckpointError(
+            f"{cfg.output_dir} holds a run that finished at step {finished['step']} (adapter, metrics.jsonl); "
+            "a new run there would overwrite it. Nothing was changed: choose another --output-dir, or move "
+            "that directory away to start over")
     return resume_from
+
+
+def generation_round_steps(cfg: RecipeConfig) -> int:
+    """Optimizer steps served by one round of generation: TRL generates every
+    ``steps_per_generation x num_iterations`` micro-batches and steps the optimizer every
+    ``gradient_accumulation_steps`` of them. Resume is exact only at a round boundary."""
+    t = cfg.training
+    micro = (t.steps_per_generation or t.gradient_accumulation_steps) * int(t.passthrough.get("num_iterations", 1))
+    return micro // math.gcd(micro, t.gradient_accumulation_steps)
 
 
 def _memory_warnings(cfg: RecipeConfig, log: Callable[[str], None]) -> None:
@@ -166,6 +234,8 @@ def _prepare_output_dir(cfg: RecipeConfig, resume_from, log: Callable[[str], Non
     metrics_path = out / "metrics.jsonl"
     out.mkdir(parents=True, exist_ok=True)
     if resume_from is not None:
+        if ckpt.run_dir_of(resume_from.path).resolve() == out.resolve():
+            ckpt.set_aside_later(out, resume_from.step, log)  # a rewind: the later saves are another branch
         changed = _config_changes(out / "config.yaml", cfg)
         if changed:
             log(f"note: resuming with settings that differ from the checkpointed run: {', '.join(changed)}")
@@ -210,6 +280,10 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
 
     write_model_card(out, base_model=cfg.model.name)  # replaces PEFT's empty template
 
+    from unsloth_grpo.training import checkpoint as ckpt
+
+    ckpt.mark_finished(out, step=trainer.state.global_step, max_steps=cfg.training.max_steps)
+
 
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
           dataset=None, resume=None, loaded=None, stage: tuple[int, str | None] = (0, None),
@@ -224,7 +298,9 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     :class:`TrainingStopped` with exit code 130/143.
     """
     from unsloth_grpo.hardware.backend import prepare_backend
+    from unsloth_grpo.hardware.console import quiet_third_party
 
+    quiet_third_party()
     # every config problem at once and the doctor's preflight, before anything heavy (the stage
     # runner checked the machine once for all its stages)
     check_before_loading(cfg, environment=loaded is None)
@@ -238,7 +314,25 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         return run_stages(cfg, train=train, callbacks=callbacks, log=log, dataset=dataset, resume=resume)
     from unsloth_grpo.training import checkpoint as ckpt
 
-    resume_from = _resume_point(cfg, resume, stage[0])
+    # One training per output directory: while this one runs (rank 0 holds the lock), a second is
+    # refused. Taken at once when the directory exists, so the second run hears it before any work.
+    lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
+    try:
+        if lock is not None and Path(cfg.output_dir).is_dir():
+            lock.acquire()
+        return _train_one(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume, loaded=loaded,
+                          stage=stage, hint=hint, lock=lock)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, stage, hint, lock) -> TrainResult:
+    """The body of :func:`train` for one stage, under the run lock."""
+    from unsloth_grpo.hardware.backend import select_backend
+    from unsloth_grpo.training import checkpoint as ckpt
+
+    resume_from = _resume_point(cfg, resume, stage[0], log)
     from unsloth_grpo.training import distributed
 
     layout = distributed.detect()
@@ -262,6 +356,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     metrics_path = out / "metrics.jsonl"
     fresh_dir = not out.exists()
     if main_process:  # under torchrun/accelerate only rank 0 writes outputs
+        if lock is not None and not lock.held:
+            lock.acquire()  # a new directory: nobody could have held it before it existed
         _prepare_output_dir(cfg, resume_from, log)
     from unsloth_grpo.hardware.backend import load_model
     from unsloth_grpo.data import filter_long_prompts
@@ -282,7 +378,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     if main_process:
         _write_run_info(cfg, loaded, dataset)
     saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0],
-                                          stage_name=stage[1], hint=hint, log=log)
+                                          stage_name=stage[1], hint=hint, log=log,
+                                          round_steps=generation_round_steps(cfg))
 
     from trl import GRPOTrainer
 
@@ -327,23 +424,48 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
         f"{cfg.training.num_generations} generations per prompt -> {out}")
-    import torch
+    from unsloth_grpo.training import oom
 
+    cpu_ranks = layout.world_size > 1 and loaded.info.device == "cpu"
     try:
-        trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
-    except torch.OutOfMemoryError as exc:
+        with distributed.cpu_resume_fix() if cpu_ranks else contextlib.nullcontext():
+            trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
+    except Exception as exc:
+        if resume_from is not None and _refused_pickle(exc):
+            raise ckpt.CheckpointError(
+                f"{resume_from.path} holds a file that is not plain tensor data ({str(exc).splitlines()[0]}); "
+                "it was refused unread, because loading it could run code. Resume only from checkpoints "
+                "that this tool wrote; start a new run otherwise") from None
+        if disk_full(exc):
+            half = ckpt.clean_staging(out) if main_process else []
+            last = ckpt.latest_checkpoint(out)
+            raise TrainingStopped(
+                DISK_FULL_EXIT_CODE,
+                f"the disk is full ({exc}) at step {trainer.state.global_step}; "
+                + (f"the half-written save {half[0].name} was removed; " if half else "")
+                + (f"the newest complete checkpoint {last} is untouched. Free some space, then resume with: "
+                   f"{hint or ckpt.resume_hint(out)}" if last else
+                   "no checkpoint was completed. Free some space and start again")) from exc
+        # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
+        # bitsandbytes, Unsloth or vLLM raise instead
+        if not oom.is_oom(exc):
+            raise
         from unsloth_grpo.hardware import memory
-        from unsloth_grpo.training import oom
 
         try:
             estimate = memory.estimate_for_config(cfg)
         except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
             estimate = None
-        code = oom.handle_oom(trainer, cfg, exc, estimate)
-        moved = ckpt.finalize_staged(out, trainer.state.global_step, stage=stage[0], stage_name=stage[1])
-        if moved is not None:
-            log(f"checkpoint moved to {moved}; resume with: {hint or ckpt.resume_hint(out)}")
+
+        def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
+            return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
+                                            stage_name=stage[1], keep_last=cfg.run.keep_last)
+
+        code = oom.handle_oom(trainer, cfg, exc, estimate, finalize=finalize)
+        log(f"resume with: {hint or ckpt.resume_hint(out)}")
         raise TrainingStopped(code, "CUDA ran out of memory; a checkpoint and a smaller config were written") from exc
+    finally:
+        saver.restore_signals()  # also when training raised: Ctrl-C must work again afterwards
     if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
         raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
                               f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
