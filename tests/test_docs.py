@@ -44,7 +44,6 @@ def test_links_and_images_resolve(page):
 
 
 def test_every_docs_page_is_linked_from_the_readme():
-    readme = (ROOT / "README.md").read_text()
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in _links(ROOT / "README.md")}
     missing = [str(p.relative_to(ROOT)) for p in PAGES[1:] if p.resolve() not in linked]
     assert not missing, f"docs pages the README does not link: {missing}"

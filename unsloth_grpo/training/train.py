@@ -329,7 +329,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
 
 def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, stage, hint, lock) -> TrainResult:
     """The body of :func:`train` for one stage, under the run lock."""
-    from unsloth_grpo.hardware.backend import select_backend
+    from unsloth_grpo.hardware.backend import prepare_backend
     from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = _resume_point(cfg, resume, stage[0], log)
