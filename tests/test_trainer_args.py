@@ -65,9 +65,9 @@ def test_fields_the_toolkit_sets_name_the_key_that_decides_them():
 
 
 def test_sft_stages_map_through_the_same_rule():
-    cfg = _smoke("training.learning_rate=0.003", "training.packing=true", "training.epsilon_high=0.28")
+    cfg = _smoke("training.learning_rate=0.003", "training.dataset_text_field=body", "training.epsilon_high=0.28")
     args = sft_args(cfg, CPU)
-    assert args.learning_rate == 0.003 and args.packing is True  # an SFTConfig field passes
+    assert args.learning_rate == 0.003 and args.dataset_text_field == "body"  # an SFTConfig field passes
     assert not hasattr(args, "epsilon_high")  # a GRPO-only field is left to the GRPO stages
     assert args.max_length == cfg.model.max_seq_length
     assert args.loss_type != cfg.training.loss_type  # "dapo" is GRPO's loss, not SFT's

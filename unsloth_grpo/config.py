@@ -134,14 +134,6 @@ class TrainingConfig:
         factory=dict)
 
 
-#: ``training.*`` keys that are not GRPOConfig fields but are still read, and what they mean now.
-TRAINING_ALIASES = {
-    "warmup_ratio": "a share of max_steps for warming up; passed to TRL as warmup_steps (a float below 1 is a share)",
-    "keep_last": "the old name of run.keep_last",
-    "samples_every": "the old name of run.samples_every",
-    "extra": "the old home of GRPOConfig fields; its keys are read as if written under training:",
-}
-
 #: GRPOConfig/SFTConfig fields the toolkit sets itself, and the config key that decides each.
 TRAINER_FIELDS_OWNED_ELSEWHERE = {
     "output_dir": "output_dir (top level, or --output-dir)",
@@ -153,7 +145,6 @@ TRAINER_FIELDS_OWNED_ELSEWHERE = {
     "reward_weights": "rewards[].weight",
     "save_total_limit": "run.keep_last",
     "save_strategy": "training.save_steps (0 saves only on SIGINT/SIGTERM)",
-    "warmup_ratio": "training.warmup_ratio",
     "use_vllm": "model.fast_inference or model.vllm_server",
     "vllm_mode": "model.fast_inference or model.vllm_server",
     "vllm_server_base_url": "model.vllm_server",
