@@ -24,3 +24,16 @@ def _tiny_home(tmp_path_factory):
     """Keep ``builtin:tiny`` builds out of the user's home during tests."""
     os.environ["UNSLOTH_GRPO_HOME"] = str(tmp_path_factory.mktemp("home"))
     yield
+
+
+@pytest.fixture(autouse=True)
+def _trl_stays_unpatched():
+    """A test must not leave TRL's trainers replaced by Unsloth's compiled ones (importing some of
+    Unsloth's modules does that for the whole process), or every later training test runs another trainer."""
+    import sys
+
+    yield
+    trl = sys.modules.get("trl")
+    trainer = getattr(trl, "GRPOTrainer", None) if trl is not None and "trl.trainer.grpo_trainer" in sys.modules else None
+    assert trainer is None or not trainer.__name__.startswith("Unsloth"), \
+        "this test left TRL's GRPOTrainer patched by Unsloth for the rest of the session"
