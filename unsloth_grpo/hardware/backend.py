@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 TINY_MODEL = "builtin:tiny"
+#: Built-in models by name -> the ``unsloth_grpo.testing`` variant that builds them.
+BUILTIN_MODELS = {TINY_MODEL: "tiny", "builtin:tiny-digits": "digits"}
+
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -62,13 +65,15 @@ def cache_dir() -> Path:
 
 
 def resolve_model_path(name: str) -> str:
-    """``builtin:tiny`` -> a locally built tiny model; anything else unchanged."""
-    if name == TINY_MODEL:
+    """``builtin:tiny`` (or another of :data:`BUILTIN_MODELS`) -> a locally built model; anything else unchanged."""
+    if name in BUILTIN_MODELS:
         from unsloth_grpo.testing import build_tiny_model
 
-        return build_tiny_model(cache_dir() / "tiny-model")
+        variant = BUILTIN_MODELS[name]
+        return build_tiny_model(cache_dir() / ("tiny-model" if variant == "tiny" else f"tiny-{variant}-model"),
+                                variant=variant)
     if name.startswith("builtin:"):
-        raise BackendError(f"unknown built-in model '{name}'; the only one is '{TINY_MODEL}'")
+        raise BackendError(f"unknown built-in model '{name}'; choose one of: {', '.join(BUILTIN_MODELS)}")
     return name
 
 
