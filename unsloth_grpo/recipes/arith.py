@@ -24,11 +24,11 @@ DEFAULTS = {
     "model": {"name": "builtin:tiny-digits", "max_seq_length": 128, "load_in_4bit": False, "dtype": "fp32",
               "device": "cpu", "backend": "transformers"},
     "lora": {"r": 32, "alpha": 64, "target_modules": ["all-linear"]},
-    "data": {"source": "synthetic", "subset": "digits=2,addend_digits=1", "num_synthetic": 4096,
+    "data": {"source": "synthetic", "subset": "digits=3,addend_digits=1", "num_synthetic": 4096,
              "max_prompt_tokens": 64},
     "rewards": DEFAULT_REWARDS,
     "training": {
-        "max_steps": 40, "learning_rate": 2e-3, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
+        "max_steps": 60, "learning_rate": 5e-4, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
         "weight_decay": 0.0, "max_grad_norm": 1.0, "num_generations": 8, "per_device_train_batch_size": 64,
         "max_completion_length": 8, "temperature": 1.0, "samples_every": 0, "save_steps": 0,
         "gradient_checkpointing": False,
@@ -37,9 +37,9 @@ DEFAULTS = {
     "monitor": {"ignore": ["length_clipped"]},
     "evaluation": {"split": "test", "limit": 500, "max_new_tokens": 8, "batch_size": 500},
     "stages": [
-        {"name": "sft", "kind": "sft", "max_steps": 100, "learning_rate": 2e-3, "num_examples": 256,
+        {"name": "sft", "kind": "sft", "max_steps": 160, "learning_rate": 3e-3, "num_examples": 512,
          "training": {"per_device_train_batch_size": 32}},
-        {"name": "grpo", "kind": "grpo", "max_steps": 40},
+        {"name": "grpo", "kind": "grpo", "max_steps": 60},
     ],
 }
 

@@ -1,6 +1,6 @@
 """Arith: multi-digit addition with exact answers, small enough to learn on a CPU.
 
-The model sees ``"47 + 385 ="`` and answers ``<answer>432</answer>``. This module owns
+The model sees ``"047 + 385 ="`` and answers ``<answer>0432</answer>``. This module owns
 the task: the offline generator (with a difficulty knob, ``digits``), the split into disjoint
 training and held-out problems, the grader, the ``arith_correct`` reward and the solved
 examples the SFT stage trains on. The reward and :func:`is_correct` both call :func:`grade`, so
@@ -12,7 +12,7 @@ held-out sum is ever a training prompt or an SFT example, whatever the seeds.
 
 Example::
 
-    >>> rows = make_problems(3, seed=0, split="test")
+    >>> rows = make_problems(3, seed=0, split="test", digits=3)
     >>> sorted(rows[0])
     ['a', 'answer', 'b', 'question']
     >>> all(split_of(r["a"], r["b"]) == "test" for r in rows)
@@ -61,40 +61,44 @@ def split_of(a: int, b: int) -> str:
     return "test" if zlib.crc32(f"{a}+{b}".encode()) % HELD_OUT_EVERY == 0 else "train"
 
 
-def question_for(a: int, b: int) -> str:
-    return f"{a} + {b} ="
+def question_for(a: int, b: int, digits: int, addend_digits: int | None = None) -> str:
+    """Each operand written with its full width (``07 + 45 =``), so every digit keeps its place."""
+    return f"{a:0{digits}d} + {b:0{addend_digits or digits}d} ="
 
 
-def _operand(rng: random.Random, min_digits: int, digits: int) -> int:
-    n = rng.randint(min_digits, digits)
-    return rng.randint(0 if n == 1 else 10 ** (n - 1), 10**n - 1)
+def solution_for(a: int, b: int, digits: int) -> str:
+    """The worked answer an SFT example shows: the sum with ``digits + 1`` digits (``052``)."""
+    return f"<answer>{a + b:0{digits + 1}d}</answer>"
 
 
-def make_problems(
-    n: int, seed: int = 0, *, split: str = "train", digits: int = 3, min_digits: int = 1,
-    addend_digits: int | None = None,
-) -> list[dict[str, Any]]:
-    """``n`` problems ``a + b`` of the ``split``: ``a`` has ``min_digits``..``digits`` digits, ``b`` has
-    1..``addend_digits`` (default: the same range as ``a``).
+def make_problems(n: int, seed: int = 0, *, split: str = "train", digits: int = 2,
+                  addend_digits: int | None = None) -> list[dict[str, Any]]:
+    """``n`` problems ``a + b`` of the ``split``, deterministic per seed.
 
-    Deterministic per seed. Problems may repeat within a split (the problem space of small
-    ``digits`` is small); they never cross splits.
+    ``0 <= a < 10**digits`` and ``0 <= b < 10**addend_digits`` (default: ``digits``). Problems
+    may repeat in the training split; held-out problems are distinct. No problem is in both.
     """
+    width_b = addend_digits or digits
     if n < 1:
         raise DataError(f"num_synthetic={n}: ask for at least one arith problem")
     if split not in SPLITS:
         raise DataError(f"arith split '{split}' is unknown; choose one of: {', '.join(SPLITS)}")
-    if not 1 <= min_digits <= digits <= 9:
-        raise DataError(f"arith needs 1 <= min_digits <= digits <= 9, got min_digits={min_digits}, digits={digits}")
-    if addend_digits is not None and not 1 <= addend_digits <= 9:
-        raise DataError(f"arith needs 1 <= addend_digits <= 9, got {addend_digits}")
+    if not 1 <= width_b <= digits <= 9:
+        raise DataError(f"arith needs 1 <= addend_digits <= digits <= 9, got digits={digits}, "
+                        f"addend_digits={addend_digits}")
+    space = 10 ** (digits + width_b)
+    if split == "test" and n > space // HELD_OUT_EVERY // 2:
+        raise DataError(f"{n} distinct held-out problems asked for, but digits={digits}, addend_digits={width_b} "
+                        f"has only about {space // HELD_OUT_EVERY}; lower the number or raise digits")
     rng = random.Random(f"arith-{seed}-{split}")
     rows: list[dict[str, Any]] = []
+    seen: set[tuple[int, int]] = set()
     while len(rows) < n:
-        a = _operand(rng, min_digits, digits)
-        b = _operand(rng, min_digits, digits) if addend_digits is None else _operand(rng, 1, addend_digits)
-        if split_of(a, b) == split:
-            rows.append({"a": a, "b": b, "question": question_for(a, b), "answer": str(a + b)})
+        a, b = rng.randrange(10**digits), rng.randrange(10**width_b)
+        if split_of(a, b) != split or (split == "test" and (a, b) in seen):
+            continue  # held-out problems are distinct, so each one is an independent trial
+        seen.add((a, b))
+        rows.append({"a": a, "b": b, "question": question_for(a, b, digits, width_b), "answer": str(a + b)})
     return rows
 
 
@@ -152,23 +156,13 @@ def arith_correct(*, reward: float = 1.0, tag: str | Sequence[str] = "answer") -
 # ---------------------------------------------------------------- datasets
 
 
-def load_arith(
-    split: str = "train",
-    *,
-    num_synthetic: int = 512,
-    seed: int = 0,
-    digits: int = 3,
-    min_digits: int = 1,
-    addend_digits: int | None = None,
-    system_prompt: str | None = None,
-    limit: int | None = None,
-):
+def load_arith(split: str = "train", *, num_synthetic: int = 512, seed: int = 0, digits: int = 2,
+               addend_digits: int | None = None, system_prompt: str | None = None, limit: int | None = None):
     """Arith rows as ``prompt`` (chat messages), ``answer`` (the sum as text), ``question``."""
     import datasets
 
     count = num_synthetic if limit is None else min(num_synthetic, limit)
-    rows = make_problems(count, seed=seed, split=split, digits=digits, min_digits=min_digits,
-                         addend_digits=addend_digits)
+    rows = make_problems(count, seed=seed, split=split, digits=digits, addend_digits=addend_digits)
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     return datasets.Dataset.from_dict({
         "prompt": [chat_prompt(r["question"], system) for r in rows],
@@ -178,18 +172,16 @@ def load_arith(
 
 
 def difficulty(cfg) -> dict[str, int | None]:
-    """The difficulty knob, read from ``data.subset`` (``"digits=3,min_digits=1,addend_digits=1"``)."""
-    out: dict[str, int | None] = {"digits": 3, "min_digits": 1, "addend_digits": None}
-    subset = cfg.data.subset
-    if not subset:
+    """The difficulty knob from ``data.subset``: ``"digits=2"`` or ``"digits=2,addend_digits=1"``."""
+    out: dict[str, int | None] = {"digits": 2, "addend_digits": None}
+    if not cfg.data.subset:
         return out
-    for part in str(subset).split(","):
+    for part in str(cfg.data.subset).split(","):
         key, _, value = part.partition("=")
-        key = key.strip()
-        if key not in out or not value.strip().isdigit():
-            raise DataError(f"data.subset='{subset}': arith reads it as the difficulty, e.g. "
-                            "'digits=3,addend_digits=1' (keys: " + ", ".join(out) + "; whole numbers)")
-        out[key] = int(value)
+        if key.strip() not in out or not value.strip().isdigit():
+            raise DataError(f"data.subset='{cfg.data.subset}': arith reads it as the difficulty, e.g. "
+                            "'digits=3' or 'digits=2,addend_digits=1' (digits per operand)")
+        out[key.strip()] = int(value)
     return out
 
 
@@ -211,11 +203,12 @@ def sft_examples(cfg, n: int):
     """
     import datasets
 
-    rows = make_problems(n, seed=cfg.seed + 10_000, split="train", **difficulty(cfg))
+    knob = difficulty(cfg)
+    rows = make_problems(n, seed=cfg.seed + 10_000, split="train", **knob)
     system = cfg.data.system_prompt if cfg.data.system_prompt is not None else SYSTEM_PROMPT
     return datasets.Dataset.from_list([
         {"prompt": chat_prompt(r["question"], system),
-         "completion": [{"role": "assistant", "content": f"<answer>{r['answer']}</answer>"}]}
+         "completion": [{"role": "assistant", "content": solution_for(r["a"], r["b"], knob["digits"])}]}
         for r in rows
     ])
 
