@@ -12,10 +12,13 @@ from unsloth_grpo.training.controls import check_two_stage, shuffled_gold, wilso
 
 
 def test_train_and_held_out_problems_never_overlap():
-    train = {(r["a"], r["b"]) for r in arith.make_problems(3000, seed=0, split="train", digits=2)}
-    test = {(r["a"], r["b"]) for r in arith.make_problems(3000, seed=5, split="test", digits=2)}
+    train = {(r["a"], r["b"]) for r in arith.make_problems(3000, seed=0, split="train", digits=2, addend_digits=1)}
+    test = {(r["a"], r["b"]) for r in arith.make_problems(80, seed=5, split="test", digits=2, addend_digits=1)}
     assert train and test and not train & test
     assert all(arith.split_of(a, b) == "test" for a, b in test)
+    assert len(test) == 80  # held-out problems are distinct: each is an independent trial
+    with pytest.raises(DataError, match="distinct held-out"):
+        arith.make_problems(500, split="test", digits=2, addend_digits=1)  # only ~200 exist, and at most half are drawn
 
 
 def test_generator_is_deterministic_and_honours_the_difficulty_knob():
@@ -82,8 +85,8 @@ def test_sft_examples_are_solved_training_problems():
     assert len(ds) == 50
     for row in ds:
         a, b = (int(x) for x in row["prompt"][-1]["content"].rstrip(" =").split(" + "))
-        assert arith.split_of(a, b) == "train" and b <= 9  # the recipe's knob: digits=2,addend_digits=1
-        assert row["completion"][0]["content"] == f"<answer>{a + b:03d}</answer>"
+        assert arith.split_of(a, b) == "train" and b <= 9  # the recipe's knob: digits=3,addend_digits=1
+        assert row["completion"][0]["content"] == f"<answer>{a + b:04d}</answer>"
         assert arith.is_correct(row["completion"][0]["content"], str(a + b))
         assert arith.matches_format(row["completion"][0]["content"])
 
@@ -137,3 +140,32 @@ def test_digits_tokenizer_gives_every_digit_its_own_token(tmp_path):
     assert [p for p in pieces if p.strip("Ġ").isdigit()] == ["4", "3", "2", "1"]
     plain = build_tokenizer(tmp_path / "plain")
     assert any(len(p.strip("Ġ")) > 1 and p.strip("Ġ").isdigit() for p in plain.tokenize("1234 5678 99 100"))
+
+
+def test_builtin_digits_model_is_a_known_name_and_typos_list_the_choices():
+    from unsloth_grpo.hardware.backend import BUILTIN_MODELS, BackendError, resolve_model_path
+
+    assert "builtin:tiny-digits" in BUILTIN_MODELS
+    with pytest.raises(BackendError, match="builtin:tiny-digits"):
+        resolve_model_path("builtin:tiny-digit")
+
+
+@pytest.mark.slow
+def test_run_controls_trains_every_arm_from_one_sft_start(tmp_path):
+    """The controls runner on a few steps: every arm is trained and graded on the same held-out problems.
+
+    This checks the machinery, not the learning claim (docs/accuracy_demo.md has the measured table).
+    """
+    from unsloth_grpo.training.controls import ARMS, run_controls
+
+    cfg = RECIPE.resolve(output_dir=str(tmp_path / "run"), overrides=[
+        "evaluation.limit=40", "training.per_device_train_batch_size=16", "data.num_synthetic=64",
+        "stages=[{name: sft, kind: sft, max_steps: 8, learning_rate: 0.003, num_examples: 32},"
+        " {name: grpo, kind: grpo, max_steps: 2}]",
+    ])
+    result = run_controls(cfg, log=lambda msg: None)
+    assert set(result["accuracy"]) == {"sft", *ARMS}
+    assert all(e["n"] == 40 and 0.0 <= e["ci95"][0] <= e["accuracy"] <= e["ci95"][1] <= 1.0
+               for e in result["evals"].values())
+    assert set(result["grpo_reward"]) == {"grpo", "shuffled_grpo"}
+    assert not any((tmp_path / "run" / arm).exists() for arm in ("sft", *ARMS))  # outputs cleaned up
