@@ -13,6 +13,7 @@ Example::
     path = build_tiny_model("/tmp/tiny")          # ~1 s, idempotent
     # then load it like any local checkpoint:
     # AutoModelForCausalLM.from_pretrained(path)
+    path = build_tiny_model("/tmp/digits", variant="digits")   # the arithmetic model (~0.5M parameters)
 """
 
 from __future__ import annotations
@@ -104,6 +105,29 @@ TINY_MODEL_KWARGS = dict(
     initializer_range=0.3,
 )
 
+#: The ``digits`` variant, for the arithmetic task (``builtin:tiny-digits``): every digit is its own
+#: token (a BPE that merges "38" into one token hides the digit structure that addition needs),
+#: and the model is wider and deeper so that it can learn to add at all. Measured on 2 CPU cores:
+#: the arith recipe's SFT + GRPO on it takes a few minutes.
+#: Its weights start at ``initializer_range=0.1``: at 0.3 the attention logits of a 128-wide model
+#: are so large that every head is saturated on a random position and addition is never learned;
+#: at 0.02 the output logits are too flat for LoRA to shape.
+DIGITS_MODEL_KWARGS = dict(
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+    initializer_range=0.1,
+)
+
+#: Built-in variants: architecture and whether the tokenizer splits digits.
+VARIANTS = {
+    "tiny": (TINY_MODEL_KWARGS, False),
+    "digits": (DIGITS_MODEL_KWARGS, True),
+}
+
 _MARKER = "tiny_model.json"
 
 
@@ -131,17 +155,22 @@ def _corpus(n_lines: int, seed: int, *, tool_calling: bool = False) -> list[str]
 
 
 def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0,
-                    extra_tokens: list[str] | tuple[str, ...] = (), tool_calling: bool = False):
+                    extra_tokens: list[str] | tuple[str, ...] = (), tool_calling: bool = False,
+                    split_digits: bool = False):
     """Train and save a byte-level BPE tokenizer with a ChatML chat template (and ``extra_tokens`` kept whole).
 
     ``tool_calling`` adds the tool-call markers as whole tokens, the tool-capable template
     (:data:`CHATML_TOOLS_TEMPLATE`) and the response template TRL parses calls with.
+    ``split_digits`` cuts every digit into its own token before BPE runs, so no merge ever
+    joins two digits.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                         if split_digits else byte_level)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -149,7 +178,10 @@ def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(2000, seed, tool_calling=tool_calling), trainer=trainer)
+    lines = _corpus(2000, seed, tool_calling=tool_calling)
+    if split_digits:  # the chat roles as whole tokens keep the arithmetic prompts short
+        lines += ["system user assistant"] * 200
+    tok.train_from_iterator(lines, trainer=trainer)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=None,
@@ -167,21 +199,27 @@ def build_tokenizer(path: str | os.PathLike, *, vocab_size: int = 512, seed: int
 
 
 def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool = False,
-                     extra_tokens: list[str] | tuple[str, ...] = (), tool_calling: bool = False) -> str:
+                     extra_tokens: list[str] | tuple[str, ...] = (), tool_calling: bool = False,
+                     variant: str = "tiny") -> str:
     """Build (or reuse) the tiny Qwen2 model and tokenizer in ``path``; return the path.
 
-    The result is deterministic for a given ``seed``. An existing build is reused unless
-    ``overwrite`` is set, so calling this at the start of every smoke run costs nothing.
+    ``variant`` is a key of :data:`VARIANTS`: ``tiny`` (the smoke model) or ``digits`` (the
+    arithmetic model). The result is deterministic for a given ``seed``. An existing build is
+    reused unless ``overwrite`` is set, so calling this at the start of every smoke run costs nothing.
     ``extra_tokens`` are added as whole tokens after the format tags (``CODE_TOKENS`` for
     ``builtin:tiny-code``); ``tool_calling`` builds the tool-capable tokenizer (``builtin:tiny-tools``).
-    Without either the model is exactly ``builtin:tiny``.
+    Without any of them the model is exactly ``builtin:tiny``.
     """
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
+    if variant not in VARIANTS:
+        raise ValueError(f"variant '{variant}' is unknown; choose one of: {', '.join(VARIANTS)}")
+    model_kwargs, split_digits = VARIANTS[variant]
     path = Path(path)
     marker = path / _MARKER
-    wanted = {"seed": seed, **TINY_MODEL_KWARGS, **({"extra_tokens": list(extra_tokens)} if extra_tokens else {}),
+    wanted = {"seed": seed, **model_kwargs, **({"split_digits": True} if split_digits else {}),
+              **({"extra_tokens": list(extra_tokens)} if extra_tokens else {}),
               **({"tool_calling": True} if tool_calling else {})}
     if not overwrite and marker.exists():
         try:
@@ -190,13 +228,14 @@ def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool 
         except json.JSONDecodeError:
             pass
     path.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer(path, seed=seed, extra_tokens=extra_tokens, tool_calling=tool_calling)
+    tokenizer = build_tokenizer(path, seed=seed, extra_tokens=extra_tokens, tool_calling=tool_calling,
+                                split_digits=split_digits)
     config = Qwen2Config(
         vocab_size=len(tokenizer),
         bos_token_id=None,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-        **TINY_MODEL_KWARGS,
+        **model_kwargs,
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)

@@ -36,6 +36,10 @@ TINY_MODEL = "builtin:tiny"
 TINY_CODE_MODEL = "builtin:tiny-code"
 #: The tiny model whose tokenizer can write tool calls (the tools recipes' smoke presets).
 TINY_TOOLS_MODEL = "builtin:tiny-tools"
+#: The tiny model with one token per digit (the arith recipe's accuracy demo).
+TINY_DIGITS_MODEL = "builtin:tiny-digits"
+#: Every built-in model name (error messages and checks list them from here).
+BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL)
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -97,9 +101,14 @@ def resolve_model_path(name: str) -> str:
 
         with node_lock(cache_dir() / "tiny-tools-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-tools-model", tool_calling=True)
+    if name == TINY_DIGITS_MODEL:  # a slightly larger tiny model whose tokenizer splits digits
+        from unsloth_grpo.testing import build_tiny_model
+        from unsloth_grpo.training.distributed import node_lock
+
+        with node_lock(cache_dir() / "tiny-digits-model.lock"):
+            return build_tiny_model(cache_dir() / "tiny-digits-model", variant="digits")
     if name.startswith("builtin:"):
-        raise BackendError(f"unknown built-in model '{name}'; the built-in ones are '{TINY_MODEL}', "
-                           f"'{TINY_CODE_MODEL}' and '{TINY_TOOLS_MODEL}'")
+        raise BackendError(f"unknown built-in model '{name}'; choose one of: {', '.join(BUILTIN_MODELS)}")
     return name
 
 

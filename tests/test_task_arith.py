@@ -1,0 +1,171 @@
+"""The arith task (generator, splits, grader = reward), the digit tokenizer and the controls runner."""
+
+from __future__ import annotations
+
+import pytest
+
+from unsloth_grpo.config import ConfigError
+from unsloth_grpo.data import DataError
+from unsloth_grpo.recipes.arith import RECIPE
+from unsloth_grpo.tasks import arith
+from unsloth_grpo.training.controls import check_two_stage, shuffled_gold, wilson_interval
+
+
+def test_train_and_held_out_problems_never_overlap():
+    train = {(r["a"], r["b"]) for r in arith.make_problems(3000, seed=0, split="train", digits=2, addend_digits=1)}
+    test = {(r["a"], r["b"]) for r in arith.make_problems(80, seed=5, split="test", digits=2, addend_digits=1)}
+    assert train and test and not train & test
+    assert all(arith.split_of(a, b) == "test" for a, b in test)
+    assert len(test) == 80  # held-out problems are distinct: each is an independent trial
+    with pytest.raises(DataError, match="distinct held-out"):
+        arith.make_problems(500, split="test", digits=2, addend_digits=1)  # only ~200 exist, and at most half are drawn
+
+
+def test_generator_is_deterministic_and_honours_the_difficulty_knob():
+    rows = arith.make_problems(200, seed=3, digits=3)
+    assert rows == arith.make_problems(200, seed=3, digits=3)
+    assert rows != arith.make_problems(200, seed=4, digits=3)
+    assert all(0 <= r["a"] <= 999 and 0 <= r["b"] <= 999 for r in rows)
+    assert max(r["a"] for r in rows) >= 900 and min(r["a"] for r in rows) < 100
+    assert all(r["answer"] == str(r["a"] + r["b"]) and r["question"] == f"{r['a']:03d} + {r['b']:03d} ="
+               for r in rows)
+    with pytest.raises(DataError, match="digits"):
+        arith.make_problems(5, digits=0)
+
+
+@pytest.mark.parametrize("text, verdict", [
+    ("<answer>132</answer>", "correct"),
+    ("<answer> 0132\n</answer>", "correct"),
+    ("<answer>131</answer>", "wrong"),
+    ("<answer>-132</answer>", "malformed"),
+    ("<answer>132.0</answer>", "malformed"),
+    ("<answer>one hundred</answer>", "malformed"),
+    ("132", "missing"),
+    ("<answer>132", "missing"),
+])
+def test_grade(text, verdict):
+    assert arith.grade(text, "132") == verdict
+
+
+def test_reward_is_the_graders_verdict():
+    completions = ["<answer>132</answer>", "<answer>131</answer>", "132", "<answer>x</answer>"]
+    fn = arith.arith_correct()
+    assert fn(completions, answer=["132"] * 4) == [1.0, 0.0, 0.0, 0.0]
+    assert fn(completions, answer=["132"] * 4) == [float(arith.is_correct(c, "132")) for c in completions]
+    chat = [[{"role": "assistant", "content": "<answer>7</answer>"}]]
+    assert arith.arith_correct(reward=2.0)(chat, answer=["7"]) == [2.0]
+    with pytest.raises(ValueError, match="answer"):
+        fn(completions)
+
+
+def test_reward_is_in_the_registry():
+    from unsloth_grpo.rewards import available_rewards
+
+    assert "arith_correct" in available_rewards()
+
+
+def test_matches_format():
+    assert arith.matches_format("<answer>12</answer>")
+    assert not arith.matches_format("<answer>12</answer> extra")
+    assert not arith.matches_format("<answer>1 2</answer>")
+
+
+def test_difficulty_comes_from_data_subset_and_bad_values_are_explained():
+    assert arith.difficulty(RECIPE.resolve(overrides=["data.subset=digits=3"])) == {"digits": 3, "addend_digits": None}
+    assert arith.difficulty(RECIPE.resolve(overrides=["data.subset=digits=3,addend_digits=1"]))["addend_digits"] == 1
+    with pytest.raises(DataError, match="digits=3"):
+        arith.difficulty(RECIPE.resolve(overrides=["data.subset=digit=3"]))
+    with pytest.raises(DataError, match="synthetic"):
+        arith.load_dataset_for(RECIPE.resolve(overrides=["data.source=foo.jsonl"]))
+
+
+def test_sft_examples_are_solved_training_problems():
+    cfg = RECIPE.resolve()
+    ds = arith.sft_examples(cfg, 50)
+    assert len(ds) == 50
+    for row in ds:
+        a, b = (int(x) for x in row["prompt"][-1]["content"].rstrip(" =").split(" + "))
+        assert arith.split_of(a, b) == "train" and b <= 9  # the recipe's knob: digits=3,addend_digits=1
+        assert row["completion"][0]["content"] == f"<answer>{a + b:04d}</answer>"
+        assert arith.is_correct(row["completion"][0]["content"], str(a + b))
+        assert arith.matches_format(row["completion"][0]["content"])
+
+
+def test_held_out_rows_come_from_the_test_split():
+    cfg = RECIPE.resolve(overrides=["data.split=test", "data.num_synthetic=40"])
+    ds = arith.load_dataset_for(cfg)
+    assert len(ds) == 40 and set(ds.column_names) >= {"prompt", "answer"}
+    for row in ds:
+        a, b = (int(x) for x in row["prompt"][-1]["content"].rstrip(" =").split(" + "))
+        assert arith.split_of(a, b) == "test" and row["answer"] == str(a + b)
+
+
+def test_shuffled_gold_keeps_the_answers_but_not_their_problems():
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"prompt": [str(i) for i in range(100)], "answer": [str(i) for i in range(100)]})
+    shuffled = shuffled_gold(ds, seed=1)
+    assert sorted(shuffled["answer"]) == sorted(ds["answer"])
+    assert shuffled["prompt"] == ds["prompt"]
+    assert sum(a == b for a, b in zip(shuffled["answer"], ds["answer"])) < 10
+
+
+def test_wilson_interval():
+    low, high = wilson_interval(250, 500)
+    assert low == pytest.approx(0.4563, abs=1e-3) and high == pytest.approx(0.5437, abs=1e-3)
+    assert wilson_interval(0, 500)[0] == 0.0 and 0 < wilson_interval(0, 500)[1] < 0.01
+
+
+def test_controls_need_an_sft_then_grpo_config():
+    check_two_stage(RECIPE.resolve())
+    with pytest.raises(ConfigError, match=r"stages \[sft, grpo\]"):
+        check_two_stage(RECIPE.resolve(overrides=["stages=[]"]))
+
+
+def test_recipe_config_has_no_problems_and_round_trips(tmp_path):
+    from unsloth_grpo.config import dump_config, load_config
+
+    cfg = RECIPE.resolve()
+    assert cfg.problems() == []
+    dump_config(cfg, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == cfg
+    assert load_config("recipes/arith.yaml") == cfg
+
+
+def test_digits_tokenizer_gives_every_digit_its_own_token(tmp_path):
+    from unsloth_grpo.testing import build_tokenizer
+
+    tok = build_tokenizer(tmp_path, split_digits=True)
+    pieces = tok.tokenize("<answer>4321</answer>")
+    assert [p for p in pieces if p.strip("Ġ").isdigit()] == ["4", "3", "2", "1"]
+    plain = build_tokenizer(tmp_path / "plain")
+    assert any(len(p.strip("Ġ")) > 1 and p.strip("Ġ").isdigit() for p in plain.tokenize("1234 5678 99 100"))
+
+
+def test_builtin_digits_model_is_a_known_name_and_typos_list_the_choices():
+    from unsloth_grpo.hardware.backend import BUILTIN_MODELS, BackendError, resolve_model_path
+
+    assert "builtin:tiny-digits" in BUILTIN_MODELS
+    with pytest.raises(BackendError, match="builtin:tiny-digits"):
+        resolve_model_path("builtin:tiny-digit")
+
+
+@pytest.mark.slow
+def test_run_controls_trains_every_arm_from_one_sft_start(tmp_path):
+    """The controls runner on a few steps: every arm is trained and graded on the same held-out problems.
+
+    This checks the machinery, not the learning claim (docs/accuracy_demo.md has the measured table).
+    """
+    from unsloth_grpo.training.controls import ARMS, run_controls
+
+    cfg = RECIPE.resolve(output_dir=str(tmp_path / "run"), overrides=[
+        "evaluation.limit=40", "training.per_device_train_batch_size=16", "data.num_synthetic=64",
+        "stages=[{name: sft, kind: sft, max_steps: 8, learning_rate: 0.003, num_examples: 32},"
+        " {name: grpo, kind: grpo, max_steps: 2}]",
+    ])
+    result = run_controls(cfg, log=lambda msg: None)
+    assert set(result["accuracy"]) == {"sft", *ARMS}
+    assert all(e["n"] == 40 and 0.0 <= e["ci95"][0] <= e["accuracy"] <= e["ci95"][1] <= 1.0
+               for e in result["evals"].values())
+    assert set(result["grpo_reward"]) == {"grpo", "shuffled_grpo"}
+    assert not any((tmp_path / "run" / arm).exists() for arm in ("sft", *ARMS))  # outputs cleaned up
