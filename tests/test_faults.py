@@ -101,7 +101,10 @@ def _assert_like_reference(run: Path, reference) -> None:
     assert [r["step"] for r in rows] == list(range(1, STEPS + 1))  # no step lost, none logged twice
     for a, b in zip(ref_rows, rows):
         for key in COMPARED:
-            assert b[key] == pytest.approx(a[key], **RESUME_TOL), (a["step"], key)
+            # the gradient norm sums every gradient, so a different split of that sum over threads
+            # (the reference trains in this process, the faulted runs in fresh ones) moves its last digits
+            tol = dict(rel=1e-4, abs=1e-6) if key == "grad_norm" else RESUME_TOL
+            assert b[key] == pytest.approx(a[key], **tol), (a["step"], key)
     weights = load_file(str(run / "adapter_model.safetensors"))
     assert max((weights[k] - ref_weights[k]).abs().max().item() for k in ref_weights) < 1e-6
 
