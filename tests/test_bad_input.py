@@ -46,6 +46,7 @@ def _run_with(argv: list[str], train_fn=_never_train) -> int:
 # ------------------------------------------------------------------ TRL's own fields
 
 
+@pytest.mark.slow
 def test_an_unknown_grpo_field_is_refused_before_loading_with_the_close_name(capsys):
     err = _refused(capsys, "--check", "training.epsilon_hgh=0.3")
     assert "training.epsilon_hgh is not a field of the installed TRL's GRPOConfig" in err

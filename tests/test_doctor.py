@@ -502,6 +502,7 @@ def test_real_environment_report():
     preflight("transformers", report=report)
 
 
+@pytest.mark.slow
 def test_third_party_noise_is_dropped_but_errors_are_kept():
     """torch logs a deprecation line per torchao enum at import; bitsandbytes asks for `pip install
     kernels` on CPU. Neither is something a user of this package can act on."""

@@ -393,6 +393,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_unread(tmp_path, reference)
                   "refused unread (weights_only)"))
 
 
+@pytest.mark.slow
 def test_no_output_file_holds_the_hub_token(reference):
     _, _, run = reference
     files = [p for p in run.rglob("*") if p.is_file()]

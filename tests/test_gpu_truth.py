@@ -27,6 +27,7 @@ wheels = _load("gather_gpu_wheels", ROOT / "tools" / "gather_gpu_wheels.py")
 # ------------------------------------------------------------------------------------ --dry end to end
 
 
+@pytest.mark.slow
 def test_dry_run_exercises_the_kit_on_cpu(tmp_path):
     out = tmp_path / "dry.json"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_truth.py"), "--dry", "--no-tests",

@@ -135,6 +135,7 @@ def test_unknown_config_key_fails_before_any_model_is_loaded(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_impossible_batch_and_bad_reward_are_reported_together(tmp_path):
     out = tmp_path / "never"
     proc = _run(["-m", "unsloth_grpo.cli", "train", "--preset", "smoke", "--output-dir", str(out),

@@ -39,6 +39,7 @@ def test_map_keeps_the_order_and_runs_in_parallel(box):
     assert [r.passed for r in box.map(jobs)] == [1, 1, 0, 1]
 
 
+@pytest.mark.slow
 def test_every_status_can_happen(box):
     jobs = {
         "passed": ADD,

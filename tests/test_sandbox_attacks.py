@@ -138,6 +138,7 @@ def loopback_server():
 
 
 @pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "fresh-interpreter"])
+@pytest.mark.slow
 def test_attack_suite(tmp_path, loopback_server, capsys, fork_server):
     port, connected = loopback_server
     victim = tmp_path / "trainer_file.txt"

@@ -110,6 +110,7 @@ def _fresh(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("backend", ["transformers", "unsloth"])
+@pytest.mark.slow
 def test_a_tool_really_runs_and_its_result_is_in_the_transcript(tmp_path, monkeypatch, backend):
     if backend == "unsloth":
         pytest.importorskip("unsloth")  # on CPU Unsloth hands TRL's own trainer the tools
@@ -135,6 +136,7 @@ def test_a_tool_really_runs_and_its_result_is_in_the_transcript(tmp_path, monkey
     assert "[call] spy_calculate(expression='37*91')" in samples[0]["completion"]
 
 
+@pytest.mark.slow
 def test_tools_that_raise_hang_or_return_junk_do_not_stop_training(tmp_path, monkeypatch):
     names = ["explode", "stall", "weird", "missing_tool"]
     _script(monkeypatch, lambda i, prompt: f"<tool_call>{names[i % 4]}\nx=1\n</tool_call>")
@@ -152,6 +154,7 @@ def test_tools_that_raise_hang_or_return_junk_do_not_stop_training(tmp_path, mon
         assert completion[1]["content"].startswith("{'error': ") and completion[2]["role"] == "assistant"
 
 
+@pytest.mark.slow
 def test_the_environment_example_keeps_state_over_turns(tmp_path, monkeypatch):
     """Binary search scripted over three tool rounds; the reward reads the games' state."""
     def guess(i, prompt):
@@ -279,6 +282,7 @@ def test_evaluation_reports_accuracy_with_and_without_tools_and_calls_per_proble
     assert "[tool calculate] 3367" in first["completion"] and "[assistant] <answer>3367</answer>" in first["completion"]
 
 
+@pytest.mark.slow
 def test_guess_number_smoke_preset_runs_a_few_steps(tmp_path):
     """The environment recipe end to end with the real tiny model (no script): it trains and logs tool use."""
     from unsloth_grpo.recipes import guess_number
