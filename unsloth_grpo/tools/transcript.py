@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from unsloth_grpo.answers import _content_text as _text  # one reader of a message's content
+
 #: How TRL writes a failed call into the tool turn (``str({"error": message})``).
 _ERROR_PREFIX = "{'error': "
 
@@ -61,16 +63,6 @@ def final_text(completion: Any) -> str:
     """The content of the model's last turn (where the final answer belongs)."""
     turns = [m for m in messages(completion) if m.get("role", "assistant") == "assistant"]
     return _text(turns[-1].get("content")) if turns else ""
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
 
 
 def _arguments(arguments: Any) -> str:
