@@ -127,6 +127,10 @@ def test_compare_lists_flips_both_ways(tmp_path):
     assert table["accuracy"]["diff"] == 0.25 and table["format_compliance"]["diff"] == 0.5
     md = report_markdown(report)
     assert "| accuracy | 0.500 | 0.750 | +0.250 |" in md
+    # each side's accuracy carries its 95% Wilson interval (2 of 4 right: 0.150..0.850)
+    assert base["accuracy_ci95"] == pytest.approx([0.1500, 0.8500], abs=1e-4)
+    assert report["accuracy_ci95"]["trained"] == trained["accuracy_ci95"]
+    assert "baseline 0.150..0.850, trained 0.301..0.954" in md
     assert "## Fixed (baseline wrong, trained right): 2" in md and "## Broken (baseline right, trained wrong): 1" in md
     md_path, json_path = write_report(report, tmp_path)
     assert json.loads(json_path.read_text())["fixed"][0]["trained_completion"] == R + "<answer>7</answer>"

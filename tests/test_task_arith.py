@@ -8,7 +8,8 @@ from unsloth_grpo.config import ConfigError
 from unsloth_grpo.data import DataError
 from unsloth_grpo.recipes.arith import RECIPE
 from unsloth_grpo.tasks import arith
-from unsloth_grpo.training.controls import check_two_stage, shuffled_gold, wilson_interval
+from unsloth_grpo.evaluation.evaluate import wilson_interval
+from unsloth_grpo.training.controls import check_two_stage, shuffled_gold
 
 
 def test_train_and_held_out_problems_never_overlap():
@@ -169,3 +170,28 @@ def test_run_controls_trains_every_arm_from_one_sft_start(tmp_path):
                for e in result["evals"].values())
     assert set(result["grpo_reward"]) == {"grpo", "shuffled_grpo"}
     assert not any((tmp_path / "run" / arm).exists() for arm in ("sft", *ARMS))  # outputs cleaned up
+
+
+def test_training_evaluation_grades_and_checks_format_with_the_task():
+    """The before/after and periodic evaluations use arith's own grader and format check; the generic
+    reasoning-then-answer check scored every well-formed arith answer as out of format."""
+    from unsloth_grpo.training.train import _eval_kwargs
+
+    kwargs = _eval_kwargs(RECIPE.resolve())
+    assert kwargs["matches_format"]("<answer>0049</answer>") and not kwargs["matches_format"]("49")
+    assert kwargs["is_correct"]("<answer>0049</answer>", "49")
+
+
+@pytest.mark.slow
+def test_smoke_preset_runs_both_stages_and_reports_accuracy_with_its_interval(tmp_path, capsys):
+    from unsloth_grpo.recipes.arith import main
+
+    assert main(["--preset", "smoke", "--output-dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("evaluation: accuracy"))
+    assert "(95% CI " in line and "on 100 held-out problems" in line
+    import json
+
+    after = json.loads((tmp_path / "run" / "stages" / "02-grpo" / "eval_after" / "eval.json").read_text())
+    assert after["n"] == 100 and after["accuracy_ci95"][0] <= after["accuracy"] <= after["accuracy_ci95"][1]
+    assert after["format_compliance"] > 0.9  # 60 SFT steps teach the format (measured: 1.0)

@@ -174,6 +174,7 @@ def evaluate(
     result: dict[str, Any] = {
         "n": n,
         "accuracy": sum(r["correct"] for r in records) / n,
+        "accuracy_ci95": list(wilson_interval(sum(r["correct"] for r in records), n)),
         "format_compliance": sum(r["format_ok"] for r in records) / n,
         "mean_completion_chars": sum(r["completion_chars"] for r in records) / n,
         "mean_completion_tokens": None if None in tokens else sum(tokens) / n,
@@ -188,6 +189,17 @@ def evaluate(
     result["seconds"] = round(seconds, 3)
     result["records"] = records
     return result
+
+
+def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a share of ``correct`` out of ``n`` (sound near 0 and 1, where
+    mean +- 2 standard errors leaves [0, 1])."""
+    if n <= 0:
+        raise ValueError("an interval needs at least one graded problem")
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _unpack(item: Any, tokenizer) -> tuple[str, int | None, bool | None]:
@@ -251,7 +263,11 @@ def compare(baseline: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]
         item = {"index": b["index"], "question": _question(b["prompt"]), "gold": b["gold"],
                 "baseline_completion": b["completion"], "trained_completion": t["completion"]}
         (fixed if t["correct"] else broken).append(item)
-    return {"n": len(b_recs), "metrics": table, "fixed": fixed, "broken": broken,
+    intervals = None
+    if len(b_recs):
+        intervals = {name: list(wilson_interval(sum(r["correct"] for r in recs), len(recs)))
+                     for name, recs in (("baseline", b_recs), ("trained", t_recs))}
+    return {"n": len(b_recs), "metrics": table, "fixed": fixed, "broken": broken, "accuracy_ci95": intervals,
             "baseline": {k: baseline.get(k) for k in ("model", "dataset")},
             "trained": {k: trained.get(k) for k in ("model", "dataset")},
             "settings": trained.get("settings")}
@@ -272,6 +288,10 @@ def report_markdown(report: dict[str, Any], *, max_listed: int = 20) -> str:
     lines += ["", "| metric | baseline | trained | difference |", "|---|---:|---:|---:|"]
     for row in report["metrics"]:
         lines.append(f"| {row['metric']} | {row['baseline']:.3f} | {row['trained']:.3f} | {row['diff']:+.3f} |")
+    if report.get("accuracy_ci95"):
+        b, t = report["accuracy_ci95"]["baseline"], report["accuracy_ci95"]["trained"]
+        lines.append(f"\nAccuracy 95% intervals (Wilson, {report['n']} problems): baseline {b[0]:.3f}..{b[1]:.3f}, "
+                     f"trained {t[0]:.3f}..{t[1]:.3f}.")
     for key, title in (("fixed", "Fixed (baseline wrong, trained right)"),
                        ("broken", "Broken (baseline right, trained wrong)")):
         items = report[key]
@@ -301,7 +321,8 @@ def write_report(report: dict[str, Any], output_dir: str | Path) -> tuple[Path, 
 
 def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_new_tokens: int = 256,
                        temperature: float = 0.7, batch_size: int = 16, seed: int = 0, prefix: str = "eval/",
-                       is_correct: Callable[[str, Any], bool] | None = None):
+                       is_correct: Callable[[str, Any], bool] | None = None,
+                       matches_format: Callable[[str], bool] | None = None):
     """A ``TrainerCallback`` evaluating ``dataset`` (keep it small) every ``every`` optimizer steps.
 
     The metrics are logged through the trainer's callbacks as ``eval/accuracy``,
@@ -326,7 +347,8 @@ def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_ne
                 else trainer.model
             tokenizer = getattr(trainer, "processing_class", None) or kwargs.get("processing_class")
             result = evaluate(model, tokenizer, rows, samples=samples, max_new_tokens=max_new_tokens,
-                              temperature=temperature, batch_size=batch_size, seed=seed, is_correct=is_correct)
+                              temperature=temperature, batch_size=batch_size, seed=seed, is_correct=is_correct,
+                              matches_format=matches_format)
             logs = {f"{prefix}{k}": v for k, v in result.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("n", "seconds")}
             self.history.append({"step": state.global_step, **logs})

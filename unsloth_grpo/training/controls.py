@@ -23,7 +23,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 import shutil
 import time
@@ -31,19 +30,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig
+from unsloth_grpo.evaluation.evaluate import wilson_interval
 
 #: The arms trained from the SFT start, in table order.
 ARMS = ("grpo", "extra_sft", "shuffled_grpo")
-
-
-def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion (sensible near 0 and 1, unlike mean +- 2 SE)."""
-    if n <= 0:
-        raise ValueError("an interval needs at least one graded problem")
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def shuffled_gold(dataset, seed: int = 0, column: str = "answer"):

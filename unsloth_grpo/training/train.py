@@ -138,14 +138,22 @@ def _held_out(cfg: RecipeConfig):
 
 
 def _eval_kwargs(cfg: RecipeConfig) -> dict:
-    """Evaluation settings, with the task's own grader (the one its correctness reward uses)."""
+    """Evaluation settings, with the task's own grader (the one its correctness reward uses) and its own
+    format check (``matches_format``, as ``unsloth-grpo eval`` reads it)."""
     import importlib
 
     e = cfg.evaluation
     task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
     grader = task.grader_for(cfg) if hasattr(task, "grader_for") else None
     return dict(samples=e.samples, max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
-                temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, is_correct=grader)
+                temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, is_correct=grader,
+                matches_format=getattr(task, "matches_format", None))
+
+
+def _ci(result: dict) -> str:
+    """``(95% CI 0.241..0.323)`` for an evaluation result, empty when it has no interval."""
+    ci = result.get("accuracy_ci95")
+    return f"(95% CI {ci[0]:.3f}..{ci[1]:.3f})" if ci else ""
 
 
 def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:
@@ -268,7 +276,8 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
 
         after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
         write_report(compare(before, after), out)
-        log(f"evaluation: accuracy {before['accuracy']:.3f} -> {after['accuracy']:.3f}, format "
+        log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
+            f"on {after['n']} held-out problems, format "
             f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
     try:
         from unsloth_grpo.evaluation.plots import plot_run
