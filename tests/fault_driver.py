@@ -1,7 +1,7 @@
 """Run the gsm8k recipe's command line with one fault armed inside the process.
 
-Used by ``tests/test_faults.py`` for faults that must strike *inside* a checkpoint write, where a
-signal sent from outside would land only by luck::
+Used by ``tests/test_faults.py`` for faults that must strike at an exact point of a run (inside a
+checkpoint write, inside a given step), where a signal sent from outside would land only by luck::
 
     python tests/fault_driver.py '{"point": "torch.save", "at": 3}' --preset smoke --output-dir RUN ...
 
@@ -9,7 +9,14 @@ signal sent from outside would land only by luck::
 - ``torch.save``: the ``at``-th file ``torch.save`` writes into a checkpoint gets half its bytes,
   then the process is killed with SIGKILL (optimizer, scheduler or RNG state cut short);
 - ``marker``: the ``at``-th checkpoint gets its completeness marker, then SIGKILL strikes before
-  the rename that publishes it.
+  the rename that publishes it;
+- ``enospc``: the ``at``-th file ``torch.save`` writes into a checkpoint gets 100 bytes, then the
+  write fails with ENOSPC (a full disk);
+- ``stop``: the first time the Trainer fires ``event`` (``on_step_begin``, ``on_pre_optimizer_step``,
+  ``on_log`` or ``on_save``) in step ``step`` or later, the process prints
+  ``fault_driver: stopped at <event> of step <n>`` and stops itself with SIGSTOP, before any
+  callback sees the event. The test then sends the signal it wants to deliver at exactly that
+  point, and SIGCONT; the run cannot move on while the test decides, however fast the machine is.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ import sys
 def _kill() -> None:
     sys.stdout.flush()
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+#: Events fired before the step they belong to is counted in ``state.global_step``.
+_BEFORE_COUNT = ("on_step_begin", "on_pre_optimizer_step")
 
 
 def arm(spec: dict) -> None:
@@ -58,6 +69,36 @@ def arm(spec: dict) -> None:
             return path
 
         ckpt.write_marker = write_marker
+    elif spec["point"] == "enospc":
+        import errno
+
+        real_save = torch.save
+
+        def save(obj, f, *args, **kwargs):
+            if isinstance(f, (str, os.PathLike)) and f"{os.sep}checkpoint-" in os.fspath(f):
+                count["n"] += 1
+                if count["n"] == spec["at"]:
+                    with open(f, "wb") as fh:
+                        fh.write(b"\0" * 100)
+                    raise OSError(errno.ENOSPC, "No space left on device", os.fspath(f))
+            return real_save(obj, f, *args, **kwargs)
+
+        torch.save = save
+    elif spec["point"] == "stop":
+        from transformers.trainer_callback import CallbackHandler
+
+        real_call = CallbackHandler.call_event
+
+        def call_event(self, event, args, state, control, **kwargs):
+            if not count["n"] and event == spec["event"]:
+                step = state.global_step + (1 if event in _BEFORE_COUNT else 0)
+                if step >= spec["step"]:
+                    count["n"] = 1
+                    print(f"fault_driver: stopped at {event} of step {step}", flush=True)
+                    os.kill(os.getpid(), signal.SIGSTOP)
+            return real_call(self, event, args, state, control, **kwargs)
+
+        CallbackHandler.call_event = call_event
     else:
         raise SystemExit(f"unknown fault point {spec['point']!r}")
 

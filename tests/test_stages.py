@@ -225,3 +225,40 @@ def _StageSignal(stage_dirname: str, step: int):
                 os.kill(os.getpid(), __import__("signal").SIGINT)
 
     return SendSigint()
+
+
+def test_going_back_to_an_earlier_stage_sets_later_checkpoints_aside(tmp_path, monkeypatch):
+    """Resuming from stage 1's checkpoint-2 abandons what came after it: stage 1's checkpoint-4 and
+    every checkpoint of stage 2. They are moved to each stage's abandoned/ folder, whole, and the
+    log says where; nothing is deleted."""
+    from unsloth_grpo.hardware import backend
+
+    cfg = _cfg(tmp_path, STAGES)
+    s1 = _fake_stage(cfg, 1, complete=True, ckpt_steps=[2, 4])
+    s2 = _fake_stage(cfg, 2, complete=True, ckpt_steps=[2, 4])
+
+    class Planned(Exception):
+        pass
+
+    def stop(_model_cfg):  # the run's directories are prepared by now; no model is loaded here
+        raise Planned
+
+    monkeypatch.setattr(backend, "prepare_backend", stop)
+    lines: list[str] = []
+    with pytest.raises(Planned):
+        st.run_stages(cfg, train=None, log=lines.append, resume=str(s1 / "checkpoints" / "checkpoint-2"))
+
+    assert [c.name for c in (s1 / "checkpoints").iterdir()] == ["checkpoint-2"]
+    assert not (s2 / "checkpoints").exists() or not list((s2 / "checkpoints").iterdir())
+    assert not (s1 / st.STAGE_COMPLETE).exists() and not (s2 / st.STAGE_COMPLETE).exists()
+    (moved1,) = (s1 / ck.ABANDONED_DIR).iterdir()
+    (moved2,) = (s2 / ck.ABANDONED_DIR).iterdir()
+    assert moved1.name.startswith("after-step-2-") and moved2.name.startswith("after-step-0-")
+    assert sorted(c.name for c in moved1.iterdir()) == ["checkpoint-4"]
+    assert sorted(c.name for c in moved2.iterdir()) == ["checkpoint-2", "checkpoint-4"]
+    assert all(ck.check_checkpoint(c, contents=True)[0] for m in (moved1, moved2) for c in m.iterdir())
+    assert [c.path for c in ck.list_checkpoints(cfg.output_dir)] == [s1 / "checkpoints" / "checkpoint-2"]
+    said = "\n".join(lines)
+    assert f"stage 1: resuming from step 2: moved the later checkpoints of the abandoned branch (checkpoint-4) to {moved1}" in said
+    assert (f"stage 2 (format) runs again from its start (the run resumes at stage 1): moved the later "
+            f"checkpoints of the abandoned branch (checkpoint-2, checkpoint-4) to {moved2}") in said

@@ -190,7 +190,8 @@ def rotate(run_dir: str | os.PathLike, keep_last: int, *, keep: Path | None = No
 ABANDONED_DIR = "abandoned"
 
 
-def set_aside_later(run_dir: str | os.PathLike, resume_step: int, log: Callable[[str], None] = print) -> Path | None:
+def set_aside_later(run_dir: str | os.PathLike, resume_step: int, log: Callable[[str], None] = print, *,
+                    why: str | None = None) -> Path | None:
     """Move the checkpoints newer than ``resume_step`` out of ``run_dir/checkpoints``.
 
     Resuming from an earlier checkpoint starts a new branch of the run. The later checkpoints
@@ -198,6 +199,10 @@ def set_aside_later(run_dir: str | os.PathLike, resume_step: int, log: Callable[
     ``--resume`` would continue the wrong branch) and keep_last rotation would delete the new
     branch's first save. They are moved, not deleted, to ``run_dir/abandoned/after-step-<N>-<time>/``;
     the path is logged and returned (None when there was nothing to move).
+
+    A multi-stage run calls it on each stage directory that runs again: ``resume_step=0`` sets
+    aside every checkpoint of a later stage when the run is taken back to an earlier one, and
+    ``why`` replaces the "resuming from step N" that starts the logged line.
     """
     root = checkpoints_root(run_dir)
     if not root.is_dir():
@@ -217,7 +222,7 @@ def set_aside_later(run_dir: str | os.PathLike, resume_step: int, log: Callable[
     for d in later:
         os.replace(d, target / d.name)
     _fsync_dir(root)
-    log(f"resuming from step {resume_step}: moved the later checkpoints of the abandoned branch "
+    log(f"{why or f'resuming from step {resume_step}'}: moved the later checkpoints of the abandoned branch "
         f"({', '.join(d.name for d in later)}) to {target}")
     return target
 

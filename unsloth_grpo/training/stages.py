@@ -385,8 +385,15 @@ def run_stages(cfg: RecipeConfig, *, train: Callable, callbacks: list | None = N
         for i in range(first, n + 1):  # stages that run (again): no stale completion marker or checkpoints
             d = stage_dir(cfg, i)
             (d / STAGE_COMPLETE).unlink(missing_ok=True)
-            if i > first or resume_from is None:
-                shutil.rmtree(d / ckpt.CHECKPOINTS_DIR, ignore_errors=True)
+            # checkpoints that the run will not continue from belong to an abandoned branch: moved
+            # to the stage's abandoned/ folder (logged), never deleted
+            if i == first and resume_from is not None:
+                if resume_from.path.resolve().parent == ckpt.checkpoints_root(d).resolve():
+                    ckpt.set_aside_later(d, resume_from.step, log,
+                                         why=f"stage {i}: resuming from step {resume_from.step}")
+            else:
+                ckpt.set_aside_later(d, 0, log, why=f"stage {i} ({cfg.stages[i - 1].name}) runs again from "
+                                                   f"its start (the run resumes at stage {first})")
         stale = run / ckpt.STAGES_DIR
         names = {stage_dirname(i, s) for i, s in enumerate(cfg.stages, 1)}
         for d in (stale.iterdir() if stale.is_dir() else []):
