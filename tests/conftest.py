@@ -37,3 +37,12 @@ def _trl_stays_unpatched():
     trainer = getattr(trl, "GRPOTrainer", None) if trl is not None and "trl.trainer.grpo_trainer" in sys.modules else None
     assert trainer is None or not trainer.__name__.startswith("Unsloth"), \
         "this test left TRL's GRPOTrainer patched by Unsloth for the rest of the session"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The fault-injection table (tests/test_faults.py sets it on the config), at the end of the run."""
+    lines = getattr(config, "unsloth_grpo_fault_table", None)
+    if lines:
+        terminalreporter.section("fault injection")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -139,11 +139,9 @@ def _print_table(request):
         lines += ["", f"largest difference of {len(MEASURED)} resumed run(s) from the uninterrupted one: "
                   f"weights {max(m[0] for m in MEASURED):.1e}, grad_norm relative {max(m[1] for m in MEASURED):.1e}"]
     text = "\n".join(lines)
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        for line in lines:
-            reporter.write_line(line)
+    # printed in the run's summary by tests/conftest.py: written here, during a fixture's teardown,
+    # it would land in pytest's capture and show only for a failing test
+    request.config.unsloth_grpo_fault_table = lines
     if os.environ.get("UNSLOTH_GRPO_FAULT_TABLE"):
         Path(os.environ["UNSLOTH_GRPO_FAULT_TABLE"]).write_text(text + "\n")
 
