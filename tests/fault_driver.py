@@ -43,21 +43,28 @@ def arm(spec: dict) -> None:
     from unsloth_grpo.training import checkpoint as ckpt
 
     count = {"n": 0}
-    if spec["point"] == "torch.save":
+    def on_checkpoint_save(fault) -> None:
+        """Wrap ``torch.save``: its ``at``-th write into a checkpoint calls ``fault(obj, f, ...)`` instead."""
         real_save = torch.save
 
         def save(obj, f, *args, **kwargs):
             if isinstance(f, (str, os.PathLike)) and f"{os.sep}checkpoint-" in os.fspath(f):
                 count["n"] += 1
                 if count["n"] == spec["at"]:
-                    buf = io.BytesIO()
-                    real_save(obj, buf, *args, **kwargs)
-                    with open(f, "wb") as fh:
-                        fh.write(buf.getvalue()[: len(buf.getvalue()) // 2])
-                    _kill()
+                    return fault(real_save, obj, f, *args, **kwargs)
             return real_save(obj, f, *args, **kwargs)
 
         torch.save = save
+
+    if spec["point"] == "torch.save":
+        def half_written(real_save, obj, f, *args, **kwargs):
+            buf = io.BytesIO()
+            real_save(obj, buf, *args, **kwargs)
+            with open(f, "wb") as fh:
+                fh.write(buf.getvalue()[: len(buf.getvalue()) // 2])
+            _kill()
+
+        on_checkpoint_save(half_written)
     elif spec["point"] == "marker":
         real_marker = ckpt.write_marker
 
@@ -72,18 +79,12 @@ def arm(spec: dict) -> None:
     elif spec["point"] == "enospc":
         import errno
 
-        real_save = torch.save
+        def disk_full(real_save, obj, f, *args, **kwargs):
+            with open(f, "wb") as fh:
+                fh.write(b"\0" * 100)
+            raise OSError(errno.ENOSPC, "No space left on device", os.fspath(f))
 
-        def save(obj, f, *args, **kwargs):
-            if isinstance(f, (str, os.PathLike)) and f"{os.sep}checkpoint-" in os.fspath(f):
-                count["n"] += 1
-                if count["n"] == spec["at"]:
-                    with open(f, "wb") as fh:
-                        fh.write(b"\0" * 100)
-                    raise OSError(errno.ENOSPC, "No space left on device", os.fspath(f))
-            return real_save(obj, f, *args, **kwargs)
-
-        torch.save = save
+        on_checkpoint_save(disk_full)
     elif spec["point"] == "stop":
         from transformers.trainer_callback import CallbackHandler
 
