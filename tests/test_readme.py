@@ -38,3 +38,19 @@ def test_ci_runs_the_readme_test_command():
 
 def test_readme_stays_short():
     assert len(README.splitlines()) <= 200, "the README is the front page: move detail to a docs/ page"
+
+
+def test_the_install_reads_pyproject_without_deprecation_warnings():
+    """The README's install builds the package from pyproject.toml; setuptools warned there (a `license`
+    table instead of an SPDX string) in a boxed message that buried the install's own output."""
+    import warnings
+
+    from setuptools.config.pyprojecttoml import apply_configuration
+    from setuptools.dist import Distribution
+    from setuptools.warnings import SetuptoolsWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dist = apply_configuration(Distribution(), ROOT / "pyproject.toml")
+    assert [str(w.message).splitlines()[0] for w in caught if issubclass(w.category, SetuptoolsWarning)] == []
+    assert dist.metadata.license_expression == "Apache-2.0"
