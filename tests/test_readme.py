@@ -54,3 +54,13 @@ def test_the_install_reads_pyproject_without_deprecation_warnings():
         dist = apply_configuration(Distribution(), ROOT / "pyproject.toml")
     assert [str(w.message).splitlines()[0] for w in caught if issubclass(w.category, SetuptoolsWarning)] == []
     assert dist.metadata.license_expression == "Apache-2.0"
+
+
+def test_readme_quotes_the_fault_suites_table_as_the_reliability_page_records_it():
+    line = re.compile(r"^ *(fault injection \(seed \d+\): .*)$", re.M)
+    page = (ROOT / "docs" / "reliability.md").read_text()
+    assert line.findall(README) and line.findall(README) == line.findall(page)
+    faults_on_page = [row.split("|")[1].strip() for row in page.splitlines()
+                      if row.startswith("| ") and "| yes |" in row]
+    tried = int(re.search(r"(\d+) faults tried", line.findall(page)[0]).group(1))
+    assert len(faults_on_page) == tried, "the page's table and its summary line disagree"
