@@ -59,8 +59,9 @@ def test_the_install_reads_pyproject_without_deprecation_warnings():
 def test_readme_quotes_the_fault_suites_table_as_the_reliability_page_records_it():
     line = re.compile(r"^ *(fault injection \(seed \d+\): .*)$", re.M)
     page = (ROOT / "docs" / "reliability.md").read_text()
-    assert line.findall(README) and line.findall(README) == line.findall(page)
+    quoted, recorded = line.findall(README), line.findall(page)
+    assert quoted and quoted == recorded
     faults_on_page = [row.split("|")[1].strip() for row in page.splitlines()
                       if row.startswith("| ") and "| yes |" in row]
-    tried = int(re.search(r"(\d+) faults tried", line.findall(page)[0]).group(1))
+    tried = int(re.search(r"(\d+) faults tried", recorded[0]).group(1))
     assert len(faults_on_page) == tried, "the page's table and its summary line disagree"
