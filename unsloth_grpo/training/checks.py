@@ -4,36 +4,35 @@
 the ground floor). What needs the rest of the package is checked here, in this order:
 
 1. the config's own shape checks (:func:`unsloth_grpo.config.validate`);
-2. TRL's trainer arguments: every ``training`` key is a field of the installed ``GRPOConfig``;
-3. the task exists and every reward builds with its parameters;
-4. the health monitor's settings, the process layout and TRL's batch rules;
-5. the stages, each checked as the single-stage config it runs as;
+2. the task exists and every reward builds with its parameters;
+3. the health monitor's settings, the process layout and TRL's batch rules;
+4. the stages, each checked as the single-stage config it runs as;
+5. TRL's own config: every ``training`` key is a field of the installed ``GRPOConfig`` (a stage's,
+   of the trainer it runs) with a value of the type TRL declares; then, on a config with no other
+   problem, TRL's dataclass is built from it as the run will build it, so that TRL's own checks
+   run too (:mod:`unsloth_grpo.training.trainer_args`);
 6. the machine: the doctor's preflight (:func:`unsloth_grpo.hardware.doctor.preflight`).
 
 The recipe runner, ``--check`` and :func:`unsloth_grpo.training.train.train` all call
 :func:`check_before_loading`, so a typo costs the same seconds whichever way a run starts::
 
-    problems = config_problems(cfg)          # steps 1-5 as lines, nothing imported but trl
+    problems = config_problems(cfg)          # steps 1-5 as lines
     check_before_loading(cfg)                # raises ConfigError, then the doctor's EnvironmentProblem
+
+Step 5 imports TRL (and so transformers and torch): seconds. When this machine trains with Unsloth
+on a GPU, Unsloth is imported first (:func:`unsloth_grpo.training.trainer_args.unsloth_first`).
 """
 
 from __future__ import annotations
 
 import difflib
 
-from unsloth_grpo.config import (
-    TRAINER_FIELDS_OWNED_ELSEWHERE,
-    ConfigError,
-    RecipeConfig,
-    format_problems,
-    validate,
-)
+from unsloth_grpo.config import ConfigError, RecipeConfig, format_problems, validate
 
 
 def config_problems(cfg: RecipeConfig) -> list[str]:
     """Every problem of ``cfg`` that can be found without touching the machine, one line each."""
     problems = validate(cfg)
-    problems += trainer_field_problems(cfg.training.passthrough, "GRPOConfig", "training")
     problems += _task_problems(cfg)
     problems += _reward_problems(cfg.rewards, "rewards")
     problems += _monitor_problems(cfg)
@@ -44,6 +43,7 @@ def config_problems(cfg: RecipeConfig) -> list[str]:
         problems += tool_problems(cfg)
     if cfg.stages:
         problems += _stage_problems(cfg)
+    problems += trainer_problems(cfg, build=not problems)
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
@@ -61,34 +61,51 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True) -> None
         _preflight(cfg)
 
 
-# ---------------------------------------------------------------- TRL's own fields
+# ---------------------------------------------------------------- TRL's own config
 
 
-def trainer_fields(kind: str = "GRPOConfig") -> dict:
-    """The dataclass fields of the installed TRL's ``GRPOConfig`` or ``SFTConfig`` by name."""
-    import dataclasses
+def trainer_problems(cfg: RecipeConfig, *, build: bool = True) -> list[str]:
+    """TRL's verdict on ``cfg``'s ``training`` keys, and with ``build`` on the config TRL's dataclass makes.
 
-    import trl
+    The keys are checked against ``GRPOConfig``; a stage's own keys against the trainer it runs
+    (``SFTConfig`` for ``kind: sft``). With ``build``, each run's TRL config is then built as the run
+    builds it (:func:`unsloth_grpo.training.trainer_args.grpo_args`), for a device-neutral decision,
+    and what TRL's ``__post_init__`` refuses is reported.
+    """
+    from unsloth_grpo.training.trainer_args import GRPO, SFT, checking_info, grpo_args, sft_args, trl_values, \
+        unsloth_first
 
-    return {f.name: f for f in dataclasses.fields(getattr(trl, kind))}
+    unsloth_first(cfg.model)
+    problems = trl_values(cfg.training.trl, GRPO)[1]
+    own = set(cfg.training.__dataclass_fields__)  # the toolkit's own options, not TRL's
+    for i, stage in enumerate(cfg.stages):
+        keys = {k: v for k, v in stage.training.items() if k not in own}
+        found = trl_values(keys, SFT if stage.kind == "sft" else GRPO)[1]
+        problems += [f"stages[{i}] ({stage.name}): {p}" for p in found]
+    if problems or not build:
+        return problems
+    for where, run, kind in _runs(cfg):
+        info = checking_info(run.model.name)
+        try:
+            if kind == SFT:
+                sft_args(run, info, checking=True)
+            else:
+                grpo_args(run, info, weights=[r.weight for r in run.rewards], checking=True)
+        except ConfigError as exc:
+            problems.append(where + str(exc))
+    return problems
 
 
-def trainer_field_problems(values: dict, kind: str, where: str) -> list[str]:
-    """Keys of ``values`` that the installed TRL's ``kind`` does not have, or that the toolkit sets."""
-    if not values:
-        return []
-    valid = trainer_fields(kind)
-    out = []
-    for key, value in values.items():
-        if key in TRAINER_FIELDS_OWNED_ELSEWHERE:
-            out.append(f"{where}.{key}={value!r}: the toolkit sets this {kind} field from "
-                       f"{TRAINER_FIELDS_OWNED_ELSEWHERE[key]}; set that instead and remove {where}.{key}")
-        elif key not in valid:
-            close = difflib.get_close_matches(key, sorted(valid), n=1)
-            hint = f"did you mean '{where}.{close[0]}'? " if close else ""
-            out.append(f"{where}.{key} is not a field of the installed TRL's {kind}; {hint}"
-                       f"`--help-config` lists them all")
-    return out
+def _runs(cfg: RecipeConfig) -> list[tuple[str, RecipeConfig, str]]:
+    """(label, the single config it trains with, TRL's config class) for every training of ``cfg``."""
+    from unsloth_grpo.training.trainer_args import GRPO, SFT
+
+    if not cfg.stages:
+        return [("", cfg, GRPO)]
+    from unsloth_grpo.training.stages import stage_config
+
+    return [(f"stages[{i - 1}] ({stage.name}): ", stage_config(cfg, i), SFT if stage.kind == "sft" else GRPO)
+            for i, stage in enumerate(cfg.stages, 1)]
 
 
 # ---------------------------------------------------------------- the rest of the package
@@ -139,22 +156,15 @@ def _layout_problems(cfg: RecipeConfig) -> list[str]:
 
 def _stage_problems(cfg: RecipeConfig) -> list[str]:
     """The stage list's own problems, then each stage checked as the single-stage config it runs as."""
-    import dataclasses
-
     from unsloth_grpo.training.stages import stage_config, stage_problems
 
     problems = stage_problems(cfg)
-    named = {f.name for f in dataclasses.fields(cfg.training)}
     for i, stage in enumerate(cfg.stages, 1):
         where = f"stages[{i - 1}] ({stage.name})"
-        if any(p.startswith(where + ":") for p in problems):
+        if stage.kind == "sft" or any(p.startswith(where + ":") for p in problems):
             continue  # its own settings are wrong already; the deeper checks would repeat them
         sub = stage_config(cfg, i)
-        own = {k: v for k, v in stage.training.items() if k not in named}  # the recipe's were checked
-        found = trainer_field_problems(own, "SFTConfig" if stage.kind == "sft" else "GRPOConfig", "training")
-        if stage.kind != "sft":
-            found += _reward_problems(sub.rewards, "rewards") + _layout_problems(sub)
-        problems += [f"{where}: {p}" for p in found]
+        problems += [f"{where}: {p}" for p in _reward_problems(sub.rewards, "rewards") + _layout_problems(sub)]
     return problems
 
 
@@ -168,4 +178,4 @@ def _preflight(cfg: RecipeConfig) -> None:
               load_in_4bit=cfg.model.load_in_4bit)
 
 
-__all__ = ["check_before_loading", "config_problems", "trainer_field_problems", "trainer_fields"]
+__all__ = ["check_before_loading", "config_problems", "trainer_problems"]
