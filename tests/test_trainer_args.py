@@ -1,4 +1,4 @@
-"""TRL's GRPOConfig passes through ``training:`` under its own field names, checked before loading."""
+"""``training:`` is TRL's own config: its fields by their own names, checked and built by TRL's dataclass."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import yaml
 
-from unsloth_grpo.config import ConfigError, dump_config, load_config
+from unsloth_grpo.config import ConfigDeprecation, ConfigError, config_to_dict, dump_config, load_config
 from unsloth_grpo.hardware.backend import BackendInfo
 from unsloth_grpo.recipes import gsm8k
 from unsloth_grpo.training.checks import config_problems
@@ -26,7 +26,7 @@ def _smoke(*overrides: str, **kwargs):
 
 def test_fields_the_toolkit_never_names_reach_grpo_config():
     cfg = _smoke(*(f"training.{k}={v}" for k, v in UNNAMED.items()))
-    assert cfg.training.passthrough == UNNAMED
+    assert {k: cfg.training.trl[k] for k in UNNAMED} == UNNAMED
     assert config_problems(cfg) == []
     args = grpo_args(cfg, CPU, weights=[1.0, 1.0])
     assert {k: getattr(args, k) for k in UNNAMED} == UNNAMED
@@ -44,16 +44,30 @@ def test_pass_through_fields_round_trip_under_their_own_names(tmp_path):
 
 
 def test_the_old_extra_section_keeps_working_and_says_where_its_keys_went():
-    cfg = _smoke("training.extra={delta: 2.0}")
-    assert cfg.training.passthrough == {"delta": 2.0}
+    with pytest.warns(ConfigDeprecation, match=r"training.extra is an old key; write its fields directly under "
+                                               r"training: \(e.g. training.delta: ...\)"):
+        cfg = _smoke("training.extra={delta: 2.0}")
+    assert cfg.training.trl["delta"] == 2.0
+    assert cfg == _smoke("training.delta=2.0")
     with pytest.raises(ConfigError, match="training.temperature is set both directly and under training.extra"):
         _smoke("training.temperature=0.9", "training.extra={temperature: 0.5}")
 
 
+def test_the_old_passthrough_section_keeps_working_too():
+    with pytest.warns(ConfigDeprecation, match="training.passthrough is an old key"):
+        cfg = _smoke("training.passthrough={delta: 2.0}")
+    assert cfg == _smoke("training.delta=2.0")
+
+
 def test_old_toolkit_keys_moved_to_run_still_load():
-    cfg = _smoke("training.keep_last=5", "training.samples_every=0")
+    with pytest.warns(ConfigDeprecation) as notes:
+        cfg = _smoke("training.keep_last=5", "training.samples_every=0")
+    assert [str(n.message) for n in notes] == [
+        "training.keep_last is an old key; write run.keep_last instead (read as run.keep_last this time)",
+        "training.samples_every is an old key; write run.samples_every instead (read as run.samples_every this time)"]
+    assert notes[0].filename.endswith("cli/recipe.py")  # where the config was loaded, not inside the loader
     assert (cfg.run.keep_last, cfg.run.samples_every) == (5, 0)
-    assert "keep_last" not in cfg.training.passthrough
+    assert "keep_last" not in cfg.training.trl
 
 
 def test_fields_the_toolkit_sets_name_the_key_that_decides_them():
@@ -75,7 +89,7 @@ def test_sft_stages_map_through_the_same_rule():
 
 def test_a_stage_checks_its_own_keys_against_its_trainer():
     cfg = _smoke()
-    cfg = load_config({**dataclasses.asdict(cfg), "training": {**cfg.training.passthrough},
+    cfg = load_config({**config_to_dict(cfg), "training": {},
                        "stages": [{"name": "pre", "kind": "sft", "training": {"delta": 2.0}},
                                   {"name": "rl", "training": {"packing": True}}]})
     problems = config_problems(cfg)

@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -142,7 +143,7 @@ class TrainingConfig:
     Every key that is not a field of this class is a field of TRL's ``GRPOConfig`` (an SFT stage:
     ``SFTConfig``) and is kept as written in ``trl``; :mod:`unsloth_grpo.training.trainer_args`
     builds TRL's dataclass from it, with TRL's types, TRL's checks and TRL's help text. Read one by
-    its name: ``cfg.training.learning_rate``, or ``cfg.training.get("top_k")`` for a field that may
+    its name: ``cfg.training.learning_rate``, or ``cfg.training.get("num_iterations")`` for a field that may
     be unset (TRL's default then applies).
 
     The typed fields below are the toolkit's own training options (TRL has no field of their name);
@@ -392,7 +393,11 @@ class ConfigDeprecation(FutureWarning):
 
 
 def _deprecated(text: str) -> None:
-    warnings.warn(text, ConfigDeprecation, stacklevel=4)
+    """Warn about an old key, at the first caller outside this module (whoever loaded the config)."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        level, frame = level + 1, frame.f_back
+    warnings.warn(text, ConfigDeprecation, stacklevel=level)
 
 
 #: Old keys under ``training:`` that moved to ``run:``.
@@ -427,13 +432,13 @@ def _training_from_dict(data: dict, where: str) -> TrainingConfig:
         if not isinstance(nested, dict):
             raise ConfigError(f"{where}.{old}: expected a mapping of GRPOConfig fields, got {_plain(nested)!r}; "
                               f"write those fields directly under {where}:")
-        if nested:
-            _deprecated(f"{where}.{old} is an old key; write its fields directly under {where}: "
-                        f"(e.g. {where}.{next(iter(nested))}: ...)")
         for key, value in nested.items():
             if key in data:
                 raise ConfigError(f"{where}.{key} is set both directly and under {where}.{old}; keep the direct one")
             data[key] = value
+        if nested:
+            _deprecated(f"{where}.{old} is an old key; write its fields directly under {where}: "
+                        f"(e.g. {where}.{next(iter(nested))}: ...)")
     own = {f.name for f in fields(TrainingConfig)} - {"trl"}
     hints = get_type_hints(TrainingConfig)
     kwargs = {k: _convert(data.pop(k), hints[k], f"{where}.{k}") for k in [k for k in data if k in own]}

@@ -15,7 +15,7 @@ own ``__post_init__`` checks it. On top of what the config sets:
 ::
 
     args = grpo_args(cfg, loaded.info, weights=[1.0, 0.5])    # the GRPOConfig of a run on this machine
-    values, problems = trl_values({"top_k": "5"}, GRPO)       # ({'top_k': 5}, [])
+    values, problems = trl_values({"num_iterations": "2"}, GRPO)   # ({"num_iterations": 2}, [])
 """
 
 from __future__ import annotations
