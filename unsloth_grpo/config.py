@@ -169,9 +169,10 @@ class TrainingConfig:
                                  f"read it with training.get({name!r})") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in self.__dataclass_fields__:  # a TRL field set as an attribute would never reach TRL
-            raise AttributeError(f"training.{name} is a TRL field: set cfg.training.trl[{name!r}] instead")
-        super().__setattr__(name, value)
+        if name in self.__dataclass_fields__:
+            super().__setattr__(name, value)
+        else:  # cfg.training.max_steps = 50: a TRL field, kept with the others so that it reaches TRL
+            self.trl[name] = value
 
     def get(self, name: str, default: Any = None) -> Any:
         """A TRL field's value as the config sets it, or ``default`` when the config leaves it to TRL."""
