@@ -28,7 +28,7 @@ from unsloth_grpo.config import (
 from unsloth_grpo.hardware.backend import BackendInfo
 from unsloth_grpo.recipes import arith, gsm8k
 from unsloth_grpo.training.checks import config_problems
-from unsloth_grpo.training.trainer_args import GRPO, SFT, device_fields, grpo_args, sft_args, trl_fields
+from unsloth_grpo.training.trainer_args import GRPO, SFT, device_fields, field_table, grpo_args, sft_args
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,7 +136,7 @@ def test_help_config_shows_trls_own_help_for_passed_through_fields(capsys):
     assert "training.use_cpu " not in out  # set by the toolkit from model.device
     # every TRL field with TRL's help and the recipe's value; what the toolkit adds is said after it
     (lr,) = [x for x in out.splitlines() if x.startswith("training.learning_rate ")]
-    lr_help = " ".join(trl_fields(GRPO)["learning_rate"].metadata["help"].split())
+    lr_help = " ".join(trl.GRPOConfig.__dataclass_fields__["learning_rate"].metadata["help"].split())
     assert lr.split()[1] == "5e-06" and lr.endswith(f"(TRL) {lr_help}")
     (optim,) = [x for x in out.splitlines() if x.startswith("training.optim ")]
     assert "'adamw_8bit'" in optim and "[toolkit: an 8-bit optimizer becomes adamw_torch on CPU" in optim
@@ -152,13 +152,13 @@ def test_help_config_shows_trls_own_help_for_passed_through_fields(capsys):
 def test_the_training_section_declares_no_field_of_trls_configs():
     own = {f.name for f in dataclasses.fields(TrainingConfig)} - {"trl"}
     assert own, "the toolkit's own training options are typed fields of TrainingConfig"
-    assert own.isdisjoint(trl_fields(GRPO)) and own.isdisjoint(trl_fields(SFT))
+    assert own.isdisjoint(field_table(GRPO)) and own.isdisjoint(field_table(SFT))
 
 
 def test_the_package_never_names_the_field_the_next_tests_use():
     sources = [p.read_text() for p in Path(unsloth_grpo.__file__).parent.rglob("*.py")]
     assert not any(NEVER_NAMED in text for text in sources)
-    assert trl_fields(GRPO)[NEVER_NAMED].default == 1.0
+    assert field_table(GRPO)[NEVER_NAMED].default == 1.0
 
 
 @pytest.mark.parametrize("source", ["yaml", "override"])
@@ -215,18 +215,26 @@ def test_values_take_the_types_trl_declares():
                         "training.num_iterations: expected an integer, got 1.5"]
 
 
-def test_trls_own_checks_run_before_loading(capsys):
-    # transformers refuses an unknown scheduler only when TRL's dataclass is built: before, that was
-    # after the model had loaded; now the check builds it as the run will
-    assert run_recipe(gsm8k.RECIPE, ["--preset", "smoke", "--check", "training.lr_scheduler_type=cosinee"]) == 2
-    err = capsys.readouterr().err
-    assert "error: training: the installed TRL's GRPOConfig refuses these settings: cosinee is not a valid " \
-           "SchedulerType" in err
-    cfg = arith.RECIPE.resolve(preset="smoke")
-    bad = load_config({**config_to_dict(cfg), "stages": [{**config_to_dict(cfg)["stages"][0],
-                                                          "training": {"lr_scheduler_type": "cosinee"}},
-                                                         config_to_dict(cfg)["stages"][1]]})
-    (problem,) = config_problems(bad)
+def test_trls_own_checks_run_before_the_model_loads(tmp_path, monkeypatch):
+    # transformers refuses an unknown scheduler only when TRL's dataclass is built, which used to
+    # happen after the model had loaded; now the run builds it first, as it will use it
+    from unsloth_grpo.hardware import backend
+    from unsloth_grpo.training.train import train
+
+    monkeypatch.setattr(backend, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    cfg = _smoke("model.backend=transformers", "training.lr_scheduler_type=cosinee", output_dir=str(tmp_path / "r"))
+    assert config_problems(cfg) == []  # the name and the type are right: only TRL knows its schedulers
+    refused = "training: the installed TRL's GRPOConfig refuses these settings: cosinee is not a valid SchedulerType"
+    (problem,) = config_problems(cfg, build=True)
+    assert problem.startswith(refused)
+    with pytest.raises(ConfigError, match=refused):
+        train(cfg, log=lambda _: None)
+    assert not (tmp_path / "r").exists()  # nothing was written
+    sft = arith.RECIPE.resolve(preset="smoke")
+    stages = config_to_dict(sft)["stages"]
+    bad = load_config({**config_to_dict(sft), "stages": [{**stages[0], "training": {"lr_scheduler_type": "cosinee"}},
+                                                         stages[1]]})
+    (problem,) = config_problems(bad, build=True)
     assert problem.startswith("stages[0] (sft): training: the installed TRL's SFTConfig refuses these settings: "
                               "cosinee is not a valid SchedulerType")
 
@@ -235,7 +243,7 @@ def test_the_check_leaves_the_process_state_to_the_run():
     from accelerate.state import PartialState
 
     fresh = PartialState._shared_state == {}
-    assert config_problems(_smoke()) == []
+    assert config_problems(_smoke(), build=True) == []
     assert not fresh or PartialState._shared_state == {}  # the run sets it up for its own device
 
 
@@ -308,6 +316,19 @@ def test_load_dump_load_keeps_trl_fields_toolkit_options_and_stages(tmp_path):
 
 
 @pytest.mark.slow
+def test_checking_names_and_types_imports_neither_trl_nor_transformers():
+    """What keeps ``--check`` fast, and Unsloth first on a GPU: TRL's field table, not TRL."""
+    code = ("import sys\n"
+            "from unsloth_grpo.recipes import gsm8k\n"
+            "from unsloth_grpo.training.checks import config_problems\n"
+            f"cfg = gsm8k.RECIPE.resolve(preset='smoke', overrides=['training.{NEVER_NAMED}=1.3', 'training.delta=2'])\n"
+            "heavy = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]\n"
+            "print(config_problems(cfg), heavy)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[] []"
+
+
+@pytest.mark.slow
 def test_unsloth_comes_before_trl_when_it_trains_on_a_gpu():
     """Checking a config imports TRL's config classes (and transformers); on a GPU whose backend is
     Unsloth, Unsloth must be imported before them, or its patches are partial."""
@@ -320,7 +341,7 @@ def test_unsloth_comes_before_trl_when_it_trains_on_a_gpu():
         "backend.prepare_backend = lambda model_cfg, *a, **k: seen.append('transformers' in sys.modules)\n"
         "from unsloth_grpo.recipes import gsm8k\n"
         "from unsloth_grpo.training.checks import config_problems\n"
-        "print(config_problems(gsm8k.RECIPE.resolve(preset='smoke')), seen)\n")
+        "print(config_problems(gsm8k.RECIPE.resolve(preset='smoke'), build=True), seen)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[] [False]"
 

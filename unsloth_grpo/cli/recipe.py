@@ -9,7 +9,6 @@ as plain dicts and calls :func:`run_recipe`. The layering is, later wins:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -140,17 +139,15 @@ def help_config_rows(cfg: RecipeConfig | None = None) -> list[tuple[str, str, st
     """``--help-config``: the toolkit's keys with ``cfg``'s values (the recipe's defaults), then
     every field of the installed TRL's GRPOConfig under ``training.``, with the recipe's value where
     it sets one (TRL's default otherwise) and TRL's own help text."""
-    from unsloth_grpo.training.trainer_args import OWNED_ELSEWHERE, TOOLKIT_NOTES, trl_fields
+    from unsloth_grpo.training.trainer_args import OWNED_ELSEWHERE, TOOLKIT_NOTES, field_table
 
     rows = describe(RecipeConfig, instance=cfg)
     training = (cfg or RecipeConfig()).training
-    for name, f in sorted(trl_fields().items()):
+    for name, f in sorted(field_table().items()):
         if name in OWNED_ELSEWHERE:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        text = " ".join(str(f.metadata.get("help", "")).split())
         note = f" [toolkit: {TOOLKIT_NOTES[name]}]" if name in TOOLKIT_NOTES else ""
-        rows.append((f"training.{name}", repr(training.get(name, default)), f"(TRL) {text}{note}"))
+        rows.append((f"training.{name}", repr(training.get(name, f.default)), f"(TRL) {f.help}{note}"))
     return rows
 
 

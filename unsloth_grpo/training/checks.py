@@ -7,20 +7,21 @@ the ground floor). What needs the rest of the package is checked here, in this o
 2. the task exists and every reward builds with its parameters;
 3. the health monitor's settings, the process layout and TRL's batch rules;
 4. the stages, each checked as the single-stage config it runs as;
-5. TRL's own config: every ``training`` key is a field of the installed ``GRPOConfig`` (a stage's,
-   of the trainer it runs) with a value of the type TRL declares; then, on a config with no other
-   problem, TRL's dataclass is built from it as the run will build it, so that TRL's own checks
-   run too (:mod:`unsloth_grpo.training.trainer_args`);
-6. the machine: the doctor's preflight (:func:`unsloth_grpo.hardware.doctor.preflight`).
+5. TRL's fields: every ``training`` key is a field of the installed ``GRPOConfig`` (a stage's own
+   keys, of the trainer it runs) with a value of the type TRL declares, read from TRL's field
+   table (:mod:`unsloth_grpo.training.trl_schema`) without importing TRL;
+6. the machine: the doctor's preflight (:func:`unsloth_grpo.hardware.doctor.preflight`);
+7. TRL's own checks: TRL's dataclass is built from the config as the run will build it
+   (:func:`unsloth_grpo.training.trainer_args.grpo_args`), and what its ``__post_init__`` refuses
+   is reported. This imports TRL, and with it transformers and torch (seconds), so it runs when
+   the run is about to start on this machine (``environment=True``), with Unsloth imported first
+   when it trains on a GPU; ``--check`` stops after step 5.
 
 The recipe runner, ``--check`` and :func:`unsloth_grpo.training.train.train` all call
 :func:`check_before_loading`, so a typo costs the same seconds whichever way a run starts::
 
-    problems = config_problems(cfg)          # steps 1-5 as lines
-    check_before_loading(cfg)                # raises ConfigError, then the doctor's EnvironmentProblem
-
-Step 5 imports TRL (and so transformers and torch): seconds. When this machine trains with Unsloth
-on a GPU, Unsloth is imported first (:func:`unsloth_grpo.training.trainer_args.unsloth_first`).
+    problems = config_problems(cfg)          # steps 1-5 as lines (build=True: and step 7)
+    check_before_loading(cfg)                # raises ConfigError, or the doctor's EnvironmentProblem
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ import difflib
 from unsloth_grpo.config import ConfigError, RecipeConfig, format_problems, validate
 
 
-def config_problems(cfg: RecipeConfig) -> list[str]:
-    """Every problem of ``cfg`` that can be found without touching the machine, one line each."""
+def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
+    """Every problem of ``cfg`` that can be found without touching the machine, one line each.
+
+    ``build`` adds TRL's own checks (step 7) when nothing else was found; it imports TRL.
+    """
     problems = validate(cfg)
     problems += _task_problems(cfg)
     problems += _reward_problems(cfg.rewards, "rewards")
@@ -43,7 +47,7 @@ def config_problems(cfg: RecipeConfig) -> list[str]:
         problems += tool_problems(cfg)
     if cfg.stages:
         problems += _stage_problems(cfg)
-    problems += trainer_problems(cfg, build=not problems)
+    problems += trainer_problems(cfg, build=build and not problems)
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
@@ -51,14 +55,19 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True) -> None
     """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight.
 
     The preflight raises :class:`unsloth_grpo.hardware.doctor.EnvironmentProblem` for what this
-    machine cannot do (a missing package, no bf16, no disk). ``environment=False`` skips it
-    (``--check`` on another machine than the one that trains, and the stage runner's inner runs).
+    machine cannot do (a missing package, no bf16, no disk); then TRL's own checks run, on the TRL
+    config the run will build. ``environment=False`` skips both (``--check``, which may run on
+    another machine than the one that trains, the runner's first look, and the stage runner's
+    inner runs, checked with the whole run).
     """
     problems = config_problems(cfg)
     if problems:
         raise ConfigError(format_problems(problems))
     if environment:
         _preflight(cfg)
+        problems = trainer_problems(cfg)
+        if problems:
+            raise ConfigError(format_problems(problems))
 
 
 # ---------------------------------------------------------------- TRL's own config
@@ -68,14 +77,13 @@ def trainer_problems(cfg: RecipeConfig, *, build: bool = True) -> list[str]:
     """TRL's verdict on ``cfg``'s ``training`` keys, and with ``build`` on the config TRL's dataclass makes.
 
     The keys are checked against ``GRPOConfig``; a stage's own keys against the trainer it runs
-    (``SFTConfig`` for ``kind: sft``). With ``build``, each run's TRL config is then built as the run
-    builds it (:func:`unsloth_grpo.training.trainer_args.grpo_args`), for a device-neutral decision,
-    and what TRL's ``__post_init__`` refuses is reported.
+    (``SFTConfig`` for ``kind: sft``). With ``build`` and no problem found, each run's TRL config is
+    then built as the run builds it (:func:`unsloth_grpo.training.trainer_args.grpo_args`), for a
+    device-neutral decision, and what TRL's ``__post_init__`` refuses is reported.
     """
     from unsloth_grpo.training.trainer_args import GRPO, SFT, checking_info, grpo_args, sft_args, trl_values, \
         unsloth_first
 
-    unsloth_first(cfg.model)
     problems = trl_values(cfg.training.trl, GRPO)[1]
     own = set(cfg.training.__dataclass_fields__)  # the toolkit's own options, not TRL's
     for i, stage in enumerate(cfg.stages):
@@ -84,6 +92,7 @@ def trainer_problems(cfg: RecipeConfig, *, build: bool = True) -> list[str]:
         problems += [f"stages[{i}] ({stage.name}): {p}" for p in found]
     if problems or not build:
         return problems
+    unsloth_first(cfg.model)
     for where, run, kind in _runs(cfg):
         info = checking_info(run.model.name)
         try:

@@ -218,10 +218,10 @@ def generation_round_steps(cfg: RecipeConfig) -> int:
     """Optimizer steps served by one round of generation: TRL generates every
     ``steps_per_generation x num_iterations`` micro-batches and steps the optimizer every
     ``gradient_accumulation_steps`` of them. Resume is exact only at a round boundary."""
-    from unsloth_grpo.training.trainer_args import trl_fields
+    from unsloth_grpo.training.trl_schema import field_table
 
     t = cfg.training
-    iterations = t.get("num_iterations", trl_fields()["num_iterations"].default)  # TRL's default: 1
+    iterations = t.get("num_iterations", field_table()["num_iterations"].default)  # TRL's default: 1
     micro = (t.steps_per_generation or t.gradient_accumulation_steps) * int(iterations)
     return micro // math.gcd(micro, t.gradient_accumulation_steps)
 

@@ -20,16 +20,13 @@ own ``__post_init__`` checks it. On top of what the config sets:
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import enum
 import functools
 import sys
-import types
-import typing
 from typing import Any
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, convert_value, format_problems
+from unsloth_grpo.training.trl_schema import field_table
 
 GRPO, SFT = "GRPOConfig", "SFTConfig"
 
@@ -71,16 +68,6 @@ def trl_class(kind: str = GRPO) -> type:
     return getattr(trl, kind)
 
 
-def trl_fields(kind: str = GRPO) -> dict[str, dataclasses.Field]:
-    """The fields of TRL's ``kind`` a config may set, by name (TRL's help is in each one's metadata)."""
-    return {f.name: f for f in dataclasses.fields(trl_class(kind)) if f.init and not f.name.startswith("_")}
-
-
-@functools.cache
-def _types(kind: str) -> dict[str, Any]:
-    return typing.get_type_hints(trl_class(kind))
-
-
 def unsloth_first(model_cfg) -> None:
     """Import Unsloth now when this machine's run will train with it on a GPU, before TRL's config
     pulls in transformers: Unsloth patches transformers and TRL when it is imported, and only partly
@@ -94,19 +81,20 @@ def unsloth_first(model_cfg) -> None:
         if decision.device == "cuda" and decision.backend == "unsloth":
             prepare_backend(model_cfg)
     except (BackendError, ImportError):
-        pass  # a setting this card cannot run, or a broken install: the doctor's preflight names it next
+        pass  # a setting this card cannot run, or a broken install: the doctor's preflight names it
 
 
 # ---------------------------------------------------------------- values: names and types
 
 
 def trl_values(values: dict[str, Any], kind: str = GRPO, where: str = "training") -> tuple[dict, list[str]]:
-    """``values`` (TRL field name -> value as written) converted to the types TRL's ``kind`` declares.
+    """``values`` (TRL field name -> value as written) as the types TRL's ``kind`` declares.
 
     Returns the converted values and the problems, one line each: a name TRL does not have (with
     TRL's closest name), a field the toolkit sets from another key, a value of the wrong type.
+    Reads TRL's field table (:mod:`unsloth_grpo.training.trl_schema`), so TRL is not imported here.
     """
-    fields, out, problems = trl_fields(kind), {}, []
+    fields, out, problems = field_table(kind), {}, []
     for key, value in values.items():
         if key in OWNED_ELSEWHERE:
             problems.append(f"{where}.{key}={value!r}: the toolkit sets this {kind} field from "
@@ -118,47 +106,38 @@ def trl_values(values: dict[str, Any], kind: str = GRPO, where: str = "training"
                             "`--help-config` lists them all")
         else:
             try:
-                out[key] = _as_type(value, _types(kind)[key], f"{where}.{key}")
+                out[key] = _as_kinds(value, fields[key].kinds, f"{where}.{key}")
             except ConfigError as exc:
                 problems.append(str(exc))
     return out, problems
 
 
-def _as_type(value: Any, tp: Any, where: str) -> Any:
-    """``value`` as TRL's annotation ``tp`` asks; a value that already fits is left as it is."""
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None and len(options) < len(typing.get_args(tp)):
-            return None
-        if any(_fits(value, a) for a in options):
-            return value
-        errors = []
-        for option in options:
-            try:
-                return _as_type(value, option, where)
-            except ConfigError as exc:
-                errors.append(exc)
-        raise errors[0]
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        tp = str  # SchedulerType, OptimizerNames...: TRL takes the name and checks it
-    if _fits(value, tp):
+def _as_kinds(value: Any, kinds: tuple[str, ...], where: str) -> Any:
+    """``value`` as one of the kinds TRL's type for it takes; a value that already fits is left alone."""
+    if "any" in kinds or _kind(value) in kinds or (_kind(value) == "int" and "float" in kinds):
         return value
-    return convert_value(value, tp, where)
+    error = None
+    for kind, plain in _PLAIN_KINDS:
+        if kind in kinds:
+            try:
+                return convert_value(value, plain, where)
+            except ConfigError as exc:
+                error = error or exc
+    raise error or ConfigError(f"{where}: expected {' or '.join(k for k in kinds if k != 'none')}, got {value!r}")
 
 
-def _fits(value: Any, tp: Any) -> bool:
-    origin = typing.get_origin(tp) or tp
-    if tp is Any:
-        return True
-    if origin is typing.Literal:
-        return value in typing.get_args(tp)
-    if isinstance(origin, type) and issubclass(origin, enum.Enum):
-        return isinstance(value, str)
-    if origin is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if origin is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(origin, type) and isinstance(value, origin)
+#: The kinds a written value can be converted to, and the type that converts it.
+_PLAIN_KINDS = (("bool", bool), ("int", int), ("float", float), ("str", str))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "none"
+    for name, plain in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", list),
+                        ("dict", dict)):
+        if isinstance(value, plain):
+            return name
+    return "any"
 
 
 # ---------------------------------------------------------------- the arguments of a run
@@ -185,7 +164,7 @@ def trainer_kwargs(cfg: RecipeConfig, info, kind: str = GRPO) -> dict[str, Any]:
     t = cfg.training
     given = dict(t.trl)
     if kind == SFT:
-        sft = trl_fields(SFT)
+        sft = field_table(SFT)
         given = {k: v for k, v in given.items() if k in sft and k != "loss_type"}
     values, problems = trl_values(given, kind)
     if problems:
@@ -275,5 +254,5 @@ def checking_info(model_name: str):
     return BackendInfo("transformers", "cuda", "fp32", False, False, model_name, "checking the config")
 
 
-__all__ = ["GRPO", "OWNED_ELSEWHERE", "SFT", "TOOLKIT_NOTES", "checking_info", "device_fields", "grpo_args",
-           "sft_args", "trainer_kwargs", "trl_class", "trl_fields", "trl_values", "unsloth_first"]
+__all__ = ["GRPO", "OWNED_ELSEWHERE", "SFT", "TOOLKIT_NOTES", "checking_info", "device_fields", "field_table",
+           "grpo_args", "sft_args", "trainer_kwargs", "trl_class", "trl_values", "unsloth_first"]
