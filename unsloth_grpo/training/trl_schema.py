@@ -114,8 +114,8 @@ def _cached() -> dict[str, dict[str, dict]]:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         pass
-    print("note: reading the installed TRL's config fields once (a few seconds; kept in "
-          f"{path.parent})", file=sys.stderr)
+    print(f"note: reading the installed TRL's config fields, once per TRL version (kept in {path.parent})",
+          file=sys.stderr)
     proc = subprocess.run([sys.executable, "-m", __name__], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(),
                                                                                           os.environ.get("PYTHONPATH")]))})
