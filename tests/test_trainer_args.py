@@ -329,6 +329,25 @@ def test_checking_names_and_types_imports_neither_trl_nor_transformers():
 
 
 @pytest.mark.slow
+def test_the_field_table_is_the_installed_trls_read_live_or_through_the_cache(tmp_path, monkeypatch):
+    import json
+
+    import trl
+
+    from unsloth_grpo.training import trl_schema
+
+    monkeypatch.setenv("UNSLOTH_GRPO_HOME", str(tmp_path))
+    through_child = trl_schema._cached()  # TRL read in a child process, the table kept in the cache folder
+    (kept,) = (tmp_path / "trl_fields").glob("*.json")
+    assert through_child == json.loads(json.dumps(trl_schema._read_trl())) == json.loads(kept.read_text())
+    assert set(through_child["GRPOConfig"]) == {f.name for f in dataclasses.fields(trl.GRPOConfig)
+                                                if f.init and not f.name.startswith("_")}
+    assert through_child["GRPOConfig"]["report_to"]["kinds"] == ["none", "str", "list"]
+    kept.write_text(json.dumps({"GRPOConfig": {}, "SFTConfig": {}}))
+    assert trl_schema._cached() == {"GRPOConfig": {}, "SFTConfig": {}}  # read back, no child process
+
+
+@pytest.mark.slow
 def test_unsloth_comes_before_trl_when_it_trains_on_a_gpu():
     """Checking a config imports TRL's config classes (and transformers); on a GPU whose backend is
     Unsloth, Unsloth must be imported before them, or its patches are partial."""
