@@ -348,21 +348,23 @@ def test_the_field_table_is_the_installed_trls_read_live_or_through_the_cache(tm
 
 
 @pytest.mark.slow
-def test_unsloth_comes_before_trl_when_it_trains_on_a_gpu():
-    """Checking a config imports TRL's config classes (and transformers); on a GPU whose backend is
-    Unsloth, Unsloth must be imported before them, or its patches are partial."""
+def test_the_backend_is_prepared_before_the_run_imports_trl():
+    """A run's check builds TRL's config (and imports transformers); Unsloth, when it is the backend,
+    must be imported before them (on a GPU its patches are partial otherwise; it says so on a CPU)."""
     code = (
         "import sys\n"
         "from unsloth_grpo.hardware import backend\n"
         "seen = []\n"
-        "class Decision: backend, device = 'unsloth', 'cuda'\n"
-        "backend.decide = lambda model_cfg, *a, **k: Decision\n"
-        "backend.prepare_backend = lambda model_cfg, *a, **k: seen.append('transformers' in sys.modules)\n"
+        "def prepare(model_cfg, *args, **kwargs):  # the decision, without importing Unsloth\n"
+        "    seen.append(sorted(m for m in ('transformers', 'trl', 'peft') if m in sys.modules))\n"
+        "    return backend.decide(model_cfg)\n"
+        "backend.prepare_backend = prepare\n"
         "from unsloth_grpo.recipes import gsm8k\n"
-        "from unsloth_grpo.training.checks import config_problems\n"
-        "print(config_problems(gsm8k.RECIPE.resolve(preset='smoke'), build=True), seen)\n")
+        "from unsloth_grpo.training.checks import check_before_loading\n"
+        "check_before_loading(gsm8k.RECIPE.resolve(preset='smoke'))\n"
+        "print(seen, 'transformers' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "[] [False]"
+    assert out.stdout.strip().splitlines()[-1] == "[[]] True"  # prepared first, then TRL's config was built
 
 
 @pytest.mark.slow

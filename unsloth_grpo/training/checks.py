@@ -14,8 +14,9 @@ the ground floor). What needs the rest of the package is checked here, in this o
 7. TRL's own checks: TRL's dataclass is built from the config as the run will build it
    (:func:`unsloth_grpo.training.trainer_args.grpo_args`), and what its ``__post_init__`` refuses
    is reported. This imports TRL, and with it transformers and torch (seconds), so it runs when
-   the run is about to start on this machine (``environment=True``), with Unsloth imported first
-   when it trains on a GPU; ``--check`` stops after step 5.
+   the run is about to start on this machine (``environment=True``), after the backend is
+   prepared (Unsloth, when it is the backend, must be imported before transformers and TRL);
+   ``--check`` stops after step 5.
 
 The recipe runner, ``--check`` and :func:`unsloth_grpo.training.train.train` all call
 :func:`check_before_loading`, so a typo costs the same seconds whichever way a run starts::
@@ -64,8 +65,11 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True) -> None
     if problems:
         raise ConfigError(format_problems(problems))
     if environment:
+        from unsloth_grpo.hardware.backend import prepare_backend
+
         _preflight(cfg)
-        problems = trainer_problems(cfg)
+        decision = prepare_backend(cfg.model)  # Unsloth, when it is the backend, before TRL imports transformers
+        problems = trainer_problems(cfg, info=decision.info(cfg.model.name))
         if problems:
             raise ConfigError(format_problems(problems))
 
@@ -73,16 +77,16 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True) -> None
 # ---------------------------------------------------------------- TRL's own config
 
 
-def trainer_problems(cfg: RecipeConfig, *, build: bool = True) -> list[str]:
+def trainer_problems(cfg: RecipeConfig, *, build: bool = True, info=None) -> list[str]:
     """TRL's verdict on ``cfg``'s ``training`` keys, and with ``build`` on the config TRL's dataclass makes.
 
     The keys are checked against ``GRPOConfig``; a stage's own keys against the trainer it runs
     (``SFTConfig`` for ``kind: sft``). With ``build`` and no problem found, each run's TRL config is
-    then built as the run builds it (:func:`unsloth_grpo.training.trainer_args.grpo_args`), for a
-    device-neutral decision, and what TRL's ``__post_init__`` refuses is reported.
+    then built as the run builds it (:func:`unsloth_grpo.training.trainer_args.grpo_args`) for the
+    loader's decision ``info`` (a device-neutral one when None), and what TRL's ``__post_init__``
+    refuses is reported.
     """
-    from unsloth_grpo.training.trainer_args import GRPO, SFT, checking_info, grpo_args, sft_args, trl_values, \
-        unsloth_first
+    from unsloth_grpo.training.trainer_args import GRPO, SFT, checking_info, grpo_args, sft_args, trl_values
 
     problems = trl_values(cfg.training.trl, GRPO)[1]
     own = set(cfg.training.__dataclass_fields__)  # the toolkit's own options, not TRL's
@@ -92,14 +96,13 @@ def trainer_problems(cfg: RecipeConfig, *, build: bool = True) -> list[str]:
         problems += [f"stages[{i}] ({stage.name}): {p}" for p in found]
     if problems or not build:
         return problems
-    unsloth_first(cfg.model)
     for where, run, kind in _runs(cfg):
-        info = checking_info(run.model.name)
+        decided = info if info is not None else checking_info(run.model.name)
         try:
             if kind == SFT:
-                sft_args(run, info, checking=True)
+                sft_args(run, decided, checking=True)
             else:
-                grpo_args(run, info, weights=[r.weight for r in run.rewards], checking=True)
+                grpo_args(run, decided, weights=[r.weight for r in run.rewards], checking=True)
         except ConfigError as exc:
             problems.append(where + str(exc))
     return problems

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import sys
 from typing import Any
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, convert_value, format_problems
@@ -62,26 +61,12 @@ TOOLKIT_NOTES = {
 
 
 def trl_class(kind: str = GRPO) -> type:
-    """The installed TRL's ``GRPOConfig`` or ``SFTConfig`` (imports transformers: seconds)."""
+    """The installed TRL's ``GRPOConfig`` or ``SFTConfig``. This imports transformers (seconds); a process
+    that trains with Unsloth imports Unsloth first (``hardware.backend.prepare_backend``), since
+    Unsloth patches transformers and TRL when it is imported."""
     import trl
 
     return getattr(trl, kind)
-
-
-def unsloth_first(model_cfg) -> None:
-    """Import Unsloth now when this machine's run will train with it on a GPU, before TRL's config
-    pulls in transformers: Unsloth patches transformers and TRL when it is imported, and only partly
-    after them. On a CPU it patches nothing, so nothing is imported here."""
-    if "transformers" in sys.modules:
-        return  # already decided: a model is loaded, or the order is not ours to keep
-    from unsloth_grpo.hardware.backend import BackendError, decide, prepare_backend
-
-    try:
-        decision = decide(model_cfg)
-        if decision.device == "cuda" and decision.backend == "unsloth":
-            prepare_backend(model_cfg)
-    except (BackendError, ImportError):
-        pass  # a setting this card cannot run, or a broken install: the doctor's preflight names it
 
 
 # ---------------------------------------------------------------- values: names and types
@@ -255,4 +240,4 @@ def checking_info(model_name: str):
 
 
 __all__ = ["GRPO", "OWNED_ELSEWHERE", "SFT", "TOOLKIT_NOTES", "checking_info", "device_fields", "field_table",
-           "grpo_args", "sft_args", "trainer_kwargs", "trl_class", "trl_values", "unsloth_first"]
+           "grpo_args", "sft_args", "trainer_kwargs", "trl_class", "trl_values"]
