@@ -56,6 +56,8 @@ class BackendInfo:
     use_vllm: bool
     model_name: str
     reason: str = ""
+    #: vLLM sleeps while the model trains (Unsloth's standby, or TRL's sleep mode on transformers).
+    vllm_standby: bool = False
 
     def summary(self) -> str:
         return (
@@ -185,19 +187,29 @@ class Decision:
 
     def info(self, model_name: str) -> BackendInfo:
         return BackendInfo(self.backend, self.device, self.dtype, self.load_in_4bit, self.vllm.use, model_name,
-                           "; ".join([self.backend_reason, *self.notes]))
+                           "; ".join([self.backend_reason, *self.notes]),
+                           vllm_standby=self.vllm.use and self.vllm.standby)
 
 
 def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str, str] | None = None,
-           vllm: tuple[str | None, bool] | None = None, bnb_importable: bool | None = None) -> Decision:
+           vllm: tuple[str | None, bool] | None = None, bnb_importable: bool | None = None,
+           environment: tuple[dict, bool] | None = None) -> Decision:
     """Backend, device, dtype, 4-bit and vLLM for ``model_cfg`` on ``profile`` (measured when None).
 
     A pure function of its inputs: ``backend`` (name, why), ``vllm`` (installed version, plugin)
-    and ``bnb_importable`` are looked up when not given. Raises BackendError for a setting the
-    card cannot run (bf16 below compute capability 8.0, ``device: cuda`` or ``fast_inference: on``
-    without what they need).
+    and ``bnb_importable`` are looked up when not given; ``environment`` is (environment
+    variables, whether unsloth is imported), this process's when the card is measured and a
+    clean one for a given ``profile``. Raises BackendError for a setting the card cannot run
+    (bf16 below compute capability 8.0, ``device: cuda`` or ``fast_inference: on`` without what
+    they need).
     """
-    profile = measure() if profile is None else profile
+    if profile is None:
+        profile = measure()
+        if environment is None:
+            import sys
+
+            environment = (dict(os.environ), "unsloth" in sys.modules)
+    env, imported = environment if environment is not None else ({}, False)
     name, why = backend if backend is not None else backend_name(model_cfg.backend, vllm_server=model_cfg.vllm_server)
     if model_cfg.device == "cuda" and not profile.cuda:
         raise BackendError("model.device='cuda' but no CUDA GPU is visible; set model.device=auto")
@@ -217,12 +229,26 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
         if not bnb_importable:
             load_4bit = False
             notes.append("bitsandbytes missing; 16-bit weights")
-    choice = choice_for_config(model_cfg, card, backend=name, vllm=vllm, world_size=_world_size())
+    choice = choice_for_config(model_cfg, card, backend=name, vllm=vllm, world_size=_world_size(), env=env,
+                               unsloth_imported=imported)
     if choice.error:
         raise BackendError(f"model.fast_inference='on' but {choice.error}")
     if not choice.use and model_cfg.fast_inference == "auto" and card.cuda and not model_cfg.vllm_server:
         notes.append(f"no vLLM: {choice.reason}")
+    notes += ignored_settings(model_cfg, name, choice)
     return Decision(name, why, "cuda" if card.cuda else "cpu", dtype, load_4bit, choice, tuple(notes))
+
+
+def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
+    """Settings of ``model_cfg`` that the run will not use, each with what is used instead."""
+    from unsloth_grpo.config import ModelConfig
+
+    default = ModelConfig().gpu_memory_utilization
+    if backend == "unsloth" and choice.use and choice.standby and model_cfg.gpu_memory_utilization != default:
+        return [f"model.gpu_memory_utilization={model_cfg.gpu_memory_utilization:g} is not used: with vLLM standby "
+                f"Unsloth sets the pool itself ({choice.gpu_memory_utilization:.2f} of this card); set "
+                "model.vllm_standby=off to size it yourself"]
+    return []
 
 
 def prepare_backend(model_cfg, profile: CardProfile | None = None) -> Decision:

@@ -1,0 +1,241 @@
+"""Issue 25: the GPU path read against the library sources, each finding on simulated cards and packages.
+
+Nothing here needs a GPU: the cards are the shipped profiles, the installed packages are given to the
+doctor, and Unsloth's loader is a stand-in where a test says so. The finding each test covers is in
+its name or docstring; docs/gpu.md's findings table lists them with how each was checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import textwrap
+import tomllib
+import types
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from unsloth_grpo.config import ModelConfig, load_config
+from unsloth_grpo.hardware import backend, doctor, memory, profiles
+from unsloth_grpo.hardware.doctor import ERROR, GPU, WARNING, TorchInfo, collect_report, run_checks
+from unsloth_grpo.hardware.profiles import CPU, PROFILES, vllm_choice
+from unsloth_grpo.recipes import gsm8k
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD_VLLM = ("0.27.1", False)
+T4, A100, H100 = PROFILES["t4"], PROFILES["a100-80"], PROFILES["h100-80"]
+GIB = 2**30
+H200 = TorchInfo("2.11.0+cu130", "13.0", True, (GPU(0, "NVIDIA H200", 140 * GIB, (9, 0), 139 * GIB),),
+                 nvidia_driver=True)
+
+
+# ---------------------------------------------------------------- 1: the doctor and Unsloth's own requirements
+
+
+def _unsloth_lines() -> list[str]:
+    import importlib.metadata
+
+    return list(importlib.metadata.requires("unsloth") or [])
+
+
+def _report(versions: dict, *, packaging_version: str = "26.4"):
+    ours, python = doctor.requirements_from_pyproject(ROOT / "pyproject.toml")
+    import importlib.metadata
+
+    have = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions() if d.metadata["Name"]}
+    have.update({"torch": "2.11.0", "packaging": packaging_version, **versions})  # this venv, as the GPU image
+    return collect_report(versions=have, requirements={"unsloth-grpo": ours, "unsloth": _unsloth_lines()},
+                          requires_python=python, torch_info=H200, env={}, python_version="3.12.3",
+                          importable=lambda m: m in ("unsloth", "unsloth_zoo", "trl", "bitsandbytes"),
+                          check_hub=False, disk_free=lambda p: 500 * GIB,
+                          marker_env={"python_version": "3.12", "sys_platform": "linux", "platform_machine": "x86_64"})
+
+
+def test_packages_unsloth_declares_but_training_never_imports_do_not_block():
+    """Finding 1: xformers, diffusers and pydantic missing, an older certifi: warnings, each with why."""
+    report = _report({"xformers": None, "diffusers": None, "pydantic": None, "certifi": "2025.1.31"})
+    problems = run_checks(report, backend="unsloth", need_bf16=True, fast_inference="off", load_in_4bit=True)
+    named = {p.package: p for p in problems if p.package}
+    for name in ("xformers", "diffusers", "pydantic", "certifi"):
+        assert named[name].severity == WARNING, named[name]
+        assert "not needed to train" in named[name].message
+    assert not [p for p in problems if p.blocking], [str(p) for p in problems if p.blocking]
+    # a package the run does import still blocks
+    broken = run_checks(_report({"xformers": None, "trl": "1.16.0"}), backend="unsloth", fast_inference="off")
+    assert {p.package for p in broken if p.blocking} == {"trl"}
+
+
+def test_an_old_packaging_is_reported_not_raised(monkeypatch):
+    """Finding 1: packaging older than 26.3 lacks SpecifierSet.is_unsatisfiable/is_subset; the doctor
+    names it with the fix instead of stopping on an AttributeError."""
+    monkeypatch.delattr(SpecifierSet, "is_unsatisfiable")
+    monkeypatch.delattr(SpecifierSet, "is_subset")
+    problems = run_checks(_report({"xformers": "0.0.35", "diffusers": "0.42.1", "pydantic": "2.14.4",
+                                   "certifi": "2026.10.19"}, packaging_version="25.0"),
+                          backend="unsloth", fast_inference="off")
+    old = [p for p in problems if p.package == "packaging"]
+    assert old and old[0].severity == ERROR and "packaging>=26.3" in old[0].fix
+
+
+@pytest.mark.slow
+def test_unsloth_imports_without_the_packages_the_doctor_lets_pass(tmp_path):
+    """Finding 1, run: `import unsloth` (and unsloth_zoo) with xformers, diffusers and pydantic hidden."""
+    code = textwrap.dedent("""
+        import importlib.abc, sys
+        HIDDEN = ("xformers", "diffusers", "pydantic")
+        class Hide(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in HIDDEN:
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        sys.meta_path.insert(0, Hide())
+        import unsloth, unsloth_zoo
+        from unsloth import FastLanguageModel
+        assert not [m for m in sys.modules if m.split(".")[0] in HIDDEN]
+        print("IMPORTED", unsloth.__version__)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "UNSLOTH_DISABLE_STATISTICS": "1", "OMP_NUM_THREADS": "1"})
+    assert "IMPORTED 2026.10.9" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+# ---------------------------------------------------------------- 2 and 3: TRL's colocated vLLM
+
+
+def test_transformers_backend_never_pairs_4bit_weights_with_colocated_vllm():
+    """Finding 2: TRL merges the LoRA into NF4 weights and unmerges it each round (peft re-quantizes
+    through the CPU); the run generates without vLLM under auto and refuses `on` with one line."""
+    auto = vllm_choice(T4, backend="transformers", load_in_4bit=True, vllm_version="0.27.1")
+    assert not auto.use and auto.error is None and "merges the LoRA into the NF4 weights" in auto.reason
+    on = vllm_choice(T4, backend="transformers", load_in_4bit=True, vllm_version="0.27.1", fast_inference="on")
+    assert on.error and "\n" not in on.error and "model.load_in_4bit=false" in on.error
+    with pytest.raises(backend.BackendError, match="merges the LoRA into the NF4 weights"):
+        backend.decide(ModelConfig(fast_inference="on"), T4, backend=("transformers", "t"), vllm=GOOD_VLLM,
+                       bnb_importable=True)
+    # the planner plans 16-bit weights when this backend generates with vLLM
+    p = memory.plan("qwen2.5-1.5b", 79.1, compute_capability=8.0, backend="transformers", use_vllm=True)
+    assert p.fits and p.load_in_4bit is False
+    # Unsloth's own vLLM loads the 4-bit weights itself: unchanged there
+    assert vllm_choice(T4, backend="unsloth", load_in_4bit=True, vllm_version="0.27.1").use
+
+
+def test_trls_colocated_vllm_sleeps_while_the_model_trains(tmp_path):
+    """Finding 3: without sleep mode the pool (0.6 of an 80 GB card: 48 GB) stays reserved while training.
+    TRL 1.14's `vllm_enable_sleep_mode` gives it back between generations."""
+    from unsloth_grpo.training.train import build_grpo_args
+
+    cfg = gsm8k.RECIPE.resolve(overrides=[f"output_dir={tmp_path}", "model.load_in_4bit=false",
+                                          "model.backend=transformers"])
+    d = backend.decide(cfg.model, A100, backend=("transformers", "t"), vllm=GOOD_VLLM)
+    assert d.vllm.use and d.vllm.standby and "asleep while training" in d.vllm.reason
+    info = dataclasses.replace(d.info(cfg.model.name), device="cpu", dtype="fp32")  # GRPOConfig without a GPU
+    args = build_grpo_args(cfg, info, weights=[1.0] * len(cfg.rewards))
+    assert args.use_vllm and args.vllm_mode == "colocate" and args.vllm_enable_sleep_mode is True
+    s = memory.settings_from_config(cfg, A100.as_gpu(), vllm=GOOD_VLLM)
+    est = memory.estimate_memory(cfg.model.name, **s)
+    assert est.phase_of["vllm_pool"] == "generation"  # not held through the training pass
+    # standby: off keeps the old behaviour on purpose
+    held = backend.decide(dataclasses.replace(cfg.model, vllm_standby="off"), A100, backend=("transformers", "t"),
+                          vllm=GOOD_VLLM)
+    assert held.vllm.use and not held.vllm.standby and "held while training" in held.vllm.reason
+
+
+# ---------------------------------------------------------------- 10 and 11: the standby pool
+
+
+def test_no_preset_sets_a_pool_that_standby_ignores():
+    """Finding 10: with standby Unsloth forces its own pool (unsloth_zoo load_vllm), so the t4 presets'
+    gpu_memory_utilization: 0.5 did nothing. A preset sets nothing the run ignores, and a user's value
+    that the run ignores is said in the run's first line."""
+    import importlib
+
+    from unsloth_grpo.recipes import __path__ as recipe_dirs
+
+    names = sorted(p.stem for p in Path(recipe_dirs[0]).glob("*.py") if not p.stem.startswith("_"))
+    checked = 0
+    for name in names:
+        recipe = importlib.import_module(f"unsloth_grpo.recipes.{name}").RECIPE
+        for preset in recipe.presets:
+            if preset == "smoke":
+                continue
+            m = recipe.resolve(preset=preset).model
+            d = backend.decide(m, T4 if preset == "t4" else H100, backend=("unsloth", "t"), vllm=GOOD_VLLM)
+            assert not backend.ignored_settings(m, "unsloth", d.vllm), (name, preset)
+            checked += 1
+    assert checked >= 5  # every t4 preset
+    m = gsm8k.RECIPE.resolve(preset="t4", overrides=["model.gpu_memory_utilization=0.5"]).model
+    d = backend.decide(m, T4, backend=("unsloth", "t"), vllm=GOOD_VLLM)
+    assert any("gpu_memory_utilization=0.5 is not used" in n and "0.76" in n for n in d.notes)
+    assert "is not used" in d.info(m.name).summary()
+
+
+class _Loader:
+    """Unsloth's FastLanguageModel as the loader calls it: records the keyword arguments."""
+
+    calls: list = []
+
+    @classmethod
+    def from_pretrained(cls, **kw):
+        cls.calls.append(kw)
+        return types.SimpleNamespace(name="model"), types.SimpleNamespace(pad_token="<p>", eos_token="</s>",
+                                                                          padding_side="right")
+
+
+def test_standby_follows_the_environment_unsloth_reads(monkeypatch):
+    """Finding 11: Unsloth reads UNSLOTH_VLLM_STANDBY at import. A user's 0, or an unsloth imported
+    before the run could set it, means no standby: the pool must then be the recipe's, not standby's
+    0.76 of the card held all through training."""
+    m = gsm8k.RECIPE.resolve().model
+    pick = dict(backend=("unsloth", "t"), vllm=GOOD_VLLM)
+    assert backend.decide(m, T4, **pick, environment=({}, False)).vllm.standby
+    off = backend.decide(m, T4, **pick, environment=({"UNSLOTH_VLLM_STANDBY": "0"}, False)).vllm
+    assert off.use and not off.standby and off.gpu_memory_utilization == m.gpu_memory_utilization
+    late = backend.decide(m, T4, **pick, environment=({}, True)).vllm
+    assert late.use and not late.standby and "imported before" in late.reason
+    on = backend.decide(dataclasses.replace(m, vllm_standby="off"), T4, **pick,
+                        environment=({"UNSLOTH_VLLM_STANDBY": "1"}, True)).vllm
+    assert on.standby and on.gpu_memory_utilization == profiles.standby_utilization(T4.total_gb)
+    # the loader on this machine (a T4 here, measured) hands Unsloth the pool the environment allows
+    _Loader.calls = []
+    monkeypatch.setitem(sys.modules, "unsloth", types.SimpleNamespace(FastLanguageModel=_Loader))
+    monkeypatch.setattr(backend, "measure", lambda: T4)
+    monkeypatch.setattr(profiles, "installed_vllm", lambda: GOOD_VLLM)
+    monkeypatch.setattr(backend, "backend_name", lambda *a, **k: ("unsloth", "test"))
+    monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "0")
+    backend.load_model(ModelConfig(name="org/model"), None, log=lambda _l: None)
+    assert _Loader.calls[0]["gpu_memory_utilization"] == m.gpu_memory_utilization
+
+
+# ---------------------------------------------------------------- 14: install
+
+
+def test_vllm_4bit_needs_the_bitsandbytes_vllm_checks_for():
+    """Finding 14: vLLM 0.27.1's 4-bit layers ask for bitsandbytes >= 0.48.1 (its loader for 0.46.1)."""
+    assert "bitsandbytes>=0.48.1" in profiles.vllm_version_problem("0.27.1", bnb_version="0.45.5")
+    assert profiles.vllm_version_problem("0.27.1", bnb_version="0.50.2") is None
+    assert profiles.vllm_version_problem("0.27.1", load_in_4bit=False, bnb_version="0.45.5") is None
+    assert not vllm_choice(T4, vllm_version="0.27.1", bnb_version="0.47.0").use
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("unsloth", "test"):
+        spec = next(SpecifierSet(r.split("bitsandbytes", 1)[1]) for r in extras[extra] if r.startswith("bitsandbytes"))
+        assert not spec.contains("0.45.5") and not spec.contains("0.48.0") and spec.contains("0.50.2"), extra
+
+
+def test_a_driver_too_old_for_torchs_cuda_is_named_not_called_no_gpu():
+    """Finding 14: vLLM 0.27.1 pins torch 2.13.0, a CUDA 13 build; under a driver older than 580 torch
+    sees no GPU, and "no CUDA GPU" would send the user to another machine."""
+    problem = profiles.driver_problem("2.13.0+cu130", "13.0", "535.104.05")
+    assert "needs NVIDIA driver 580.65 or newer" in problem and "535.104.05" in problem
+    assert profiles.driver_problem("2.13.0+cu130", "13.0", "580.159.03") is None
+    assert profiles.driver_problem("2.13.0+cu128", "12.8", "535.104.05") is None
+    cfg = gsm8k.RECIPE.resolve()
+    found = doctor.recipe_problems(cfg, profile=CPU, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
+                                   cache_dir="/nonexistent", cuda_problem=lambda: problem)
+    gpu = [p for p in found if p.topic == "gpu"]
+    assert len(gpu) == 1 and "580.65" in gpu[0].message and "no CUDA GPU" not in gpu[0].message
+    t = TorchInfo("2.13.0+cu130", "13.0", False, (), nvidia_driver=True, driver_version="535.104.05")
+    report = collect_report(versions={"torch": "2.13.0"}, requirements={"unsloth-grpo": []}, torch_info=t, env={},
+                            importable=lambda m: False, check_hub=False, disk_free=lambda p: 500 * GIB)
+    assert any("580.65" in p.message for p in run_checks(report, backend="transformers"))
