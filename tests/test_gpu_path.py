@@ -239,3 +239,52 @@ def test_a_driver_too_old_for_torchs_cuda_is_named_not_called_no_gpu():
     report = collect_report(versions={"torch": "2.13.0"}, requirements={"unsloth-grpo": []}, torch_info=t, env={},
                             importable=lambda m: False, check_hub=False, disk_free=lambda p: 500 * GIB)
     assert any("580.65" in p.message for p in run_checks(report, backend="transformers"))
+
+
+# ---------------------------------------------------------------- 4 and 5: --preset auto
+
+
+def test_preset_auto_keeps_the_engine_start_fallback_it_was_sized_for():
+    """Finding 4: the plan wrote fast_inference=on, which turns the fallback off and makes vLLM's own
+    exact pins blocking in the doctor."""
+    from unsloth_grpo.cli.recipe import _auto_preset
+
+    cfg = gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth"])
+    preset = _auto_preset(cfg, T4.as_gpu(), GOOD_VLLM)
+    assert preset["model"]["fast_inference"] == "auto"
+    planned = gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth", "model.fast_inference=auto",
+                                              f"model.gpu_memory_utilization={preset['model']['gpu_memory_utilization']}",
+                                              "model.vllm_standby=on", "model.dtype=fp16"])
+    d = backend.decide(planned.model, T4, backend=("unsloth", "t"), vllm=GOOD_VLLM)
+    assert d.vllm.use and d.vllm.fallback
+    # vLLM's exact pins (torch==2.13.0) against another torch: advice under auto, a stop only under on
+    report = collect_report(versions={"torch": "2.14.1", "vllm": "0.27.1", "unsloth": "2026.10.9"},
+                            requirements={"unsloth-grpo": [], "vllm": ["torch==2.13.0"]}, torch_info=H200, env={},
+                            importable=lambda m: m in ("unsloth", "vllm"), check_hub=False,
+                            disk_free=lambda p: 500 * GIB)
+    pins = [p for p in run_checks(report, backend="unsloth", fast_inference=preset["model"]["fast_inference"])
+            if p.package == "torch"]
+    assert pins and pins[0].severity == WARNING
+    assert [p.severity for p in run_checks(report, backend="unsloth", fast_inference="on")
+            if p.package == "torch"] == [ERROR]
+
+
+def test_preset_auto_in_16_bit_loads_the_16_bit_repository(tmp_path):
+    """Finding 5: a 16-bit plan kept the -bnb-4bit name; Unsloth then silently loads the 16-bit repo,
+    while run_info.json, the model card and the offline cache check name the 4-bit one."""
+    assert backend.full_precision_name("unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit") == "unsloth/Qwen2.5-1.5B-Instruct"
+    assert backend.full_precision_name("unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit") == "unsloth/Qwen2.5-3B-Instruct"
+    assert backend.full_precision_name("Qwen/Qwen2.5-1.5B-Instruct") == "Qwen/Qwen2.5-1.5B-Instruct"
+    cfg = gsm8k.RECIPE.resolve(preset="auto", gpu=A100.as_gpu())  # an 80 GB card: 16-bit weights
+    assert cfg.model.load_in_4bit is False and cfg.model.name == "unsloth/Qwen2.5-1.5B-Instruct"
+    # the offline cache check looks for the repository the run loads
+    snap = tmp_path / "models--unsloth--Qwen2.5-1.5B-Instruct"
+    (snap / "refs").mkdir(parents=True)
+    (snap / "refs" / "main").write_text("abc")
+    (snap / "snapshots" / "abc").mkdir(parents=True)
+    (snap / "snapshots" / "abc" / "config.json").write_text("{}")
+    found = doctor.recipe_problems(cfg, profile=A100, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
+                                   cache_dir=str(tmp_path))
+    assert found == []
+    four = gsm8k.RECIPE.resolve(preset="auto", gpu=T4.as_gpu(), overrides=["model.load_in_4bit=true"])
+    assert four.model.name == "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit"  # 4-bit keeps the pre-quantized upload

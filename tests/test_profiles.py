@@ -418,14 +418,15 @@ def test_preset_auto_plans_with_the_runs_vllm_setting_and_fits(p, vllm):
         planned = gsm8k.RECIPE.resolve(overrides=[f"model.name={model}", "model.backend=unsloth", *_flat(preset)])
         assert "fast_inference" in preset["model"]
         fast = planned.model.fast_inference
-        assert fast in ("on", "off")  # written either way, so the run cannot start vLLM behind the plan
+        # written either way: off when the plan has no vLLM, auto (with its engine-start fallback) when it has
+        assert fast in ("auto", "off")
         if vllm[0] is None:
             assert fast == "off"
         s = memory.settings_from_config(planned, p.as_gpu(), vllm=vllm)
-        assert s["use_vllm"] == (fast == "on")
+        assert s["use_vllm"] == (fast == "auto")
         est = memory.estimate_memory(model, **s)
         assert est.total_gb <= p.total_gb * BUDGET + 1e-9, (model, p.key, est.total_gb)
-        if fast == "on":  # and an engine that fails to start leaves settings that fit without it
+        if fast == "auto":  # and an engine that fails to start leaves settings that fit without it
             s.update(use_vllm=False, gpu_memory_utilization=None, gpu_total_gb=None, vllm_standby=False)
             assert memory.estimate_memory(model, **s).total_gb <= p.total_gb * BUDGET + 1e-9
 
@@ -445,7 +446,7 @@ def test_preset_auto_on_a_t4_writes_standby_and_fp16():
 
     preset = _auto_preset(gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth"]), T4.as_gpu(), GOOD_VLLM)
     m = gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth", *_flat(preset)]).model
-    assert (m.fast_inference, m.vllm_standby, m.dtype) == ("on", "on", "fp16")
+    assert (m.fast_inference, m.vllm_standby, m.dtype) == ("auto", "on", "fp16")
     assert m.gpu_memory_utilization == pytest.approx(profiles.standby_utilization(T4.total_gb), abs=0.01)
     off = _auto_preset(gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth"]), T4.as_gpu(), (None, False))
     assert gsm8k.RECIPE.resolve(overrides=_flat(off)).model.fast_inference == "off"

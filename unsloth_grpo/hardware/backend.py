@@ -114,6 +114,51 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+#: The suffixes of pre-quantized bitsandbytes uploads (Unsloth's ``-bnb-4bit`` and dynamic ``-unsloth-bnb-4bit``).
+_PREQUANTIZED = ("-unsloth-bnb-4bit", "-bnb-4bit")
+
+
+def is_prequantized(name: str) -> bool:
+    """Whether ``name`` is a hub upload of 4-bit bitsandbytes weights (``unsloth/...-bnb-4bit``)."""
+    return str(name).lower().endswith(_PREQUANTIZED)
+
+
+def _unsloth_mapper() -> dict[str, str]:
+    """Unsloth's 4-bit -> 16-bit hub names (``unsloth/models/mapper.py``), read without importing unsloth
+    (the file holds plain tables and no imports); {} when Unsloth is not installed."""
+    spec = importlib.util.find_spec("unsloth")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "mapper.py"
+    if not path.is_file():
+        return {}
+    mapper_spec = importlib.util.spec_from_file_location("_unsloth_grpo_unsloth_mapper", path)
+    module = importlib.util.module_from_spec(mapper_spec)
+    try:
+        mapper_spec.loader.exec_module(module)
+    except Exception:  # noqa: BLE001 - another Unsloth layout: fall back to the name rule
+        return {}
+    return dict(getattr(module, "INT_TO_FLOAT_MAPPER", {}))
+
+
+def full_precision_name(name: str) -> str:
+    """The 16-bit hub repository of a pre-quantized ``-bnb-4bit`` name (the name itself otherwise).
+
+    Unsloth loads this repository when such a name is loaded with ``load_in_4bit=False``, and
+    merges a 4-bit run's adapter onto it on export; Unsloth's own table decides, and without
+    Unsloth the suffix is dropped (``unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit`` ->
+    ``unsloth/Qwen2.5-1.5B-Instruct``).
+    """
+    if not is_prequantized(name):
+        return name
+    mapped = _unsloth_mapper().get(str(name).lower())
+    if isinstance(mapped, str):
+        return mapped
+    low = str(name).lower()
+    cut = next(len(sfx) for sfx in _PREQUANTIZED if low.endswith(sfx))
+    return str(name)[:-cut]
+
+
 def _world_size() -> int:
     from unsloth_grpo.training.distributed import detect
 
