@@ -288,3 +288,96 @@ def test_preset_auto_in_16_bit_loads_the_16_bit_repository(tmp_path):
     assert found == []
     four = gsm8k.RECIPE.resolve(preset="auto", gpu=T4.as_gpu(), overrides=["model.load_in_4bit=true"])
     assert four.model.name == "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit"  # 4-bit keeps the pre-quantized upload
+
+
+# ---------------------------------------------------------------- 8: import order
+
+
+@pytest.mark.slow
+def test_unsloth_is_imported_before_a_training_key_is_checked(tmp_path):
+    """Finding 8: checking a pass-through `training:` key reads TRL's GRPOConfig, which imported trl,
+    transformers and peft before unsloth (Unsloth then warns its patches may be partial). The recipe
+    is run as a user runs it, up to loading the model."""
+    script = tmp_path / "order.py"
+    script.write_text(textwrap.dedent("""
+        import importlib.abc, json, sys
+        order = []
+        class Record(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name in ("unsloth", "trl", "transformers", "peft") and name not in order:
+                    order.append(name)
+        sys.meta_path.insert(0, Record())
+        from unsloth_grpo.hardware import backend
+        class Stop(Exception):
+            pass
+        def stop(*a, **k):
+            print("ORDER " + json.dumps(order), flush=True)
+            raise Stop()
+        backend.load_model = stop
+        from unsloth_grpo.recipes import gsm8k
+        from unsloth_grpo.cli.recipe import run_recipe
+        try:
+            run_recipe(gsm8k.RECIPE, ["--preset", "smoke", "--output-dir", sys.argv[1],
+                                      "training.repetition_penalty=1.0"])
+        except Stop:
+            pass
+    """))
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "UNSLOTH_DISABLE_STATISTICS": "1"}
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=ROOT)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("ORDER ")), None)
+    assert line is not None, proc.stdout[-2000:] + proc.stderr[-3000:]
+    import json
+
+    order = json.loads(line[len("ORDER "):])
+    assert order[0] == "unsloth" and set(order) == {"unsloth", "trl", "transformers", "peft"}, order
+    assert "imported before unsloth" not in proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- 12: the engine-start fallback
+
+
+class _Engine:
+    """Stands for a half-built vLLM engine: only the frames of the failed start refer to it."""
+
+
+class _FailingVllmLoader:
+    calls: list = []
+    engine_alive_at_reload: list = []
+    engine = None
+
+    @classmethod
+    def from_pretrained(cls, **kw):
+        import gc
+        import weakref
+
+        cls.calls.append(kw)
+        if kw["fast_inference"]:
+            engine = _Engine()  # noqa: F841 - held by this frame, as vLLM's objects are by theirs
+            cls.engine = weakref.ref(engine)
+            raise RuntimeError("CUDA out of memory while allocating the KV cache")
+        gc.collect()
+        cls.engine_alive_at_reload.append(cls.engine() is not None)
+        return types.SimpleNamespace(name="model"), types.SimpleNamespace(pad_token="<p>", eos_token="</s>",
+                                                                          padding_side="right")
+
+
+def test_reload_after_a_failed_engine_start_has_its_memory_back(monkeypatch):
+    """Finding 12: the reload without vLLM ran inside the except block, where the exception's traceback
+    keeps the half-built engine (and the memory it holds) alive; and the standby variable stayed set."""
+    _FailingVllmLoader.calls, _FailingVllmLoader.engine_alive_at_reload = [], []
+    monkeypatch.setitem(sys.modules, "unsloth", types.SimpleNamespace(FastLanguageModel=_FailingVllmLoader))
+    monkeypatch.setattr(profiles, "installed_vllm", lambda: GOOD_VLLM)
+    monkeypatch.setattr(backend, "backend_name", lambda *a, **k: ("unsloth", "test"))
+    monkeypatch.setattr(backend, "_STANDBY_SET_HERE", False)
+    monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "x")
+    monkeypatch.delenv("UNSLOTH_VLLM_STANDBY")
+    lines = []
+    loaded = backend.load_model(ModelConfig(name="org/model"), None, log=lines.append, profile=T4)
+    assert [c["fast_inference"] for c in _FailingVllmLoader.calls] == [True, False]
+    assert _FailingVllmLoader.engine_alive_at_reload == [False]
+    assert not loaded.info.use_vllm and not loaded.info.vllm_standby
+    assert "UNSLOTH_VLLM_STANDBY" not in __import__("os").environ
+    assert any("CUDA out of memory" in line and "generating without vLLM" in line for line in lines)

@@ -298,11 +298,27 @@ def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
 
 def prepare_backend(model_cfg, profile: CardProfile | None = None) -> Decision:
     """Decide for this machine and import Unsloth when it is the backend, standby set first."""
+    global _STANDBY_SET_HERE
     decision = decide(model_cfg, profile)
     if decision.backend == "unsloth":
-        set_standby_environment(decision.vllm)  # read by Unsloth at import time
+        _STANDBY_SET_HERE = set_standby_environment(decision.vllm) or _STANDBY_SET_HERE  # read at import
         _import_unsloth()
     return decision
+
+
+#: Whether this process set UNSLOTH_VLLM_STANDBY (a failed engine start takes it back).
+_STANDBY_SET_HERE = False
+
+
+def import_backend_first(model_cfg) -> None:
+    """Import Unsloth now when it is the backend (its standby setting first), before the config checks
+    import TRL, transformers or peft (checking a ``training:`` key reads TRL's GRPOConfig): Unsloth
+    patches them when it is imported and warns that its speed-ups may be partial when it comes
+    second. A setting the card cannot run is left to the checks that follow, which name the fix."""
+    try:
+        prepare_backend(model_cfg)
+    except BackendError:
+        pass
 
 
 def _import_unsloth() -> None:
@@ -394,17 +410,25 @@ def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing,
     if info.use_vllm:
         kwargs["max_lora_rank"] = (lora_cfg.max_lora_rank or lora_cfg.r) if lora_cfg else 16
         kwargs["gpu_memory_utilization"] = choice.gpu_memory_utilization
+    failure = None
     try:
         model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
     except Exception as exc:  # noqa: BLE001 - any engine start failure (attention backend, memory, plugin)
         if not (info.use_vllm and choice.fallback):
             raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {first}); generating without vLLM "
+        failure = f"{type(exc).__name__}: {first}"
+    # Reloaded outside the except block: until it ends, the exception's traceback keeps the frames of
+    # the half-built engine alive, and with them its memory.
+    if failure is not None:
+        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without vLLM "
             "(set model.fast_inference=off to skip the attempt)")
-        _release_cuda_memory()
+        release_engine_memory()
         info.use_vllm = False
+        info.vllm_standby = False
         info.reason = "; ".join(filter(None, [info.reason, "vLLM failed to start, generating without it"]))
+        if os.environ.get("UNSLOTH_VLLM_STANDBY") == "1" and _STANDBY_SET_HERE:
+            os.environ.pop("UNSLOTH_VLLM_STANDBY")  # ours, for an engine that no longer exists
         kwargs.update(fast_inference=False)
         kwargs.pop("max_lora_rank", None)
         kwargs.pop("gpu_memory_utilization", None)
@@ -422,9 +446,19 @@ def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing,
     return model, tokenizer
 
 
-def _release_cuda_memory() -> None:
+def release_engine_memory() -> None:
+    """Give back what a vLLM engine that failed to start still holds: vLLM's distributed state (its
+    own cleanup, when vLLM was imported), unreferenced objects, and torch's cached blocks."""
     import gc
+    import sys
 
+    if "vllm" in sys.modules:
+        try:
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
+        except Exception:  # noqa: BLE001 - best effort: another vLLM layout, or nothing to clean
+            pass
     gc.collect()
     try:
         import torch

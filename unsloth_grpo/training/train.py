@@ -310,6 +310,10 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.hardware.console import quiet_third_party
 
     quiet_third_party()
+    if loaded is None:  # Unsloth first: checking a training: key imports TRL (issue 25, finding 8)
+        from unsloth_grpo.hardware.backend import import_backend_first
+
+        import_backend_first(cfg.model)
     # every config problem at once and the doctor's preflight, before anything heavy (the stage
     # runner checked the machine once for all its stages)
     check_before_loading(cfg, environment=loaded is None)
@@ -412,14 +416,21 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
             *(callbacks or []),
         ],
     )
+    trainer, failure = None, None
     try:
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
         if not _may_fall_back(cfg, args):
             raise
-        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {_first_line(exc)}); generating without "
+        failure = f"{type(exc).__name__}: {_first_line(exc)}"
+    if trainer is None:  # outside the except block, so the failed engine's frames can be freed first
+        from unsloth_grpo.hardware.backend import release_engine_memory
+
+        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without "
             "vLLM (set model.fast_inference=off to skip the attempt)")
+        release_engine_memory()
         loaded.info.use_vllm = False
+        loaded.info.vllm_standby = False
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
