@@ -381,3 +381,90 @@ def test_reload_after_a_failed_engine_start_has_its_memory_back(monkeypatch):
     assert not loaded.info.use_vllm and not loaded.info.vllm_standby
     assert "UNSLOTH_VLLM_STANDBY" not in __import__("os").environ
     assert any("CUDA out of memory" in line and "generating without vLLM" in line for line in lines)
+
+
+# ---------------------------------------------------------------- 6: export of a 4-bit run
+
+
+def _four_bit_run(tmp_path: Path) -> Path:
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path":
+                                                         "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit"}))
+    (run / "config.yaml").write_text("model:\n  name: unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit\n  load_in_4bit: true\n")
+    return run
+
+
+def _export_args(run: Path, out: Path, **kw):
+    import argparse
+
+    base = dict(model=str(run), merged=str(out), gguf=None, quant="q4_k_m", push_to_hub=None, public=False,
+                backend="unsloth", base_model=None, dtype="auto", allow_system_install=False, verify=False)
+    return argparse.Namespace(**{**base, **kw})
+
+
+class _MergeFails:
+    def save_pretrained_merged(self, *a, **k):
+        raise RuntimeError("Unsloth: Model unsloth/Qwen2.5-1.5B-Instruct could not be read locally or on Hugging "
+                           "Face, so the merged_16bit merge cannot obtain the base weights.\nmore")
+
+
+def test_export_of_a_4bit_run_says_it_needs_the_16bit_base_and_never_tracebacks(tmp_path, monkeypatch, capsys):
+    """Finding 6: Unsloth's merged_16bit merge downloads the 16-bit base and merges onto it; offline it
+    raised a RuntimeError that the export did not catch (a traceback)."""
+    from unsloth_grpo.hardware import export
+
+    run = _four_bit_run(tmp_path)
+    loads = []
+    monkeypatch.setattr(export, "_load_unsloth", lambda source: loads.append(source) or (_MergeFails(), None))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert export.run(_export_args(run, tmp_path / "merged")) == 2
+    err = capsys.readouterr().err
+    assert "16-bit weights of unsloth/Qwen2.5-1.5B-Instruct" in err and "offline mode is on" in err
+    assert loads == []  # said before any model is loaded
+    # online, Unsloth's own failure is an error message, not a traceback
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(doctor, "tcp_probe", lambda *a: (True, "connected"))
+    assert export.run(_export_args(run, tmp_path / "merged2")) == 2
+    err = capsys.readouterr().err
+    assert "Unsloth's 16-bit merge failed: RuntimeError: Unsloth: Model unsloth/Qwen2.5-1.5B-Instruct" in err
+    assert "Traceback" not in err and len(loads) == 1
+
+
+# ---------------------------------------------------------------- 7: evaluating a 4-bit run
+
+
+class _InferenceLoader:
+    calls: list = []
+
+    @classmethod
+    def from_pretrained(cls, **kw):
+        cls.calls.append(kw)
+        return types.SimpleNamespace(name="model"), types.SimpleNamespace(pad_token="<p>", eos_token="</s>",
+                                                                          padding_side="right")
+
+    @staticmethod
+    def for_inference(model):
+        return model
+
+
+def test_eval_of_a_4bit_run_loads_the_weights_it_was_trained_on(tmp_path, monkeypatch):
+    """Finding 7: `unsloth-grpo eval` loaded a 4-bit run's adapter with load_in_4bit=False, so Unsloth put it
+    on the 16-bit base (another download, weights the adapter was not trained on)."""
+    import json
+
+    run = _four_bit_run(tmp_path)
+    (run / "run_info.json").write_text(json.dumps({"backend": {"load_in_4bit": True}}))
+    _InferenceLoader.calls = []
+    monkeypatch.setitem(sys.modules, "unsloth", types.SimpleNamespace(FastLanguageModel=_InferenceLoader))
+    loaded = backend.load_for_inference(str(run), backend="unsloth", profile=T4, log=lambda _l: None)
+    assert _InferenceLoader.calls[0]["load_in_4bit"] is True and loaded.info.load_in_4bit
+    # a run whose 4-bit request was dropped (a CPU run) is evaluated as it trained: 16-bit
+    (run / "run_info.json").write_text(json.dumps({"backend": {"load_in_4bit": False}}))
+    backend.load_for_inference(str(run), backend="unsloth", profile=T4, log=lambda _l: None)
+    assert _InferenceLoader.calls[1]["load_in_4bit"] is False
+    assert backend.trained_in_4bit(tmp_path / "nowhere", "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit")

@@ -504,6 +504,25 @@ def is_adapter_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / "adapter_config.json").exists()
 
 
+def trained_in_4bit(adapter: str | os.PathLike, base: str | None = None) -> bool:
+    """Whether the run that saved ``adapter`` trained on 4-bit weights: its ``run_info.json`` (what the
+    loader did), else its ``config.yaml`` (what it asked for), else a pre-quantized ``base`` name."""
+    import yaml
+
+    here = Path(adapter)
+    for d in (here, *here.parents[:3]):  # the run directory of an adapter or of one of its checkpoints
+        info = d / "run_info.json"
+        if info.is_file():
+            try:
+                return bool(json.loads(info.read_text())["backend"]["load_in_4bit"])
+            except (ValueError, KeyError, TypeError):
+                pass
+        cfg = d / "config.yaml"
+        if cfg.is_file():
+            return bool(((yaml.safe_load(cfg.read_text()) or {}).get("model") or {}).get("load_in_4bit"))
+    return bool(base) and is_prequantized(base)
+
+
 def load_for_inference(name_or_path: str, *, backend: str = "transformers", device: str = "auto",
                        dtype: str = "auto", log=print, profile: CardProfile | None = None) -> LoadedModel:
     """Load a base model, a LoRA adapter directory, a merged model or ``builtin:tiny`` for generation.
@@ -523,25 +542,42 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     chosen = backend
     if backend == "auto":
         chosen = "unsloth" if dev == "cuda" and importlib.util.find_spec("unsloth") else "transformers"
-    info = BackendInfo(chosen, dev, dt, False, False, str(name_or_path), "adapter on " + base if adapter else "")
+    # an adapter is evaluated on the weights it was trained on: a 4-bit run's base loads in 4-bit again
+    four = adapter and trained_in_4bit(path, base)
+    note = "adapter on " + base if adapter else ""
+    if four and dev == "cpu":
+        four = False
+        note += "; trained on 4-bit weights, loaded in 16-bit here (4-bit needs CUDA): close to, not exactly, the trained model"
+    info = BackendInfo(chosen, dev, dt, four, False, str(name_or_path), note)
     log(f"unsloth-grpo: {info.summary()}")
     if chosen == "unsloth":
         _import_unsloth()
         from unsloth import FastLanguageModel
 
-        model, tokenizer = FastLanguageModel.from_pretrained(model_name=path, dtype=torch_dtype(dt), load_in_4bit=False)
+        model, tokenizer = FastLanguageModel.from_pretrained(model_name=path, dtype=torch_dtype(dt), load_in_4bit=four)
         FastLanguageModel.for_inference(model)
         return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok_src = path if (Path(path) / "tokenizer_config.json").exists() else base
     tokenizer = AutoTokenizer.from_pretrained(tok_src)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype(dt))
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dt)}
+    if four and not is_prequantized(base):  # a pre-quantized checkpoint says so in its own config
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(  # as the run loaded it (_load_transformers)
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch_dtype(dt))
+    quantized = dev == "cuda" and (four or is_prequantized(base))
+    if quantized:
+        kwargs["device_map"] = {"": 0}  # 4-bit weights are placed while loading; .to() refuses them
+    model = AutoModelForCausalLM.from_pretrained(base, **kwargs)
     if adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, path)
-    model.to(dev)
+    if not quantized:
+        model.to(dev)
     model.eval()
     return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
 
