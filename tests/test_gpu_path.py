@@ -468,3 +468,41 @@ def test_eval_of_a_4bit_run_loads_the_weights_it_was_trained_on(tmp_path, monkey
     backend.load_for_inference(str(run), backend="unsloth", profile=T4, log=lambda _l: None)
     assert _InferenceLoader.calls[1]["load_in_4bit"] is False
     assert backend.trained_in_4bit(tmp_path / "nowhere", "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit")
+
+
+# ---------------------------------------------------------------- 13: evaluation under standby
+
+
+class _SleepyLLM:
+    """vLLM's LLM as Unsloth patches it under standby: generate() wakes a sleeping engine."""
+
+    def __init__(self):
+        self.sleeping, self.slept = True, []
+        self.llm_engine = types.SimpleNamespace(
+            vllm_config=types.SimpleNamespace(model_config=types.SimpleNamespace(enable_sleep_mode=True)),
+            is_sleeping=lambda: self.sleeping)
+
+    def generate(self, texts, **kw):
+        self.sleeping = False
+        out = types.SimpleNamespace(text=" 4", token_ids=[1, 2], finish_reason="stop")
+        return [types.SimpleNamespace(outputs=[out]) for _ in texts]
+
+    def sleep(self, level=1):
+        self.sleeping = True
+        self.slept.append(level)
+
+
+def test_evaluation_through_vllm_puts_a_sleeping_engine_back_to_sleep(monkeypatch):
+    """Finding 13: a periodic evaluation through vLLM woke the standby engine and left it awake, its KV
+    cache taking the memory the next training pass needs."""
+    from unsloth_grpo.evaluation.generation import generate
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=lambda **kw: kw))
+    llm = _SleepyLLM()
+    model = types.SimpleNamespace(vllm_engine=llm, fast_generate=llm.generate)
+    assert generate(model, None, ["2 + 2 ="], max_new_tokens=4) == [[" 4"]]
+    assert llm.sleeping and llm.slept == [1]
+    awake = _SleepyLLM()
+    awake.sleeping = False  # an engine that was awake (no standby pass running) is left as it was
+    generate(types.SimpleNamespace(vllm_engine=awake, fast_generate=awake.generate), None, ["x"], max_new_tokens=4)
+    assert awake.slept == []
