@@ -506,3 +506,89 @@ def test_evaluation_through_vllm_puts_a_sleeping_engine_back_to_sleep(monkeypatc
     awake.sleeping = False  # an engine that was awake (no standby pass running) is left as it was
     generate(types.SimpleNamespace(vllm_engine=awake, fast_generate=awake.generate), None, ["x"], max_new_tokens=4)
     assert awake.slept == []
+
+
+# ---------------------------------------------------------------- rollouts come from the weights being trained
+
+
+def test_judge_tells_which_policy_sampled():
+    import torch
+
+    from unsloth_grpo.training.rollouts import judge
+
+    torch.manual_seed(0)
+    mask = torch.ones(8, 12)
+    off = -torch.rand(8, 12) * 3
+    tilt = 0.3 + 0.05 * torch.randn(8, 12)
+    assert judge(off + tilt, off, mask).from_trained is True  # likelier with the adapter on
+    assert judge(off - tilt, off, mask).from_trained is False
+    assert judge(off, off, mask).from_trained is None  # an adapter still at zero decides nothing
+    noisy = judge(off + 0.01 * torch.randn(8, 12), off, mask)
+    assert noisy.from_trained is None
+    # with the generator's own log-probabilities, the nearer scoring decides
+    on = off + tilt
+    assert judge(on, off, mask, generator=off + 0.001).from_trained is False
+    assert judge(on, off, mask, generator=on - 0.001).from_trained is True
+
+
+def test_the_monitor_watches_trls_sampling_difference():
+    from unsloth_grpo.training.monitor import HealthChecker, HealthThresholds
+
+    def stream(diff):
+        return [{"step": i, "reward": 0.5, "sampling/sampling_logp_difference/mean": diff,
+                 "sampling/importance_sampling_ratio/min": 0.2} for i in range(1, 8)]
+
+    fired = HealthChecker().feed(stream(0.6))
+    assert [w.name for w in fired] == ["stale_rollouts"] and fired[0].step == 5
+    assert "fast_inference=off" in fired[0].fix and fired[0].values["importance_sampling_ratio_min"] == 0.2
+    assert HealthChecker().feed(stream(0.02)) == []  # the numerical difference of the same weights
+    assert HealthChecker(HealthThresholds(ignore=["stale_rollouts"])).feed(stream(0.6)) == []
+
+
+class _IgnoreAdapter:
+    """A generator that does not see the LoRA: generation runs with the adapter switched off."""
+
+    def __new__(cls):
+        from transformers import TrainerCallback
+
+        class IgnoreAdapter(TrainerCallback):
+            def on_train_begin(self, args, state, control, model=None, **kw):
+                original = model.generate
+
+                def generate(*a, **k):
+                    with model.disable_adapter():
+                        return original(*a, **k)
+
+                model.generate = generate
+
+        return IgnoreAdapter()
+
+
+def _smoke_run(tmp_path, callbacks):
+    from unsloth_grpo.training.monitor import read_health
+    from unsloth_grpo.training.train import train
+
+    cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"),
+                               overrides=["training.max_steps=8", "run.samples_every=0"])
+    lines: list[str] = []
+    result = train(cfg, callbacks=callbacks, log=lines.append)
+    return result, read_health(tmp_path / "run"), lines
+
+
+@pytest.mark.slow
+def test_a_generator_that_ignores_the_adapter_is_flagged_in_the_first_steps(tmp_path):
+    """The issue's case: rollouts from the base model while the LoRA trains. On the CPU smoke run the
+    check decides once the adapter has moved (step 3-5 here) and writes stale_rollouts to health.jsonl."""
+    result, health, _ = _smoke_run(tmp_path, [_IgnoreAdapter()])
+    stale = [w for w in health if w["name"] == "stale_rollouts"]
+    assert stale and stale[0]["step"] <= 8, health
+    assert stale[0]["values"]["adapter_logp_gain_per_token"] < 0
+    gains = [m["rollouts/adapter_logp_gain"] for m in result.metrics if "rollouts/adapter_logp_gain" in m]
+    assert gains and gains[-1] < 0
+
+
+@pytest.mark.slow
+def test_rollouts_from_the_trained_weights_pass_the_check(tmp_path):
+    result, health, lines = _smoke_run(tmp_path, [])
+    assert not [w for w in health if w["name"] == "stale_rollouts"], health
+    assert any("come from the weights being trained" in line for line in lines), lines

@@ -402,6 +402,7 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     if cfg.run.samples_every and main_process:
         recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
+    health = make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor))
     trainer_kwargs = dict(
         model=loaded.model,
         processing_class=loaded.tokenizer,
@@ -410,7 +411,7 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         **tool_kwargs,
         callbacks=[
             _metrics_callback(metrics_path),
-            make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
+            health,
             *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
             saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
             *(callbacks or []),
@@ -434,6 +435,9 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    from unsloth_grpo.training.rollouts import watch_rollouts
+
+    watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
         from unsloth_grpo.evaluation.evaluate import make_eval_callback
