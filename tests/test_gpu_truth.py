@@ -216,3 +216,43 @@ def test_recipe_configuration_runs_end_to_end_on_the_toy_model(tmp_path):
     assert r["measured"]["completion_mean_length"] == kit.DRY_SETTINGS.max_completion_length
     assert r["estimate"]["settings"]["max_completion_length"] == kit.DRY_SETTINGS.max_completion_length
     assert len(r["trainer_logs"]) == 2
+
+
+# ------------------------------------------------------------------------------------ the GPU image's checks
+
+
+def _gpu_recipe_config(tmp_path: Path) -> Path:
+    from dataclasses import asdict
+
+    model = tmp_path / "model"
+    model.mkdir()
+    spec = {"model_dir": str(model), "settings": asdict(kit.RunSettings()), "output_dir": str(tmp_path / "run")}
+    return kit._write_yaml(tmp_path / "recipe.gpu.yaml", kit.recipe_config(spec, "cuda"))
+
+
+def test_dry_runs_the_recipes_preflight_against_the_gpu_image(tmp_path, monkeypatch):
+    """Issue 25, finding 1: the recipe configuration runs the doctor's preflight, which made every
+    requirement Unsloth declares blocking; the kit leaves xformers, diffusers and pydantic behind, so
+    the real run exited 1 while --dry (no environment checks, a venv with everything) passed."""
+    from unsloth_grpo.hardware import doctor
+
+    path = _gpu_recipe_config(tmp_path)
+    env = kit.environment_check(str(path), simulated=True)
+    assert env["simulated"] and env["blocking"] == [], env["blocking"]
+    assert any(w.startswith("xformers is not installed") for w in env["warnings"])
+    report = kit.gpu_image_report(str(tmp_path))
+    assert report.python_version == "3.12.3" and report.version("torch") == "2.11.0"
+    assert report.version("packaging") == kit.wheels.WHEELS["packaging"]  # carried: the image's is unknown
+    assert report.version("xformers") is None and report.torch.gpus[0].name == "NVIDIA H200"
+    # the doctor as it was: everything Unsloth declares blocks
+    monkeypatch.setattr(doctor, "NOT_NEEDED_TO_TRAIN", {})
+    stopped = kit.environment_check(str(path), simulated=True)["blocking"]
+    assert {name for name in ("xformers", "diffusers", "pydantic") if any(name in b for b in stopped)} == \
+        {"xformers", "diffusers", "pydantic"}, stopped
+
+
+def test_the_kit_leaves_behind_only_what_the_doctor_lets_pass():
+    from unsloth_grpo.hardware.doctor import NOT_NEEDED_TO_TRAIN
+
+    assert set(kit.wheels.NOT_CARRIED) - {"vllm"} <= set(NOT_NEEDED_TO_TRAIN)
+    assert {"packaging", "certifi"} <= set(kit.wheels.WHEELS)  # versions the image does not record
