@@ -322,6 +322,10 @@ def run_train(spec: dict) -> dict:
 
         trainer = GRPOTrainer(model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=[spread_reward],
                               args=args, train_dataset=dataset, callbacks=[Measure()])
+        from unsloth_grpo.training.rollouts import RolloutCheck
+
+        stale: list = []  # do the completions come from the weights being trained (on this GPU's numerics)?
+        rollouts = RolloutCheck(trainer, stale.append, log=print, max_rounds=s.steps).install()
         before = {n: p.detach().cpu().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
         trainer.train()
         changed = {n for n, p in trainer.model.named_parameters()
@@ -357,6 +361,9 @@ def run_train(spec: dict) -> dict:
         "trainable_changed": len(changed),
         # LoRA's B starts at zero, so every B must move in the first step; A moves from the second on
         "lora_B_unchanged": sorted(n for n in before if "lora_B" in n and n not in changed)[:5],
+        "rollout_check": {"rounds": rollouts.rounds,
+                          "from_trained": None if rollouts.verdict is None else rollouts.verdict.from_trained,
+                          "values": None if rollouts.verdict is None else rollouts.verdict.values},
     }
     return {"backend_info": loaded.info.to_dict(), "measured": measured, "estimate": est.to_dict(),
             "trainer_logs": rows}
@@ -464,6 +471,9 @@ def environment_check(config_path: str, *, simulated: bool) -> dict:
     from unsloth_grpo.recipes.gsm8k import RECIPE
     from unsloth_grpo.training.checks import check_before_loading
 
+    import logging
+
+    logging.getLogger(doctor.__name__).setLevel(logging.ERROR)  # its warnings are returned, not printed
     cfg = RECIPE.resolve(config=config_path)  # as `python -m unsloth_grpo.recipes.gsm8k --config` resolves it
     report = gpu_image_report(cfg.output_dir) if simulated else None
     kw: dict = {}
@@ -519,9 +529,9 @@ def run_recipe(spec: dict) -> dict:
         gpu_path = _write_yaml(out.parent / f"{out.name}.gpu.yaml", recipe_config(spec, "cuda"))
         env = environment_check(str(gpu_path), simulated=True)
         result["environment"] = env
-        if env["blocking"]:
-            raise RuntimeError("on the GPU image the recipe would stop before loading (exit 1):\n  - "
-                               + "\n  - ".join(env["blocking"]))
+        if env["blocking"]:  # one line, the verdict's: the recipe would exit 1 there before loading
+            raise RuntimeError("on the GPU image the recipe would stop before loading: "
+                               + " | ".join(b.splitlines()[0] for b in env["blocking"]))
         return result
     metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()] if \
         (out / "metrics.jsonl").exists() else []
@@ -649,6 +659,8 @@ def verdict(r: dict) -> str:
         bits.append(f"completions cut short (mean {m['completion_mean_length']:.0f} < {want}): figures invalid")
     if m.get("trainable_changed") == 0 or m.get("lora_B_unchanged"):
         bits.append("training left LoRA weights unchanged")
+    if (m.get("rollout_check") or {}).get("from_trained") is False:
+        bits.append("rollouts NOT from the trained weights (stale_rollouts)")
     err = r.get("planner_error_pct")
     if err is not None:
         if err < -5:
@@ -911,6 +923,39 @@ def docs_with_table(text: str, results: list[dict]) -> str:
     return text[:start] + results_table_markdown(results) + text[end:]
 
 
+def import_results(source: Path, *, results: Path = RESULTS, docs: Path = DOCS_PAGE, repo: Path = ROOT,
+                   commit: bool = True, log=print) -> list[Path]:
+    """Bring the GPU machine's results files home: copy each ``gpu_truth_*.json`` of ``source`` (the
+    device tool's files folder) that is not a dry run into ``results``, regenerate ``docs``' table,
+    and commit both (only those paths). Returns the files added; a file already there is skipped."""
+    added = []
+    for path in sorted(Path(source).glob("gpu_truth_*.json")):
+        data = json.loads(path.read_text())
+        if data.get("dry") or data.get("kit") != "gpu_truth":
+            log(f"skipped {path.name}: {'a dry run' if data.get('dry') else 'not a GPU truth results file'}")
+            continue
+        target = results / path.name
+        if target.exists():
+            log(f"skipped {path.name}: already in {results}")
+            continue
+        results.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        added.append(target)
+    if not added:
+        log(f"no new GPU results in {source}")
+        return added
+    docs.write_text(docs_with_table(docs.read_text(), load_results(results)))
+    log(f"added {', '.join(p.name for p in added)}; regenerated {docs.name}")
+    if commit:
+        names = [str(p.relative_to(repo)) for p in [*added, docs]]
+        subprocess.run(["git", "-C", str(repo), "add", "--", *names], check=True)
+        cards = sorted({json.loads(p.read_text())["card"]["name"] for p in added})
+        message = f"GPU truth results: {', '.join(cards)} ({', '.join(p.name for p in added)}) and the table"
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", message, "--", *names], check=True)
+        log(f"committed: {message}")
+    return added
+
+
 # ------------------------------------------------------------------------------ command line
 
 
@@ -925,11 +970,18 @@ def main(argv: list[str] | None = None) -> int:
                     "(default /tmp/gpu_truth, or a folder under outputs/ with --dry).")
     ap.add_argument("--out", default=None, help="Results JSON path (default benchmarks/results/gpu_truth_<card>_<date>.json).")
     ap.add_argument("--update-docs", action="store_true", help="Regenerate docs/gpu_truth.md's table and stop.")
+    ap.add_argument("--import", dest="import_dir", metavar="DIR",
+                    help="Copy the GPU results files of DIR (what came back from the GPU machine) into "
+                         "benchmarks/results/, regenerate docs/gpu_truth.md and commit both; then stop.")
+    ap.add_argument("--no-commit", action="store_true", help="With --import: copy and regenerate, do not commit.")
     ap.add_argument("--build", nargs=3, metavar=("ARCH", "DIR", "DEVICE"), help=argparse.SUPPRESS)
     ap.add_argument("--run-one", metavar="SPEC_JSON", help=argparse.SUPPRESS)
     ap.add_argument("--doctor", metavar="CONFIG", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
+    if args.import_dir:
+        import_results(Path(args.import_dir), commit=not args.no_commit)
+        return 0
     if args.update_docs:
         DOCS_PAGE.write_text(docs_with_table(DOCS_PAGE.read_text(), load_results()))
         print(f"updated {DOCS_PAGE.relative_to(ROOT)}")
