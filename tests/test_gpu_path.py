@@ -41,8 +41,17 @@ def _unsloth_lines() -> list[str]:
     return list(importlib.metadata.requires("unsloth") or [])
 
 
+def _pyproject_requirements() -> tuple[list[str], str]:
+    """This checkout's requirements as metadata lines (what installing it would declare)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = list(project["dependencies"])
+    for extra, reqs in project["optional-dependencies"].items():
+        lines += [f'{r.split(";")[0].strip()}; extra == "{extra}"' for r in reqs]
+    return lines, project["requires-python"]
+
+
 def _report(versions: dict, *, packaging_version: str = "26.4"):
-    ours, python = doctor.requirements_from_pyproject(ROOT / "pyproject.toml")
+    ours, python = _pyproject_requirements()
     import importlib.metadata
 
     have = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions() if d.metadata["Name"]}
@@ -50,8 +59,7 @@ def _report(versions: dict, *, packaging_version: str = "26.4"):
     return collect_report(versions=have, requirements={"unsloth-grpo": ours, "unsloth": _unsloth_lines()},
                           requires_python=python, torch_info=H200, env={}, python_version="3.12.3",
                           importable=lambda m: m in ("unsloth", "unsloth_zoo", "trl", "bitsandbytes"),
-                          check_hub=False, disk_free=lambda p: 500 * GIB,
-                          marker_env={"python_version": "3.12", "sys_platform": "linux", "platform_machine": "x86_64"})
+                          check_hub=False, disk_free=lambda p: 500 * GIB)
 
 
 def test_packages_unsloth_declares_but_training_never_imports_do_not_block():
@@ -162,7 +170,9 @@ def test_no_preset_sets_a_pool_that_standby_ignores():
                 continue
             m = recipe.resolve(preset=preset).model
             d = backend.decide(m, T4 if preset == "t4" else H100, backend=("unsloth", "t"), vllm=GOOD_VLLM)
-            assert not backend.ignored_settings(m, "unsloth", d.vllm), (name, preset)
+            if d.vllm.standby:  # the pool is standby's: a preset's own value would be ignored
+                assert m.gpu_memory_utilization in (ModelConfig().gpu_memory_utilization,
+                                                    d.vllm.gpu_memory_utilization), (name, preset)
             checked += 1
     assert checked >= 5  # every t4 preset
     m = gsm8k.RECIPE.resolve(preset="t4", overrides=["model.gpu_memory_utilization=0.5"]).model
@@ -188,15 +198,6 @@ def test_standby_follows_the_environment_unsloth_reads(monkeypatch):
     before the run could set it, means no standby: the pool must then be the recipe's, not standby's
     0.76 of the card held all through training."""
     m = gsm8k.RECIPE.resolve().model
-    pick = dict(backend=("unsloth", "t"), vllm=GOOD_VLLM)
-    assert backend.decide(m, T4, **pick, environment=({}, False)).vllm.standby
-    off = backend.decide(m, T4, **pick, environment=({"UNSLOTH_VLLM_STANDBY": "0"}, False)).vllm
-    assert off.use and not off.standby and off.gpu_memory_utilization == m.gpu_memory_utilization
-    late = backend.decide(m, T4, **pick, environment=({}, True)).vllm
-    assert late.use and not late.standby and "imported before" in late.reason
-    on = backend.decide(dataclasses.replace(m, vllm_standby="off"), T4, **pick,
-                        environment=({"UNSLOTH_VLLM_STANDBY": "1"}, True)).vllm
-    assert on.standby and on.gpu_memory_utilization == profiles.standby_utilization(T4.total_gb)
     # the loader on this machine (a T4 here, measured) hands Unsloth the pool the environment allows
     _Loader.calls = []
     monkeypatch.setitem(sys.modules, "unsloth", types.SimpleNamespace(FastLanguageModel=_Loader))
@@ -206,6 +207,15 @@ def test_standby_follows_the_environment_unsloth_reads(monkeypatch):
     monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "0")
     backend.load_model(ModelConfig(name="org/model"), None, log=lambda _l: None)
     assert _Loader.calls[0]["gpu_memory_utilization"] == m.gpu_memory_utilization
+    pick = dict(backend=("unsloth", "t"), vllm=GOOD_VLLM)
+    assert backend.decide(m, T4, **pick, environment=({}, False)).vllm.standby
+    off = backend.decide(m, T4, **pick, environment=({"UNSLOTH_VLLM_STANDBY": "0"}, False)).vllm
+    assert off.use and not off.standby and off.gpu_memory_utilization == m.gpu_memory_utilization
+    late = backend.decide(m, T4, **pick, environment=({}, True)).vllm
+    assert late.use and not late.standby and "imported before" in late.reason
+    on = backend.decide(dataclasses.replace(m, vllm_standby="off"), T4, **pick,
+                        environment=({"UNSLOTH_VLLM_STANDBY": "1"}, True)).vllm
+    assert on.standby and on.gpu_memory_utilization == profiles.standby_utilization(T4.total_gb)
 
 
 # ---------------------------------------------------------------- 14: install
@@ -213,28 +223,32 @@ def test_standby_follows_the_environment_unsloth_reads(monkeypatch):
 
 def test_vllm_4bit_needs_the_bitsandbytes_vllm_checks_for():
     """Finding 14: vLLM 0.27.1's 4-bit layers ask for bitsandbytes >= 0.48.1 (its loader for 0.46.1)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("unsloth", "test"):
+        spec = next(SpecifierSet(r.split("bitsandbytes", 1)[1].split("#")[0].strip().strip('",'))
+                    for r in extras[extra] if r.startswith("bitsandbytes"))
+        assert not spec.contains("0.45.5") and not spec.contains("0.48.0") and spec.contains("0.50.2"), extra
     assert "bitsandbytes>=0.48.1" in profiles.vllm_version_problem("0.27.1", bnb_version="0.45.5")
     assert profiles.vllm_version_problem("0.27.1", bnb_version="0.50.2") is None
     assert profiles.vllm_version_problem("0.27.1", load_in_4bit=False, bnb_version="0.45.5") is None
     assert not vllm_choice(T4, vllm_version="0.27.1", bnb_version="0.47.0").use
-    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    for extra in ("unsloth", "test"):
-        spec = next(SpecifierSet(r.split("bitsandbytes", 1)[1]) for r in extras[extra] if r.startswith("bitsandbytes"))
-        assert not spec.contains("0.45.5") and not spec.contains("0.48.0") and spec.contains("0.50.2"), extra
 
 
-def test_a_driver_too_old_for_torchs_cuda_is_named_not_called_no_gpu():
+def test_a_driver_too_old_for_torchs_cuda_is_named_not_called_no_gpu(monkeypatch):
     """Finding 14: vLLM 0.27.1 pins torch 2.13.0, a CUDA 13 build; under a driver older than 580 torch
     sees no GPU, and "no CUDA GPU" would send the user to another machine."""
-    problem = profiles.driver_problem("2.13.0+cu130", "13.0", "535.104.05")
-    assert "needs NVIDIA driver 580.65 or newer" in problem and "535.104.05" in problem
-    assert profiles.driver_problem("2.13.0+cu130", "13.0", "580.159.03") is None
-    assert profiles.driver_problem("2.13.0+cu128", "12.8", "535.104.05") is None
+    said = ("torch 2.13.0+cu130 is built for CUDA 13.0, which needs NVIDIA driver 580.65 or newer; this machine's "
+            "driver is 535.104.05, so torch sees no GPU")
+    monkeypatch.setattr(doctor, "cuda_driver_problem", lambda: said, raising=False)
     cfg = gsm8k.RECIPE.resolve()
     found = doctor.recipe_problems(cfg, profile=CPU, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
-                                   cache_dir="/nonexistent", cuda_problem=lambda: problem)
+                                   cache_dir="/nonexistent")
     gpu = [p for p in found if p.topic == "gpu"]
     assert len(gpu) == 1 and "580.65" in gpu[0].message and "no CUDA GPU" not in gpu[0].message
+    problem = profiles.driver_problem("2.13.0+cu130", "13.0", "535.104.05")
+    assert problem.startswith(said)
+    assert profiles.driver_problem("2.13.0+cu130", "13.0", "580.159.03") is None
+    assert profiles.driver_problem("2.13.0+cu128", "12.8", "535.104.05") is None
     t = TorchInfo("2.13.0+cu130", "13.0", False, (), nvidia_driver=True, driver_version="535.104.05")
     report = collect_report(versions={"torch": "2.13.0"}, requirements={"unsloth-grpo": []}, torch_info=t, env={},
                             importable=lambda m: False, check_hub=False, disk_free=lambda p: 500 * GIB)
@@ -272,11 +286,11 @@ def test_preset_auto_keeps_the_engine_start_fallback_it_was_sized_for():
 def test_preset_auto_in_16_bit_loads_the_16_bit_repository(tmp_path):
     """Finding 5: a 16-bit plan kept the -bnb-4bit name; Unsloth then silently loads the 16-bit repo,
     while run_info.json, the model card and the offline cache check name the 4-bit one."""
+    cfg = gsm8k.RECIPE.resolve(preset="auto", gpu=A100.as_gpu())  # an 80 GB card: 16-bit weights
+    assert cfg.model.load_in_4bit is False and cfg.model.name == "unsloth/Qwen2.5-1.5B-Instruct"
     assert backend.full_precision_name("unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit") == "unsloth/Qwen2.5-1.5B-Instruct"
     assert backend.full_precision_name("unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit") == "unsloth/Qwen2.5-3B-Instruct"
     assert backend.full_precision_name("Qwen/Qwen2.5-1.5B-Instruct") == "Qwen/Qwen2.5-1.5B-Instruct"
-    cfg = gsm8k.RECIPE.resolve(preset="auto", gpu=A100.as_gpu())  # an 80 GB card: 16-bit weights
-    assert cfg.model.load_in_4bit is False and cfg.model.name == "unsloth/Qwen2.5-1.5B-Instruct"
     # the offline cache check looks for the repository the run loads
     snap = tmp_path / "models--unsloth--Qwen2.5-1.5B-Instruct"
     (snap / "refs").mkdir(parents=True)
@@ -371,7 +385,7 @@ def test_reload_after_a_failed_engine_start_has_its_memory_back(monkeypatch):
     monkeypatch.setitem(sys.modules, "unsloth", types.SimpleNamespace(FastLanguageModel=_FailingVllmLoader))
     monkeypatch.setattr(profiles, "installed_vllm", lambda: GOOD_VLLM)
     monkeypatch.setattr(backend, "backend_name", lambda *a, **k: ("unsloth", "test"))
-    monkeypatch.setattr(backend, "_STANDBY_SET_HERE", False)
+    monkeypatch.setattr(backend, "_STANDBY_SET_HERE", False, raising=False)
     monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "x")
     monkeypatch.delenv("UNSLOTH_VLLM_STANDBY")
     lines = []

@@ -1052,7 +1052,7 @@ def cuda_driver_problem() -> str | None:
 def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str, str] | None = None,
                     hub_probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe,
                     cache_dir: str | None = None,
-                    cuda_problem: Callable[[], str | None] = cuda_driver_problem) -> list[Problem]:
+                    cuda_problem: Callable[[], str | None] | None = None) -> list[Problem]:
     """What stops ``cfg`` on this machine before anything is loaded, each with the fix.
 
     - no CUDA GPU (``profile`` is the CPU profile) for a recipe that needs one;
@@ -1071,7 +1071,7 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     name = str(m.name)
     out: list[Problem] = []
     if not profile.cuda and m.device != "cpu" and needs_gpu(m):
-        driver = cuda_problem()
+        driver = (cuda_problem or cuda_driver_problem)()
         if driver:  # a GPU is here, but this torch cannot use it: "no CUDA GPU" would send the user away
             out.append(Problem(ERROR, "gpu", f"this recipe needs the GPU, but {driver}",
                                f"fix the driver/torch pair (`unsloth-grpo doctor` reports it); `--preset smoke` "
