@@ -246,13 +246,11 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    from unsloth_grpo.hardware.backend import import_backend_first
-
-    import_backend_first(cfg.model)  # Unsloth before the checks import TRL, transformers and peft
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
 
-    check_before_loading(cfg, environment=False)  # the config's problems, before the trainer imports
+    # the config's problems, before the trainer imports (Unsloth first when the checks read TRL's config)
+    check_before_loading(cfg, environment=False, backend_first=True)
     shrinks = 0
     while True:
         try:

@@ -47,19 +47,33 @@ def config_problems(cfg: RecipeConfig) -> list[str]:
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
-def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None) -> None:
+def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None,
+                         backend_first: bool = False) -> None:
     """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight.
 
     The preflight raises :class:`unsloth_grpo.hardware.doctor.EnvironmentProblem` for what this
     machine cannot do (a missing package, no bf16, no disk). ``environment=False`` skips it
     (``--check`` on another machine than the one that trains, and the stage runner's inner runs).
     ``report`` replaces the doctor's look at this machine (the GPU truth kit checks another one).
+    ``backend_first`` (a run about to train): when the checks are about to import TRL (a ``training:``
+    key passed through to its GRPOConfig), Unsloth is imported first, so that it patches TRL,
+    transformers and peft before anything else imports them; a config without such keys is checked
+    without that import, so a typo still costs seconds.
     """
+    if backend_first and _checks_import_trl(cfg):
+        from unsloth_grpo.hardware.backend import import_backend_first
+
+        import_backend_first(cfg.model)
     problems = config_problems(cfg)
     if problems:
         raise ConfigError(format_problems(problems))
     if environment:
         _preflight(cfg, report)
+
+
+def _checks_import_trl(cfg: RecipeConfig) -> bool:
+    """Whether :func:`config_problems` reads TRL's config classes for ``cfg`` (pass-through keys)."""
+    return bool(cfg.training.passthrough) or any(stage.training for stage in cfg.stages)
 
 
 # ---------------------------------------------------------------- TRL's own fields

@@ -314,13 +314,9 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.hardware.console import quiet_third_party
 
     quiet_third_party()
-    if loaded is None:  # Unsloth first: checking a training: key imports TRL (issue 25, finding 8)
-        from unsloth_grpo.hardware.backend import import_backend_first
-
-        import_backend_first(cfg.model)
     # every config problem at once and the doctor's preflight, before anything heavy (the stage
-    # runner checked the machine once for all its stages)
-    check_before_loading(cfg, environment=loaded is None)
+    # runner checked the machine once for all its stages); Unsloth first when the checks read TRL's config
+    check_before_loading(cfg, environment=loaded is None, backend_first=loaded is None)
     if loaded is None:
         from unsloth_grpo.hardware.doctor import preflight_recipe
 
