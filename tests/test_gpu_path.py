@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from unsloth_grpo.config import ModelConfig, load_config
+from unsloth_grpo.config import ModelConfig
 from unsloth_grpo.hardware import backend, doctor, memory, profiles
 from unsloth_grpo.hardware.doctor import ERROR, GPU, WARNING, TorchInfo, collect_report, run_checks
 from unsloth_grpo.hardware.profiles import CPU, PROFILES, vllm_choice
