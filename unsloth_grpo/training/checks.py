@@ -52,26 +52,39 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
-def check_before_loading(cfg: RecipeConfig, *, environment: bool = True) -> None:
-    """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight.
+def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None,
+                         backend_first: bool = False) -> None:
+    """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight and TRL's checks.
 
     The preflight raises :class:`unsloth_grpo.hardware.doctor.EnvironmentProblem` for what this
-    machine cannot do (a missing package, no bf16, no disk); then TRL's own checks run, on the TRL
-    config the run will build. ``environment=False`` skips both (``--check``, which may run on
-    another machine than the one that trains, the runner's first look, and the stage runner's
-    inner runs, checked with the whole run).
+    machine cannot do (a missing package, no bf16, no disk); then TRL's dataclass is built from the
+    config, so that its own checks run. ``environment=False`` skips both (``--check``, which may run
+    on another machine than the one that trains, the runner's first look, and the stage runner's
+    inner runs, checked with the whole run). ``report`` replaces the doctor's look at this machine
+    (the GPU truth kit checks another one). ``backend_first`` (a run about to train here): the
+    backend is prepared before TRL's checks import TRL, transformers and peft, since Unsloth patches
+    them when it is imported and warns when it comes second; TRL's config is then checked for the
+    loader's decision. Without it, for no particular device.
     """
-    problems = config_problems(cfg)
+    problems = config_problems(cfg)  # reads TRL's field table: TRL itself is not imported
     if problems:
         raise ConfigError(format_problems(problems))
     if environment:
-        from unsloth_grpo.hardware.backend import prepare_backend
-
-        _preflight(cfg)
-        decision = prepare_backend(cfg.model)  # Unsloth, when it is the backend, before TRL imports transformers
-        problems = trainer_problems(cfg, info=decision.info(cfg.model.name))
+        _preflight(cfg, report)
+        problems = trainer_problems(cfg, info=_decision(cfg) if backend_first else None)
         if problems:
             raise ConfigError(format_problems(problems))
+
+
+def _decision(cfg: RecipeConfig):
+    """The loader's decision for ``cfg`` on this machine, Unsloth imported when it is the backend;
+    None for a setting this card cannot run (the loader names it, with the fix)."""
+    from unsloth_grpo.hardware.backend import BackendError, prepare_backend
+
+    try:
+        return prepare_backend(cfg.model).info(cfg.model.name)
+    except BackendError:
+        return None
 
 
 # ---------------------------------------------------------------- TRL's own config
@@ -180,14 +193,14 @@ def _stage_problems(cfg: RecipeConfig) -> list[str]:
     return problems
 
 
-def _preflight(cfg: RecipeConfig) -> None:
+def _preflight(cfg: RecipeConfig, report=None) -> None:
     from unsloth_grpo.hardware.doctor import preflight
     from unsloth_grpo.training.distributed import parse_vllm_server
 
     server = parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
     preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
               fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server,
-              load_in_4bit=cfg.model.load_in_4bit)
+              load_in_4bit=cfg.model.load_in_4bit, report=report)
 
 
 __all__ = ["check_before_loading", "config_problems", "trainer_problems"]

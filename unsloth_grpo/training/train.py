@@ -317,9 +317,9 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.hardware.console import quiet_third_party
 
     quiet_third_party()
-    # every config problem at once and the doctor's preflight, before anything heavy (the stage
-    # runner checked the machine once for all its stages)
-    check_before_loading(cfg, environment=loaded is None)
+    # every config problem at once, the doctor's preflight and TRL's own checks, before anything heavy
+    # (the stage runner checked the machine and every stage once); the backend is prepared before TRL
+    check_before_loading(cfg, environment=loaded is None, backend_first=loaded is None)
     if loaded is None:
         from unsloth_grpo.hardware.doctor import preflight_recipe
 
@@ -405,6 +405,7 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     if cfg.run.samples_every and main_process:
         recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
+    health = make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor))
     trainer_kwargs = dict(
         model=loaded.model,
         processing_class=loaded.tokenizer,
@@ -413,23 +414,33 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         **tool_kwargs,
         callbacks=[
             _metrics_callback(metrics_path),
-            make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
+            health,
             *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
             saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
             *(callbacks or []),
         ],
     )
+    trainer, failure = None, None
     try:
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
         if not _may_fall_back(cfg, args):
             raise
-        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {_first_line(exc)}); generating without "
+        failure = f"{type(exc).__name__}: {_first_line(exc)}"
+    if trainer is None:  # outside the except block, so the failed engine's frames can be freed first
+        from unsloth_grpo.hardware.backend import release_engine_memory
+
+        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without "
             "vLLM (set model.fast_inference=off to skip the attempt)")
+        release_engine_memory()
         loaded.info.use_vllm = False
+        loaded.info.vllm_standby = False
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    from unsloth_grpo.training.rollouts import watch_rollouts
+
+    watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
         from unsloth_grpo.evaluation.evaluate import make_eval_callback
