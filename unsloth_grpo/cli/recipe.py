@@ -9,6 +9,7 @@ as plain dicts and calls :func:`run_recipe`. The layering is, later wins:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import warnings
 from dataclasses import dataclass, field
