@@ -361,7 +361,7 @@ def test_the_backend_is_prepared_before_the_run_imports_trl():
         "backend.prepare_backend = prepare\n"
         "from unsloth_grpo.recipes import gsm8k\n"
         "from unsloth_grpo.training.checks import check_before_loading\n"
-        "check_before_loading(gsm8k.RECIPE.resolve(preset='smoke'))\n"
+        "check_before_loading(gsm8k.RECIPE.resolve(preset='smoke'), backend_first=True)  # as train() does\n"
         "print(seen, 'transformers' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[[]] True"  # prepared first, then TRL's config was built

@@ -20,7 +20,6 @@ import dataclasses
 import enum
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -141,16 +140,19 @@ def _package_root() -> str:
 
 def _cache_path() -> Path:
     """One file per installed TRL and transformers (version, and their config sources' size and time)."""
-    from importlib.metadata import version
+    from importlib.metadata import distribution
 
     from unsloth_grpo.hardware.backend import cache_dir
 
-    key = [version("trl"), version("transformers")]
-    for package, source in (("trl", "trainer/grpo_config.py"), ("trl", "trainer/sft_config.py"),
-                            ("transformers", "training_args.py")):
-        spec = importlib.util.find_spec(package)  # locates the package without importing it
-        stat = (Path(spec.origin).parent / source).stat() if spec and spec.origin else None
-        key.append(f"{stat.st_size}:{stat.st_mtime_ns}" if stat else "-")
+    trl, transformers = distribution("trl"), distribution("transformers")  # package metadata: nothing imported
+    key = [trl.version, transformers.version]
+    for dist, source in ((trl, "trl/trainer/grpo_config.py"), (trl, "trl/trainer/sft_config.py"),
+                         (transformers, "transformers/training_args.py")):
+        try:
+            stat = Path(dist.locate_file(source)).stat()
+            key.append(f"{stat.st_size}:{stat.st_mtime_ns}")
+        except OSError:
+            key.append("-")
     digest = hashlib.sha1(" ".join(key).encode()).hexdigest()[:12]
     return cache_dir() / "trl_fields" / f"trl-{key[0]}-transformers-{key[1]}-{digest}.json"
 
