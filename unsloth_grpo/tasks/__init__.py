@@ -1,7 +1,9 @@
 """Task modules: each owns its data loader, answer extraction, rewards and evaluation.
 
 A task module provides ``load_dataset_for(cfg)`` returning a dataset with ``prompt`` and
-``answer`` columns, and ``DEFAULT_REWARDS``.
+``answer`` columns, and ``DEFAULT_REWARDS``. A task whose rows carry their solution also provides
+``gold_completion(row)``: that solution written as a correct completion, on which every reward is
+tried before the model loads (:func:`unsloth_grpo.training.checks.reward_trial_problems`).
 """
 
 from __future__ import annotations
@@ -32,3 +34,8 @@ def grader_from_rewards(cfg, names, default):
         if name in names:
             return grader_of(name, params)
     raise ValueError(f"no reward among {list(names)} to grade with")  # unreachable with a default in names
+
+
+def reasoned_completion(answer: str, reasoning: str = "Worked out step by step.") -> str:
+    """``answer`` as a completion in the reasoning-then-answer format the recipes ask for."""
+    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>"

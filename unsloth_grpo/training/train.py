@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
-from unsloth_grpo.training.checks import check_before_loading
+from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.training.distributed import detect
 from unsloth_grpo.training.repro import package_versions
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
@@ -317,6 +317,12 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         from unsloth_grpo.hardware.doctor import preflight_recipe
 
         preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
+        # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
+        # output directory and the model (the stage runner's inner runs were checked with the recipe)
+        data = dataset if dataset is not None else load_task_dataset(cfg)
+        check_rewards_on_data(cfg, data)
+        if not cfg.stages:
+            dataset = data
     if cfg.stages:
         from unsloth_grpo.training.stages import run_stages
 
@@ -355,8 +361,8 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     tool_kwargs = build_tools(cfg.tools)  # guarded tools / environment factory; {} without tools
     if tool_kwargs:
         reward_funcs = with_tool_metrics(reward_funcs)  # tools/used_share etc. from the transcripts
-    if dataset is None:
-        dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
+    if dataset is None:  # a stage of a multi-stage run
+        dataset = load_task_dataset(cfg)
     prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen (vLLM standby set before)
 
     _memory_warnings(cfg, log)
