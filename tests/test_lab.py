@@ -174,18 +174,25 @@ def test_cli_with_config_json_report_and_saved_completions(tmp_path, capsys):
     assert lab.read_completions(saved) == json.loads(json.dumps(RECORDS))
 
 
-def test_cli_input_errors(tmp_path, capsys):
+def _error(capsys) -> str:
+    """The one ``error:`` line of a refused check: on stderr, nothing on stdout."""
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and "Traceback" not in err, (out, err)
+    return err
+
+
+def test_cli_input_errors_go_to_stderr(tmp_path, capsys):
     assert run_cli(["rewards", "check", "--completions", str(tmp_path / "missing.jsonl")]) == 2
-    assert "does not exist" in capsys.readouterr().out
+    assert "does not exist" in _error(capsys)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "no completion key"}\n')
     assert run_cli(["rewards", "check", "--completions", str(bad)]) == 2
-    assert "bad.jsonl:1: each line must be an object with a 'completion' key" in capsys.readouterr().out
+    assert "bad.jsonl:1: each line must be an object with a 'completion' key" in _error(capsys)
     good = write_jsonl(tmp_path / "c.jsonl", RECORDS)
     assert run_cli(["rewards", "check", "--completions", good, "--reward", "corectness"]) == 2
-    assert "Did you mean 'correctness'" in capsys.readouterr().out
+    assert "Did you mean 'correctness'" in _error(capsys)
     assert run_cli(["rewards", "check"]) == 2
-    assert "give --completions" in capsys.readouterr().out
+    assert "give --completions" in _error(capsys)
 
 
 def test_rewards_list(capsys):
@@ -227,4 +234,4 @@ def test_check_runs_on_the_graded_corpus(capsys):
 
 def test_rewards_without_an_action_prints_usage(capsys):
     assert run_cli(["rewards"]) == 2
-    assert "rewards {check,list}" in capsys.readouterr().out
+    assert "rewards {check,list}" in capsys.readouterr().err
