@@ -100,6 +100,17 @@ def _snippet(completion: Any) -> str:
     return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "..."
 
 
+def _prompt_of(prompts: Any, i: int, n: int) -> str:
+    """`` (prompt '...')`` for sample ``i``: the last message of a chat prompt, cut short; empty when unknown."""
+    if not isinstance(prompts, (list, tuple)) or len(prompts) != n:
+        return ""
+    prompt = prompts[i]
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):
+        prompt = prompt[-1].get("content")
+    text = " ".join(str(prompt).split())
+    return f" (prompt {text if len(text) <= 80 else text[:77] + '...'!r})"
+
+
 def _find_failing_sample(fn: Callable, completions: list, kwargs: dict) -> int | None:
     """Re-run the reward one sample at a time, called as TRL calls it, to find the first that raises."""
     n = len(completions)
@@ -177,7 +188,7 @@ def validated(
         except Exception as exc:
             i = _find_failing_sample(fn, completions, kwargs)
             where = (
-                f"sample {i}: {_snippet(completions[i])!r}"
+                f"sample {i}: {_snippet(completions[i])!r}{_prompt_of(kwargs.get('prompts'), i, n)}"
                 if i is not None
                 else f"a batch of {n} (no single sample fails alone)"
             )
