@@ -130,7 +130,8 @@ def test_the_lab_passes_chat_messages_after_chat_prompts_as_training_does(workdi
     cfg = load_config("my_rewards.yaml")
     rows = [dict(r) for r in load_dataset_for(cfg)][:2]
     texts = ["<reasoning>\nx\n</reasoning>\n<answer>\n24\n</answer>\n", "24", "<answer>\n8\n</answer>", "eight"]
-    records = [{"group": i // 2, **rows[i // 2], "completion": t} for i, t in enumerate(texts)]
+    records = [{"group": i // 2, **rows[i // 2], "completion": t, "completion_ids": list(t.encode())}
+               for i, t in enumerate(texts)]  # as generate_records writes them
     funcs, weights = build_reward_functions(cfg.rewards)
     report = lab.analyse(records, funcs, weights)
     assert report.blocking == [] and all(r.error is None for r in report.rewards)
@@ -173,16 +174,3 @@ def test_they_train_through_both_command_forms(workdir, form):
     assert len(rows) == 4
     for name in NAMES:
         assert all(f"rewards/{name}/mean" in row for row in rows), name
-
-
-@pytest.mark.slow
-def test_the_lab_on_the_models_own_completions_reports_no_reward_failing(workdir):
-    # --model: completions generated after the dataset's chat prompts reach the rewards as messages
-    proc = _run("unsloth-grpo rewards check --config my_rewards.yaml --model builtin:tiny --num-generations 4 "
-                "--limit 2 --max-new-tokens 8 --seed 0", workdir)
-    out = " ".join(proc.stdout.split())
-    assert "Rewards on 8 completions in 2 groups" in out, proc.stderr[-3000:]
-    assert "fails on these completions" not in out and "Traceback" not in proc.stderr
-    blocking = re.findall(r"BLOCKING (\S+)", out)
-    assert set(blocking) <= {"total"}  # the random model may write nothing any reward pays: that is its fault
-    assert proc.returncode == (1 if blocking else 0)

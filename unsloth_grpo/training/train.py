@@ -367,8 +367,9 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         from unsloth_grpo.hardware.doctor import preflight_recipe
 
         preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
+    if stage[0] == 0:  # the stage runner's inner runs were checked with the whole recipe
         # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
-        # output directory and the model (the stage runner's inner runs were checked with the recipe)
+        # output directory and the model
         data = dataset if dataset is not None else load_task_dataset(cfg)
         check_rewards_on_data(cfg, data)
         if not cfg.stages:
