@@ -106,6 +106,33 @@ def test_as_completion_follows_the_prompt():
     assert as_completion(messages, CHAT) is messages
 
 
+@pytest.mark.parametrize("name, params, said", [
+    ("xml_count", {"per_tag": "a lot"}, "parameter per_tag='a lot' is a str; it takes a number (default 0.125)"),
+    ("xml_count", {"once": 1}, "parameter once=1 is an int; it takes true or false (default True)"),
+    ("correctness", {"ignore_inside": "think"}, "parameter ignore_inside='think' is a str; it takes a list (default ('reasoning', 'think'))"),
+    ("overlong", {"max_length": "512"}, "parameter max_length='512' is a str; it takes a whole number or null (default None)"),
+    ("json_schema", {"schema": 3}, "parameter schema=3 is an int; it takes a mapping or a string or null (default None)"),
+])
+def test_a_parameter_of_the_wrong_type_is_named(name, params, said):
+    from unsloth_grpo.rewards import get_reward
+
+    with pytest.raises(ValueError) as err:
+        get_reward(name, **params)
+    assert str(err.value) == f"reward {name!r}: {said}"
+
+
+@pytest.mark.parametrize("name, params", [
+    ("correctness", {"reward": 3, "tag": ["<ans>", "</ans>"], "partial": [[0.1, 1.0]], "unparseable": None}),
+    ("correctness", {"ignore_inside": [["<scratch>", "</scratch>"]]}),
+    ("overlong", {"max_length": 512.0, "cache": 64}),
+    ("xml_count", {"per_tag": 0.25, "once": False}),
+])
+def test_parameters_of_the_right_type_pass(name, params):
+    from unsloth_grpo.rewards import get_reward
+
+    assert callable(get_reward(name, **params))
+
+
 # ------------------------------------------------------------------ tried before the model loads
 
 
