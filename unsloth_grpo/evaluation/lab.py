@@ -122,7 +122,7 @@ def _columns(records: Sequence[dict]) -> dict[str, list]:
 def reward_call(records: Sequence[dict], *, completion_ids: Sequence | None = None) -> tuple[list, dict]:
     """``(completions, keywords)`` for calling a reward on ``records`` as TRL calls it during training:
     a completion written as text after a chat prompt becomes one assistant message, ``prompts`` and
-    ``completion_ids`` are passed (None when the records do not hold them) beside every column."""
+    ``completion_ids`` are passed (when every record holds them) beside every column."""
     from unsloth_grpo.rewards.calling import as_completion, trl_keywords
 
     prompts = [r["prompt"] for r in records] if all("prompt" in r for r in records) else None
@@ -381,6 +381,9 @@ def _missing_hint(message: str) -> str:
     if name == "prompts":
         return (" -- TRL passes the prompts as 'prompts': give each record a 'prompt' (or generate with --model "
                 "and --config, which keeps the dataset's prompts)")
+    if name == "completion_ids":
+        return (" -- TRL passes the completions' token ids as 'completion_ids': give each record one (or generate "
+                "with --model, which records them)")
     return (f" -- TRL passes every dataset column by its name: give each record a '{name}' key (or generate "
             "from a dataset that has that column)")
 

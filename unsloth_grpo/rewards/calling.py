@@ -104,15 +104,17 @@ def trl_keywords(prompts: Sequence[Any] | None = None, *, completion_ids: Sequen
                  environments: Sequence[Any] | None = None, max_steps: int = 0) -> dict[str, Any]:
     """The keywords TRL passes beside ``completions``, for a call outside training.
 
-    ``prompts`` and ``completion_ids`` are always passed, as TRL does (``None`` when unknown);
-    ``log_metric`` and ``log_extra`` are callables that drop what they are given; ``trainer_state``
-    is :func:`trainer_state_stand_in` unless given. ``columns`` are the dataset columns, one value
-    per completion.
+    ``prompts`` and ``completion_ids`` are passed when known (TRL always has them; a reward that
+    needs them then says so by name instead of failing on a None); ``log_metric`` and ``log_extra``
+    are callables that drop what they are given; ``trainer_state`` is :func:`trainer_state_stand_in`
+    unless given. ``columns`` are the dataset columns, one value per completion.
     """
     out: dict[str, Any] = dict(columns or {})
+    if prompts is not None:
+        out["prompts"] = list(prompts)
+    if completion_ids is not None:
+        out["completion_ids"] = list(completion_ids)
     out.update(
-        prompts=None if prompts is None else list(prompts),
-        completion_ids=None if completion_ids is None else list(completion_ids),
         trainer_state=trainer_state if trainer_state is not None else trainer_state_stand_in(max_steps),
         log_extra=_ignore,
         log_metric=_ignore,
