@@ -137,7 +137,7 @@ def _reward_error(exc: BaseException):
     return None
 
 
-def _stopped_by_reward(error, trainer, cfg: RecipeConfig, out: Path, *, finalize: Callable[[Path], Path],
+def _stopped_by_reward(error, trainer, out: Path, *, finalize: Callable[[Path], Path],
                        fresh_dir: bool, main_process: bool, hint: str | None, log: Callable[[str], None]):
     """The :class:`TrainingStopped` for a reward that failed mid-run: the reward, the sample and the
     checkpoint to resume from once the reward is fixed (saved now, as Ctrl-C saves, when the newest
@@ -512,13 +512,14 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
                 + (f"the newest complete checkpoint {last} is untouched. Free some space, then resume with: "
                    f"{hint or ckpt.resume_hint(out)}" if last else
                    "no checkpoint was completed. Free some space and start again")) from exc
+
         def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
             return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
                                             stage_name=stage[1], keep_last=cfg.run.keep_last)
 
         reward_error = _reward_error(exc)
         if reward_error is not None:  # a reward failed on real completions: no traceback from deep in TRL
-            raise _stopped_by_reward(reward_error, trainer, cfg, out, finalize=finalize, fresh_dir=fresh_dir,
+            raise _stopped_by_reward(reward_error, trainer, out, finalize=finalize, fresh_dir=fresh_dir,
                                      main_process=main_process, hint=hint, log=log) from exc
         # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
         # bitsandbytes, Unsloth or vLLM raise instead
