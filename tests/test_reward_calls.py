@@ -210,6 +210,23 @@ def test_a_reward_that_prints_every_call_keeps_the_check_quiet(reward_module, ca
     assert "Question:" not in capsys.readouterr().out
 
 
+def test_the_trial_imports_nothing_that_must_come_after_unsloth():
+    # it runs before the backend is chosen: transformers, peft or trl loaded here would escape Unsloth's patches
+    import subprocess
+
+    code = ("import sys\n"
+            "from unsloth_grpo.recipes.gsm8k import RECIPE\n"
+            "from unsloth_grpo.training.checks import check_rewards_on_data\n"
+            "from unsloth_grpo.tasks.gsm8k import load_dataset_for\n"
+            "cfg = RECIPE.resolve(preset='smoke')\n"
+            "data = load_dataset_for(cfg)\n"
+            "before = {m for m in ('transformers', 'peft', 'trl', 'torch') if m in sys.modules}\n"
+            "check_rewards_on_data(cfg, data)\n"
+            "print(sorted({m for m in ('transformers', 'peft', 'trl', 'torch') if m in sys.modules} - before))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 # ------------------------------------------------------------------ a reward that fails mid-run
 
 

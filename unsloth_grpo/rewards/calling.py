@@ -91,12 +91,17 @@ def _ignore(*args: Any, **kwargs: Any) -> None:
 
 def trainer_state_stand_in(max_steps: int = 0) -> Any:
     """What a reward sees as ``trainer_state`` before training starts: transformers' own
-    ``TrainerState`` at step 0 (a plain namespace with the same fields without transformers)."""
-    try:
+    ``TrainerState`` at step 0 when its module is loaded already, else a namespace with the fields
+    rewards read. Importing it here would load transformers and peft before Unsloth in a training
+    process (the check runs before the backend is chosen), and Unsloth must come first to patch them."""
+    import sys
+
+    if "transformers.trainer_callback" in sys.modules:
         from transformers import TrainerState
-    except ImportError:  # pragma: no cover - transformers comes with trl
-        return SimpleNamespace(global_step=0, max_steps=max_steps, epoch=0.0, log_history=[])
-    return TrainerState(global_step=0, max_steps=max_steps)
+
+        return TrainerState(global_step=0, max_steps=max_steps)
+    return SimpleNamespace(epoch=0.0, global_step=0, max_steps=max_steps, num_train_epochs=0, log_history=[],
+                           is_local_process_zero=True, is_world_process_zero=True)
 
 
 def trl_keywords(prompts: Sequence[Any] | None = None, *, completion_ids: Sequence[Any] | None = None,
