@@ -28,7 +28,8 @@ from unsloth_grpo.config import (
 from unsloth_grpo.hardware.backend import BackendInfo
 from unsloth_grpo.recipes import arith, gsm8k
 from unsloth_grpo.training.checks import config_problems
-from unsloth_grpo.training.trainer_args import GRPO, SFT, device_fields, field_table, grpo_args, sft_args
+from unsloth_grpo.training.trainer_args import (
+    GRPO, SFT, device_fields, field_table, grpo_args, sft_args, trainer_kwargs)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -260,9 +261,10 @@ def test_device_fields_follow_the_loaders_decision():
     assert device_fields(BackendInfo("transformers", "cuda", "fp16", **cuda), values) == {
         "bf16": False, "fp16": True, "use_cpu": False, "optim": "adamw_8bit", "gradient_checkpointing": True}
     cfg = _smoke()
-    for args in (grpo_args(cfg, CPU, weights=[1.0, 1.0]), sft_args(cfg, CPU)):  # both trainers, one rule
-        assert (args.use_cpu, args.bf16, args.optim, args.gradient_checkpointing) == (True, False, "adamw_torch",
-                                                                                       False)
+    for kind in (GRPO, SFT):  # both trainers, one rule (what TRL is given: Unsloth's CPU mode may adjust it)
+        kwargs = trainer_kwargs(cfg, CPU, kind)
+        assert {k: kwargs[k] for k in ("use_cpu", "bf16", "fp16", "optim", "gradient_checkpointing")} == {
+            "use_cpu": True, "bf16": False, "fp16": False, "optim": "adamw_torch", "gradient_checkpointing": False}
 
 
 # ------------------------------------------------------------------ one place for defaults; old keys
