@@ -291,7 +291,7 @@ def run_train(spec: dict) -> dict:
         "training": {"max_steps": s.steps, "learning_rate": 1e-5, "num_generations": s.num_generations,
                      "per_device_train_batch_size": s.per_device_train_batch_size,
                      "max_completion_length": s.max_completion_length, "save_steps": 0, "logging_steps": 1,
-                     "extra": forced_length_kwargs(s.max_completion_length)},
+                     **forced_length_kwargs(s.max_completion_length)},
     })
     sampler = DevicePeak() if cuda else contextlib.nullcontext()
     t0 = time.perf_counter()
@@ -394,8 +394,9 @@ def recipe_config(spec: dict, device: str) -> dict:
         "data": {"source": "synthetic", "num_synthetic": 64},
         "training": {"max_steps": 2, "num_generations": s.num_generations,
                      "per_device_train_batch_size": s.per_device_train_batch_size,
-                     "max_completion_length": s.max_completion_length, "save_steps": 1, "samples_every": 0,
-                     "extra": forced_length_kwargs(s.max_completion_length)},
+                     "max_completion_length": s.max_completion_length, "save_steps": 1,
+                     **forced_length_kwargs(s.max_completion_length)},
+        "run": {"samples_every": 0},
     }
     if device == "cpu":  # 4-bit needs CUDA
         config["model"].update(load_in_4bit=False, device="cpu")

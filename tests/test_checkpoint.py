@@ -119,7 +119,7 @@ def test_resuming_an_earlier_checkpoint_sets_the_later_ones_aside(tmp_path):
     for step in (10, 20, 30, 40):
         ck.finalize_checkpoint(_staged(tmp_path, step), tmp_path, step=step)
     lines = []
-    cfg = _smoke(tmp_path, "training.keep_last=1")
+    cfg = _smoke(tmp_path, "run.keep_last=1")
     info = _resume_point(cfg, str(tmp_path / "checkpoints" / "checkpoint-20"), 0)
     _prepare_output_dir(cfg, info, lines.append)
     assert [c.step for c in ck.list_checkpoints(tmp_path)] == [10, 20]
@@ -239,7 +239,7 @@ def _smoke_cfg(out, steps, *extra):
     from unsloth_grpo.recipes.gsm8k import RECIPE
 
     return RECIPE.resolve(preset="smoke", output_dir=str(out),
-                          overrides=[f"training.max_steps={steps}", "training.samples_every=0", *extra])
+                          overrides=[f"training.max_steps={steps}", "run.samples_every=0", *extra])
 
 
 def _signal_at(step: int):
@@ -308,7 +308,7 @@ def test_sigint_on_the_cli_saves_and_resume_finishes_the_run(tmp_path):
 
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--output-dir", str(run),
-           "training.max_steps=20", "training.save_steps=0", "training.samples_every=0", "model.backend=transformers"]
+           "training.max_steps=20", "training.save_steps=0", "run.samples_every=0", "model.backend=transformers"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     metrics = run / "metrics.jsonl"

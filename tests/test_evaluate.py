@@ -356,7 +356,7 @@ def test_periodic_and_before_after_evaluation_do_not_change_the_training_run(tmp
 
     def run(name, *extra):
         cfg = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / name), overrides=[
-            "model.backend=transformers", "training.max_steps=6", "training.samples_every=0",
+            "model.backend=transformers", "training.max_steps=6", "run.samples_every=0",
             "data.num_synthetic=32", *extra])
         return [m for m in train(cfg, log=lambda _m: None).metrics if "reward" in m]
 

@@ -241,7 +241,7 @@ def smoke_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.getbasetemp() / "smoke_run"
     if not (run / "adapter_config.json").exists():
         assert main(["--preset", "smoke", "--output-dir", str(run), "training.max_steps=4",
-                     "training.samples_every=0"]) == 0
+                     "run.samples_every=0"]) == 0
     return run
 
 

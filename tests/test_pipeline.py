@@ -115,7 +115,7 @@ def test_transformers_backend_learns_on_every_seed(tmp_path):
     for seed in (0, 1, 2):
         cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / f"seed{seed}"),
                                    overrides=["model.backend=transformers", "training.max_steps=60", f"seed={seed}",
-                                              "training.samples_every=0"])
+                                              "run.samples_every=0"])
         result = train(cfg, log=lambda s: None)
         assert result.backend["backend"] == "transformers" and result.global_step == 60
         first, last = _first_last(result.metrics)

@@ -92,8 +92,9 @@ def _cfg(tmp_path, tools, rewards, *, task="gsm8k_tools", steps=2, **training):
         "data": {"source": "synthetic", "num_synthetic": 16},
         "rewards": rewards, "tools": tools,
         "training": {"max_steps": steps, "learning_rate": 1e-3, "num_generations": 4, "per_device_train_batch_size": 4,
-                     "max_completion_length": 48, "save_steps": 0, "samples_every": 1, "optim": "adamw_torch",
+                     "max_completion_length": 48, "save_steps": 0, "optim": "adamw_torch",
                      "lr_scheduler_type": "constant", "warmup_ratio": 0.0, **training},
+        "run": {"samples_every": 1},
         "monitor": {"ignore": ["length_clipped"]},
     })
 

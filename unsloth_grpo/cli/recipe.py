@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from unsloth_grpo.config import ConfigError, RecipeConfig, describe, load_config, merge_dicts
+from unsloth_grpo.config import ConfigDeprecation, ConfigError, RecipeConfig, describe, load_config, merge_dicts
 
 
 @dataclass
@@ -110,7 +111,7 @@ def _unquantized_name(cfg: RecipeConfig) -> RecipeConfig:
 
 
 def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None = None,
-                 training: dict | None = None) -> dict:
+                 training: dict | None = None, run: dict | None = None) -> dict:
     """The offline smoke preset every recipe shares: the tiny built-in model on CPU, a few dozen steps.
 
     A random tiny model can learn to emit the answer tags (whole tokens of its tokenizer) but not
@@ -137,7 +138,7 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
         },
         "run": {"samples_every": 20},
         "monitor": {"ignore": ["length_clipped"]},
-    }, {"data": data or {}, "training": training or {}})
+    }, {"data": data or {}, "training": training or {}, "run": run or {}})
 
 
 def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | None) -> None:
@@ -164,19 +165,17 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | No
 
 def help_config_rows(cfg: RecipeConfig | None = None) -> list[tuple[str, str, str]]:
     """``--help-config``: the toolkit's keys with ``cfg``'s values (the recipe's defaults), then
-    every other field of the installed GRPOConfig with TRL's own help text (passed through
-    ``training:`` under its own name)."""
-    from unsloth_grpo.config import TRAINER_FIELDS_OWNED_ELSEWHERE
-    from unsloth_grpo.training.checks import trainer_fields
+    every field of the installed TRL's GRPOConfig under ``training.``, with the recipe's value where
+    it sets one (TRL's default otherwise) and TRL's own help text."""
+    from unsloth_grpo.training.trainer_args import OWNED_ELSEWHERE, TOOLKIT_NOTES, field_table
 
     rows = describe(RecipeConfig, instance=cfg)
-    named = {key.split(".", 1)[1] for key, _, _ in rows if key.startswith("training.")}
-    for name, f in sorted(trainer_fields("GRPOConfig").items()):
-        if name in named or name in TRAINER_FIELDS_OWNED_ELSEWHERE or name.startswith("_"):
+    training = (cfg or RecipeConfig()).training
+    for name, f in sorted(field_table().items()):
+        if name in OWNED_ELSEWHERE:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        text = " ".join(str(f.metadata.get("help", "")).split())
-        rows.append((f"training.{name}", repr(default), f"(TRL) {text}"))
+        note = f" [toolkit: {TOOLKIT_NOTES[name]}]" if name in TOOLKIT_NOTES else ""
+        rows.append((f"training.{name}", repr(training.get(name, f.default)), f"(TRL) {f.help}{note}"))
     return rows
 
 
@@ -205,11 +204,25 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         return 2
 
 
+def _resolve(recipe: Recipe, **kwargs) -> RecipeConfig:
+    """``recipe.resolve``, each old config key it met said once on stderr as a one-line note."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConfigDeprecation)
+        cfg = recipe.resolve(**kwargs)
+    ours = [w for w in caught if issubclass(w.category, ConfigDeprecation)]
+    for note in dict.fromkeys(str(w.message) for w in ours):  # --preset auto reads the config twice
+        print(f"note: {note}", file=sys.stderr)
+    for w in caught:
+        if w not in ours:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return cfg
+
+
 def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable | None) -> int:
     from unsloth_grpo.config import dump_config
 
     if args.help_config:
-        defaults = recipe.resolve(preset=args.preset, config=args.config)
+        defaults = _resolve(recipe, preset=args.preset, config=args.config)
         for key, default, help_text in help_config_rows(defaults):
             print(f"{key:42s} {default:28s} {help_text}")
         return 0
@@ -223,7 +236,7 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
         if run is not None and (Path(run) / "config.yaml").is_file():
             config = str(Path(run) / "config.yaml")
             print(f"resume: using the run's config {config}")
-    cfg = recipe.resolve(preset=args.preset, config=config, output_dir=args.output_dir, overrides=overrides)
+    cfg = _resolve(recipe, preset=args.preset, config=config, output_dir=args.output_dir, overrides=overrides)
     if args.print_config:
         print(dump_config(cfg), end="")
         return 0
@@ -252,8 +265,8 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
 
-    # the config's problems, before the trainer imports (Unsloth first when the checks read TRL's config)
-    check_before_loading(cfg, environment=False, backend_first=True)
+    # the config's problems, before the trainer imports (TRL's own checks come in train(), backend first)
+    check_before_loading(cfg, environment=False)
     shrinks = 0
     while True:
         try:

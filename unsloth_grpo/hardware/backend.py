@@ -310,17 +310,6 @@ def prepare_backend(model_cfg, profile: CardProfile | None = None) -> Decision:
 _STANDBY_SET_HERE = False
 
 
-def import_backend_first(model_cfg) -> None:
-    """Import Unsloth now when it is the backend (its standby setting first), before the config checks
-    import TRL, transformers or peft (checking a ``training:`` key reads TRL's GRPOConfig): Unsloth
-    patches them when it is imported and warns that its speed-ups may be partial when it comes
-    second. A setting the card cannot run is left to the checks that follow, which name the fix."""
-    try:
-        prepare_backend(model_cfg)
-    except BackendError:
-        pass
-
-
 def _import_unsloth() -> None:
     import sys
     import warnings

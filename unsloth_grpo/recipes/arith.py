@@ -31,9 +31,9 @@ DEFAULTS = {
     "training": {
         "max_steps": 200, "learning_rate": 2e-4, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
         "weight_decay": 0.0, "max_grad_norm": 1.0, "num_generations": 16, "per_device_train_batch_size": 64,
-        "max_completion_length": 8, "temperature": 0.7, "samples_every": 0, "save_steps": 0,
-        "gradient_checkpointing": False,
+        "max_completion_length": 8, "temperature": 0.7, "save_steps": 0, "gradient_checkpointing": False,
     },
+    "run": {"samples_every": 0},
     # completions are a handful of tokens by design; an answer that is cut is simply wrong
     "monitor": {"ignore": ["length_clipped"]},
     # the GRPO stage starts and ends with greedy accuracy on 500 held-out sums, with its 95% interval

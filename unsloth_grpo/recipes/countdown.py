@@ -20,10 +20,7 @@ DEFAULTS = {
     "lora": {"r": 16, "alpha": 32},
     "data": {"source": "synthetic", "subset": None, "num_synthetic": 4096, "max_prompt_tokens": 256},
     "rewards": DEFAULT_REWARDS,
-    "training": {
-        "max_steps": 400, "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 8,
-        "max_completion_length": 512, "temperature": 1.0,
-    },
+    "training": {"max_steps": 400, "max_completion_length": 512},
 }
 
 PRESETS = {

@@ -19,14 +19,14 @@ DEFAULTS = {
     "data": {"source": "synthetic", "num_synthetic": 512, "max_prompt_tokens": 256},
     "rewards": DEFAULT_REWARDS,
     "tools": {"environment": "guess_number", "max_tool_calling_iterations": 6, "timeout": 5.0},
-    "training": {"max_steps": 200, "learning_rate": 5e-6, "max_completion_length": 384},
+    "training": {"max_steps": 200, "max_completion_length": 384},
 }
 
 PRESETS = {
     # Offline on CPU with the tiny tool-capable model: shows the environment loop running, not skill.
     "smoke": merge_dicts(
         smoke_preset(output_dir="outputs/guess-smoke", task_rewards=[], data={"source": "synthetic"},
-                     training={"max_steps": 10, "max_completion_length": 48, "samples_every": 5}),
+                     training={"max_steps": 10, "max_completion_length": 48}, run={"samples_every": 5}),
         {"model": {"name": "builtin:tiny-tools"}, "rewards": DEFAULT_REWARDS,
          "tools": {"max_tool_calling_iterations": 3, "timeout": 2.0}},
     ),

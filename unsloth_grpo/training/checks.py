@@ -4,17 +4,25 @@
 the ground floor). What needs the rest of the package is checked here, in this order:
 
 1. the config's own shape checks (:func:`unsloth_grpo.config.validate`);
-2. TRL's trainer arguments: every ``training`` key is a field of the installed ``GRPOConfig``;
-3. the task exists and every reward builds with its parameters;
-4. the health monitor's settings, the process layout and TRL's batch rules;
-5. the stages, each checked as the single-stage config it runs as;
-6. the machine: the doctor's preflight (:func:`unsloth_grpo.hardware.doctor.preflight`).
+2. the task exists and every reward builds with its parameters;
+3. the health monitor's settings, the process layout and TRL's batch rules;
+4. the stages, each checked as the single-stage config it runs as;
+5. TRL's fields: every ``training`` key is a field of the installed ``GRPOConfig`` (a stage's own
+   keys, of the trainer it runs) with a value of the type TRL declares, read from TRL's field
+   table (:mod:`unsloth_grpo.training.trl_schema`) without importing TRL;
+6. the machine: the doctor's preflight (:func:`unsloth_grpo.hardware.doctor.preflight`);
+7. TRL's own checks: TRL's dataclass is built from the config as the run will build it
+   (:func:`unsloth_grpo.training.trainer_args.grpo_args`), and what its ``__post_init__`` refuses
+   is reported. This imports TRL, and with it transformers and torch (seconds), so it runs when
+   the run is about to start on this machine (``environment=True``), after the backend is
+   prepared (Unsloth, when it is the backend, must be imported before transformers and TRL);
+   ``--check`` stops after step 5.
 
 The recipe runner, ``--check`` and :func:`unsloth_grpo.training.train.train` all call
 :func:`check_before_loading`, so a typo costs the same seconds whichever way a run starts::
 
-    problems = config_problems(cfg)          # steps 1-5 as lines, nothing imported but trl
-    check_before_loading(cfg)                # raises ConfigError, then the doctor's EnvironmentProblem
+    problems = config_problems(cfg)          # steps 1-5 as lines (build=True: and step 7)
+    check_before_loading(cfg)                # raises ConfigError, or the doctor's EnvironmentProblem
 
 Once the data is loaded (still before the model), :func:`check_rewards_on_data` calls every reward
 the way training will (:func:`reward_trial_problems`): a reward that raises, returns the wrong
@@ -25,19 +33,15 @@ from __future__ import annotations
 
 import difflib
 
-from unsloth_grpo.config import (
-    TRAINER_FIELDS_OWNED_ELSEWHERE,
-    ConfigError,
-    RecipeConfig,
-    format_problems,
-    validate,
-)
+from unsloth_grpo.config import ConfigError, RecipeConfig, format_problems, validate
 
 
-def config_problems(cfg: RecipeConfig) -> list[str]:
-    """Every problem of ``cfg`` that can be found without touching the machine, one line each."""
+def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
+    """Every problem of ``cfg`` that can be found without touching the machine, one line each.
+
+    ``build`` adds TRL's own checks (step 7) when nothing else was found; it imports TRL.
+    """
     problems = validate(cfg)
-    problems += trainer_field_problems(cfg.training.passthrough, "GRPOConfig", "training")
     problems += _task_problems(cfg)
     problems += _reward_problems(cfg.rewards, "rewards")
     problems += _monitor_problems(cfg)
@@ -48,66 +52,89 @@ def config_problems(cfg: RecipeConfig) -> list[str]:
         problems += tool_problems(cfg)
     if cfg.stages:
         problems += _stage_problems(cfg)
+    problems += trainer_problems(cfg, build=build and not problems)
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
 def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None,
                          backend_first: bool = False) -> None:
-    """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight.
+    """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight and TRL's checks.
 
     The preflight raises :class:`unsloth_grpo.hardware.doctor.EnvironmentProblem` for what this
-    machine cannot do (a missing package, no bf16, no disk). ``environment=False`` skips it
-    (``--check`` on another machine than the one that trains, and the stage runner's inner runs).
-    ``report`` replaces the doctor's look at this machine (the GPU truth kit checks another one).
-    ``backend_first`` (a run about to train): when the checks are about to import TRL (a ``training:``
-    key passed through to its GRPOConfig), Unsloth is imported first, so that it patches TRL,
-    transformers and peft before anything else imports them; a config without such keys is checked
-    without that import, so a typo still costs seconds.
+    machine cannot do (a missing package, no bf16, no disk); then TRL's dataclass is built from the
+    config, so that its own checks run. ``environment=False`` skips both (``--check``, which may run
+    on another machine than the one that trains, the runner's first look, and the stage runner's
+    inner runs, checked with the whole run). ``report`` replaces the doctor's look at this machine
+    (the GPU truth kit checks another one). ``backend_first`` (a run about to train here): the
+    backend is prepared before TRL's checks import TRL, transformers and peft, since Unsloth patches
+    them when it is imported and warns when it comes second; TRL's config is then checked for the
+    loader's decision. Without it, for no particular device.
     """
-    if backend_first and _checks_import_trl(cfg):
-        from unsloth_grpo.hardware.backend import import_backend_first
-
-        import_backend_first(cfg.model)
-    problems = config_problems(cfg)
+    problems = config_problems(cfg)  # reads TRL's field table: TRL itself is not imported
     if problems:
         raise ConfigError(format_problems(problems))
     if environment:
         _preflight(cfg, report)
+        problems = trainer_problems(cfg, info=_decision(cfg) if backend_first else None)
+        if problems:
+            raise ConfigError(format_problems(problems))
 
 
-def _checks_import_trl(cfg: RecipeConfig) -> bool:
-    """Whether :func:`config_problems` reads TRL's config classes for ``cfg`` (pass-through keys)."""
-    return bool(cfg.training.passthrough) or any(stage.training for stage in cfg.stages)
+def _decision(cfg: RecipeConfig):
+    """The loader's decision for ``cfg`` on this machine, Unsloth imported when it is the backend;
+    None for a setting this card cannot run (the loader names it, with the fix)."""
+    from unsloth_grpo.hardware.backend import BackendError, prepare_backend
+
+    try:
+        return prepare_backend(cfg.model).info(cfg.model.name)
+    except BackendError:
+        return None
 
 
-# ---------------------------------------------------------------- TRL's own fields
+# ---------------------------------------------------------------- TRL's own config
 
 
-def trainer_fields(kind: str = "GRPOConfig") -> dict:
-    """The dataclass fields of the installed TRL's ``GRPOConfig`` or ``SFTConfig`` by name."""
-    import dataclasses
+def trainer_problems(cfg: RecipeConfig, *, build: bool = True, info=None) -> list[str]:
+    """TRL's verdict on ``cfg``'s ``training`` keys, and with ``build`` on the config TRL's dataclass makes.
 
-    import trl
+    The keys are checked against ``GRPOConfig``; a stage's own keys against the trainer it runs
+    (``SFTConfig`` for ``kind: sft``). With ``build`` and no problem found, each run's TRL config is
+    then built as the run builds it (:func:`unsloth_grpo.training.trainer_args.grpo_args`) for the
+    loader's decision ``info`` (a device-neutral one when None), and what TRL's ``__post_init__``
+    refuses is reported.
+    """
+    from unsloth_grpo.training.trainer_args import GRPO, SFT, checking_info, grpo_args, sft_args, trl_values
 
-    return {f.name: f for f in dataclasses.fields(getattr(trl, kind))}
+    problems = trl_values(cfg.training.trl, GRPO)[1]
+    own = set(cfg.training.__dataclass_fields__)  # the toolkit's own options, not TRL's
+    for i, stage in enumerate(cfg.stages):
+        keys = {k: v for k, v in stage.training.items() if k not in own}
+        found = trl_values(keys, SFT if stage.kind == "sft" else GRPO)[1]
+        problems += [f"stages[{i}] ({stage.name}): {p}" for p in found]
+    if problems or not build:
+        return problems
+    for where, run, kind in _runs(cfg):
+        decided = info if info is not None else checking_info(run.model.name)
+        try:
+            if kind == SFT:
+                sft_args(run, decided, checking=True)
+            else:
+                grpo_args(run, decided, weights=[r.weight for r in run.rewards], checking=True)
+        except ConfigError as exc:
+            problems.append(where + str(exc))
+    return problems
 
 
-def trainer_field_problems(values: dict, kind: str, where: str) -> list[str]:
-    """Keys of ``values`` that the installed TRL's ``kind`` does not have, or that the toolkit sets."""
-    if not values:
-        return []
-    valid = trainer_fields(kind)
-    out = []
-    for key, value in values.items():
-        if key in TRAINER_FIELDS_OWNED_ELSEWHERE:
-            out.append(f"{where}.{key}={value!r}: the toolkit sets this {kind} field from "
-                       f"{TRAINER_FIELDS_OWNED_ELSEWHERE[key]}; set that instead and remove {where}.{key}")
-        elif key not in valid:
-            close = difflib.get_close_matches(key, sorted(valid), n=1)
-            hint = f"did you mean '{where}.{close[0]}'? " if close else ""
-            out.append(f"{where}.{key} is not a field of the installed TRL's {kind}; {hint}"
-                       f"`--help-config` lists them all")
-    return out
+def _runs(cfg: RecipeConfig) -> list[tuple[str, RecipeConfig, str]]:
+    """(label, the single config it trains with, TRL's config class) for every training of ``cfg``."""
+    from unsloth_grpo.training.trainer_args import GRPO, SFT
+
+    if not cfg.stages:
+        return [("", cfg, GRPO)]
+    from unsloth_grpo.training.stages import stage_config
+
+    return [(f"stages[{i - 1}] ({stage.name}): ", stage_config(cfg, i), SFT if stage.kind == "sft" else GRPO)
+            for i, stage in enumerate(cfg.stages, 1)]
 
 
 # ---------------------------------------------------------------- the rest of the package
@@ -253,22 +280,15 @@ def _layout_problems(cfg: RecipeConfig) -> list[str]:
 
 def _stage_problems(cfg: RecipeConfig) -> list[str]:
     """The stage list's own problems, then each stage checked as the single-stage config it runs as."""
-    import dataclasses
-
     from unsloth_grpo.training.stages import stage_config, stage_problems
 
     problems = stage_problems(cfg)
-    named = {f.name for f in dataclasses.fields(cfg.training)}
     for i, stage in enumerate(cfg.stages, 1):
         where = f"stages[{i - 1}] ({stage.name})"
-        if any(p.startswith(where + ":") for p in problems):
+        if stage.kind == "sft" or any(p.startswith(where + ":") for p in problems):
             continue  # its own settings are wrong already; the deeper checks would repeat them
         sub = stage_config(cfg, i)
-        own = {k: v for k, v in stage.training.items() if k not in named}  # the recipe's were checked
-        found = trainer_field_problems(own, "SFTConfig" if stage.kind == "sft" else "GRPOConfig", "training")
-        if stage.kind != "sft":
-            found += _reward_problems(sub.rewards, "rewards") + _layout_problems(sub)
-        problems += [f"{where}: {p}" for p in found]
+        problems += [f"{where}: {p}" for p in _reward_problems(sub.rewards, "rewards") + _layout_problems(sub)]
     return problems
 
 
@@ -283,4 +303,4 @@ def _preflight(cfg: RecipeConfig, report=None) -> None:
 
 
 __all__ = ["check_before_loading", "check_rewards_on_data", "config_problems", "reward_trial_problems",
-           "trainer_field_problems", "trainer_fields"]
+           "trainer_problems"]

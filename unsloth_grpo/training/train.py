@@ -270,8 +270,11 @@ def generation_round_steps(cfg: RecipeConfig) -> int:
     """Optimizer steps served by one round of generation: TRL generates every
     ``steps_per_generation x num_iterations`` micro-batches and steps the optimizer every
     ``gradient_accumulation_steps`` of them. Resume is exact only at a round boundary."""
+    from unsloth_grpo.training.trl_schema import field_table
+
     t = cfg.training
-    micro = (t.steps_per_generation or t.gradient_accumulation_steps) * int(t.passthrough.get("num_iterations", 1))
+    iterations = t.get("num_iterations", field_table()["num_iterations"].default)  # TRL's default: 1
+    micro = (t.steps_per_generation or t.gradient_accumulation_steps) * int(iterations)
     return micro // math.gcd(micro, t.gradient_accumulation_steps)
 
 
@@ -364,8 +367,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.hardware.console import quiet_third_party
 
     quiet_third_party()
-    # every config problem at once and the doctor's preflight, before anything heavy (the stage
-    # runner checked the machine once for all its stages); Unsloth first when the checks read TRL's config
+    # every config problem at once, the doctor's preflight and TRL's own checks, before anything heavy
+    # (the stage runner checked the machine and every stage once); the backend is prepared before TRL
     check_before_loading(cfg, environment=loaded is None, backend_first=loaded is None)
     if loaded is None:
         from unsloth_grpo.hardware.doctor import preflight_recipe
