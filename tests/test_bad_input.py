@@ -177,3 +177,64 @@ def test_a_start_that_fails_to_load_the_model_leaves_no_output_folder(tmp_path):
     with pytest.raises(Exception):  # noqa: B017 - whatever the loader raises for a missing model
         train(cfg)
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ issue 28: bad inputs that used to pass
+
+
+def _snapshot(path) -> dict:
+    """Every file under ``path`` with its bytes (empty for a directory that does not exist)."""
+    from pathlib import Path
+
+    root = Path(path)
+    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()} \
+        if root.is_dir() else {}
+
+
+def _refused_leaving(capsys, out, *argv: str) -> str:
+    """Refused with exit 2 and no traceback, and the output directory exactly as it was before."""
+    before, existed = _snapshot(out), out.exists()
+    err = _refused(capsys, "--output-dir", str(out), *argv)
+    assert out.exists() == existed and _snapshot(out) == before
+    return err
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["check", "run"])
+def test_an_unknown_builtin_model_lists_the_built_in_names(capsys, tmp_path, check):
+    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+
+    # it used to pass --check and fail after the imports, with a traceback and exit 1
+    err = _refused_leaving(capsys, tmp_path / "run", *(["--check"] if check else []), "model.name=builtin:tinyy")
+    assert "model.name='builtin:tinyy' is not a built-in model; did you mean 'builtin:tiny'?" in err
+    assert all(name in err for name in BUILTIN_MODELS)  # the names come from the registry
+
+
+def test_doctor_with_a_missing_config_file_is_one_line_and_exit_2(tmp_path, capsys):
+    from unsloth_grpo.cli.main import main
+
+    assert main(["doctor", "--no-network", "--config", str(tmp_path / "missing.yaml")]) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert err.strip() == f"error: config file '{tmp_path / 'missing.yaml'}' does not exist; check the path given " \
+                          "to --config"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("model: [\n")
+    assert main(["doctor", "--no-network", "--config", str(broken)]) == 2
+    assert "is not valid YAML" in capsys.readouterr().err
+
+
+def test_a_hub_dataset_with_the_hub_unreachable_fails_at_once_and_suggests_the_smoke_preset(
+        capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing answers
+    out = tmp_path / "run"
+    # no preset: the recipe's own hub dataset (an id no cache holds), as `--check` on a fresh clone
+    code = run_recipe(gsm8k.RECIPE, ["--check", "--output-dir", str(out),
+                                     "data.source=unsloth-grpo-tests/never-published"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and not out.exists()
+    assert "data.source='unsloth-grpo-tests/never-published' is a hub dataset that is not in the local cache, " \
+           "and the hub 127.0.0.1 does not answer" in err
+    assert "--preset smoke" in err
+    assert "Retrying" not in err  # one probe, not the hub client's retries

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
+from unsloth_grpo.data import DataError, looks_like_path
 from unsloth_grpo.training.checks import check_before_loading
 from unsloth_grpo.training.distributed import detect
 from unsloth_grpo.training.repro import package_versions
@@ -44,7 +45,24 @@ def load_task_dataset(cfg: RecipeConfig):
         from unsloth_grpo.tasks import available_tasks
 
         raise ConfigError(f"task='{cfg.task}' is unknown; choose one of: {', '.join(available_tasks())}") from None
-    return task.load_dataset_for(cfg)
+    source = str(cfg.data.source)
+    if source == "synthetic" or looks_like_path(source):
+        return task.load_dataset_for(cfg)
+    from unsloth_grpo.hardware.doctor import hub_offline_mode, hub_unreachable
+
+    why = hub_unreachable()
+    if why is None:
+        return task.load_dataset_for(cfg)
+    try:  # a copy in the local cache still loads; anything else fails now, not after ~25 s of retries
+        with hub_offline_mode():
+            return task.load_dataset_for(cfg)
+    except DataError as exc:
+        if not str(exc).startswith("could not load hub dataset"):
+            raise
+        raise DataError(
+            f"data.source='{source}' is a hub dataset that is not in the local cache, and {why}. Without "
+            "network, add --preset smoke (synthetic problems and the tiny built-in model, all offline) or set "
+            "data.source to a local .jsonl/.json/.csv/.parquet file") from None
 
 
 def build_grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
