@@ -238,3 +238,32 @@ def test_a_hub_dataset_with_the_hub_unreachable_fails_at_once_and_suggests_the_s
            "and the hub 127.0.0.1 does not answer" in err
     assert "--preset smoke" in err
     assert "Retrying" not in err  # one probe, not the hub client's retries
+
+
+def _custom_refused(capsys, out, *argv: str) -> str:
+    """The custom recipe's answer to bad input, checked like :func:`_refused_leaving`."""
+    from unsloth_grpo.recipes import custom
+
+    before, existed = _snapshot(out), out.exists()
+    code = run_recipe(custom.RECIPE, ["--preset", "smoke", "--output-dir", str(out), *argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert out.exists() == existed and _snapshot(out) == before
+    (message,) = [line for line in err.splitlines() if line.startswith("error: ")]
+    return message
+
+
+@pytest.mark.parametrize("limit, check, existing", [(0, True, False), (0, False, False), (0, False, True),
+                                                    (-3, True, True)])
+def test_a_limit_that_leaves_no_rows_names_data_limit_before_loading(capsys, tmp_path, limit, check, existing):
+    csv = tmp_path / "qa.csv"
+    csv.write_text("question,answer\nWhat is 1 + 1?,2\nWhat is 2 + 2?,4\n")
+    out = tmp_path / "run"
+    if existing:
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    # it used to pass --check with 0 rows, then fail after the model loaded, blaming
+    # data.max_prompt_tokens and leaving config.yaml and .run.lock behind
+    err = _custom_refused(capsys, out, *(["--check"] if check else []), f"data.source={csv}", f"data.limit={limit}")
+    assert f"data.limit={limit} leaves 0 rows to train on" in err

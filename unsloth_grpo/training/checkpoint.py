@@ -458,6 +458,7 @@ class RunLock:
     def __init__(self, run_dir: str | os.PathLike):
         self.path = Path(run_dir) / LOCK_FILE
         self._fh = None
+        self._created = False  # this lock made the file (so a run refused on its input may take it away)
 
     @property
     def held(self) -> bool:
@@ -467,15 +468,24 @@ class RunLock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = self.path.open("a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
+        while True:
+            created = not self.path.exists()
+            fh = self.path.open("a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.seek(0)
+                holder = fh.read().strip() or "another process"
+                fh.close()
+                raise RunLocked(f"{self.path.parent} is in use by a training that is still running ({holder}); "
+                                "wait for it to finish or stop it, or choose another --output-dir") from None
+            try:  # the holder may have removed the file between our open and our flock: lock the new one
+                if os.stat(self.path).st_ino == os.fstat(fh.fileno()).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             fh.close()
-            raise RunLocked(f"{self.path.parent} is in use by a training that is still running ({holder}); "
-                            "wait for it to finish or stop it, or choose another --output-dir") from None
+        self._created = created
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}")
@@ -483,10 +493,15 @@ class RunLock:
         self._fh = fh
         return self
 
-    def release(self) -> None:
+    def release(self, *, remove: bool = False) -> None:
+        """Unlock; with ``remove``, also delete the lock file when this lock created it (a run refused
+        on its input leaves the directory as it found it). Removed while still held, and
+        :meth:`acquire` checks it locked the file that is there, so no two runs can both hold one."""
         if self._fh is not None:
             import fcntl
 
+            if remove and self._created:
+                self.path.unlink(missing_ok=True)
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None

@@ -36,7 +36,8 @@ def is_main_process() -> bool:
 
 
 def load_task_dataset(cfg: RecipeConfig):
-    """The training rows for ``cfg.task``; raises DataError before any model is loaded."""
+    """The training rows for ``cfg.task``; raises DataError before any model is loaded, also when
+    there are none (a run on 0 rows would only fail after the model loaded, blaming the prompt length)."""
     import importlib
 
     try:
@@ -45,6 +46,18 @@ def load_task_dataset(cfg: RecipeConfig):
         from unsloth_grpo.tasks import available_tasks
 
         raise ConfigError(f"task='{cfg.task}' is unknown; choose one of: {', '.join(available_tasks())}") from None
+    rows = _load_rows(task, cfg)
+    if len(rows) == 0:
+        d = cfg.data
+        if d.limit is not None and d.limit < 1:
+            raise DataError(f"data.limit={d.limit} leaves 0 rows to train on; remove it (all rows) or set it to "
+                            "1 or more")
+        raise DataError(f"data.source='{d.source}' (split '{d.split}') gives 0 rows to train on; check the "
+                        "source and data.split")
+    return rows
+
+
+def _load_rows(task, cfg: RecipeConfig):
     source = str(cfg.data.source)
     if source == "synthetic" or looks_like_path(source):
         return task.load_dataset_for(cfg)
@@ -344,14 +357,18 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     # One training per output directory: while this one runs (rank 0 holds the lock), a second is
     # refused. Taken at once when the directory exists, so the second run hears it before any work.
     lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
+    refused = False
     try:
         if lock is not None and Path(cfg.output_dir).is_dir():
             lock.acquire()
         return _train_one(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume, loaded=loaded,
                           stage=stage, hint=hint, lock=lock)
+    except (ConfigError, DataError, ckpt.CheckpointError):
+        refused = True  # bad input: the directory is left as it was found, lock file included
+        raise
     finally:
         if lock is not None:
-            lock.release()
+            lock.release(remove=refused)
 
 
 def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, stage, hint, lock) -> TrainResult:
@@ -400,7 +417,14 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
 
                 shutil.rmtree(out, ignore_errors=True)
             raise
-    dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+    try:
+        dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+    except DataError:
+        if fresh_dir and main_process:  # every prompt too long: the run never started, so no folder either
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     args = build_grpo_args(cfg, loaded.info, weights=weights)
     if main_process:
         _write_run_info(cfg, loaded, dataset)
