@@ -240,12 +240,10 @@ def test_a_hub_dataset_with_the_hub_unreachable_fails_at_once_and_suggests_the_s
     assert "Retrying" not in err  # one probe, not the hub client's retries
 
 
-def _custom_refused(capsys, out, *argv: str) -> str:
-    """The custom recipe's answer to bad input, checked like :func:`_refused_leaving`."""
-    from unsloth_grpo.recipes import custom
-
+def _recipe_refused(recipe, capsys, out, *argv: str) -> str:
+    """Another recipe's answer to bad input, checked like :func:`_refused_leaving`."""
     before, existed = _snapshot(out), out.exists()
-    code = run_recipe(custom.RECIPE, ["--preset", "smoke", "--output-dir", str(out), *argv])
+    code = run_recipe(recipe, ["--preset", "smoke", "--output-dir", str(out), *argv])
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err
@@ -265,5 +263,24 @@ def test_a_limit_that_leaves_no_rows_names_data_limit_before_loading(capsys, tmp
         (out / "notes.txt").write_text("mine")
     # it used to pass --check with 0 rows, then fail after the model loaded, blaming
     # data.max_prompt_tokens and leaving config.yaml and .run.lock behind
-    err = _custom_refused(capsys, out, *(["--check"] if check else []), f"data.source={csv}", f"data.limit={limit}")
+    from unsloth_grpo.recipes import custom
+
+    err = _recipe_refused(custom.RECIPE, capsys, out, *(["--check"] if check else []), f"data.source={csv}",
+                          f"data.limit={limit}")
     assert f"data.limit={limit} leaves 0 rows to train on" in err
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["check", "run"])
+def test_a_code_row_whose_tests_do_not_parse_is_named_before_loading(capsys, tmp_path, check):
+    from unsloth_grpo.recipes import code
+
+    rows = [{"text": "Write add(a, b).", "test_list": ["assert add(1, 2) == 3"], "code": "def add(a, b):\n    return a + b"},
+            {"text": "Write double(x).", "test_list": ["assert double(0) == 0", "assert double(2) == 4)"],
+             "code": "def double(x):\n    return 2 * x"}]
+    path = tmp_path / "mbpp.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # it used to train on it: every completion, the right one too, failed that row's tests (reward 0)
+    err = _recipe_refused(code.RECIPE, capsys, tmp_path / "run", *(["--check"] if check else []),
+                          f"data.source={path}")
+    assert f"{path} row 1: test 2 of 2 is not valid Python (unmatched ')', line 1): 'assert double(2) == 4)'" in err
+    assert "Fix or remove that row" in err
