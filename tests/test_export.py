@@ -181,6 +181,44 @@ def test_gguf_never_installs_system_packages_unless_asked(adapter_dir, tmp_path,
     assert seen[-1] == (None, "probed") and installs == [("cmake build-essential", False)]
 
 
+def test_gguf_without_llama_cpp_lists_the_missing_packages_and_leaves_no_half_folder(adapter_dir, tmp_path,
+                                                                                      monkeypatch):
+    """Unsloth stops before listing anything when llama.cpp itself is absent; the export lists it."""
+    pytest.importorskip("unsloth")
+    from unsloth_grpo.hardware.backend import _import_unsloth
+
+    _import_unsloth()
+    import unsloth_zoo.llama_cpp as lc
+
+    class FakeUnslothModel:  # what save_pretrained_gguf does: write the 16-bit weights, then find llama.cpp
+        def save_pretrained_gguf(self, directory, tokenizer, quantization_method):
+            (Path(directory) / "merged_16bit").mkdir()
+            (Path(directory) / "merged_16bit" / "model.safetensors").write_bytes(b"half")
+            lc.install_llama_cpp(llama_cpp_folder=str(tmp_path / "no-llama.cpp"))  # Unsloth's own, declined
+
+    monkeypatch.setattr(ex, "_load_unsloth", lambda source: (FakeUnslothModel(), None))
+    monkeypatch.setattr(ex, "_check_quant", lambda quant: None)  # see the test above
+    monkeypatch.delenv("UNSLOTH_AUTO_INSTALL", raising=False)
+    missing = sorted(lc.check_build_requirements()[0])  # this machine's real answer
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("mine")
+    for gguf in (tmp_path / "g", kept):
+        with pytest.raises(ex.ExportError) as err:
+            ex.export_model(adapter_dir, gguf_dir=gguf, log=lambda _m: None)
+        msg = str(err.value)
+        assert "some system packages" not in msg and "needs llama.cpp, which is not installed here" in msg
+        assert "Nothing was installed" in msg and "--allow-system-install" in msg
+        if missing:
+            assert f"system packages missing: {' '.join(missing)}" in msg
+            assert f"sudo apt-get install {' '.join(missing)}" in msg
+        else:
+            assert "no system package is missing" in msg
+    assert not (tmp_path / "g").exists()  # made by the export, taken away again
+    assert sorted(p.name for p in kept.iterdir()) == ["mine.txt"]  # the user's folder as it was
+    assert not (tmp_path / "no-llama.cpp").exists()  # nothing fetched
+
+
 def test_push_uses_the_environment_token_and_never_writes_it(adapter_dir, tmp_path, monkeypatch):
     calls = []
 

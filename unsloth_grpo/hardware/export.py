@@ -285,19 +285,17 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
             raise ExportError(msg)
         if unsloth_model is None:
             unsloth_model, tokenizer = _load_unsloth(source)
+        there_before = _entries(result.gguf_dir)
         result.gguf_dir.mkdir(parents=True, exist_ok=True)
         try:
             with system_installs(allow_system_install):
                 unsloth_model.save_pretrained_gguf(str(result.gguf_dir), tokenizer, quantization_method=quant.lower())
         except Exception as exc:  # noqa: BLE001 - llama.cpp build/convert failures of every kind
+            _remove_new_entries(result.gguf_dir, there_before)  # no half-made GGUF folder is left behind
             if result.merged_dir is not None:
                 _write_export_bundle(result, quant, log)
             if not allow_system_install and "UNSLOTH_AUTO_INSTALL=0" in str(exc):
-                missing = str(exc).split("`")[1] if str(exc).count("`") >= 2 else "some system packages"
-                raise ExportError(
-                    f"building llama.cpp for the GGUF export needs system packages that are missing: {missing}. "
-                    f"Nothing was installed. Install them yourself (e.g. sudo apt-get install {missing}), or pass "
-                    "--allow-system-install to let Unsloth install them") from None
+                raise ExportError(_declined_install_message(exc)) from None
             raise ExportError(f"GGUF conversion failed: {type(exc).__name__}: {exc}\n"
                               + GGUF_HELP.format(merged=merged_dir or "MERGED_DIR", gguf=gguf_dir,
                                                  quant=quant.lower(), QUANT=quant.upper())) from exc
@@ -311,6 +309,56 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
         result.pushed_to = push_folder(result.merged_dir, push_to_hub, token=token, private=private,
                                        extra_files=result.gguf_files, log=log)
     return result
+
+
+def _entries(folder: Path) -> set[str] | None:
+    """The names in ``folder``, or None when it does not exist."""
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else None
+
+
+def _remove_new_entries(folder: Path, before: set[str] | None) -> None:
+    """Put ``folder`` back as :func:`_entries` found it: gone if it was new, else without what was added."""
+    import shutil
+
+    if before is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for p in folder.iterdir():
+        if p.name not in before:
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+
+
+def missing_build_packages() -> list[str]:
+    """The system packages llama.cpp's build needs that this machine lacks, as Unsloth checks them
+    (``check_build_requirements``: ``shutil.which`` and the package database; it installs nothing)."""
+    try:
+        from unsloth_zoo.llama_cpp import check_build_requirements
+
+        return sorted(check_build_requirements()[0])
+    except Exception:  # noqa: BLE001 - an Unsloth without the check: the message says what it can
+        return []
+
+
+def _declined_install_message(exc: BaseException) -> str:
+    """What to do when Unsloth would have installed something for llama.cpp and was not allowed to.
+
+    Unsloth names the packages when it stops at its installer (between backticks); when it stops
+    earlier, because llama.cpp itself is absent, it names nothing, so the list is asked for here.
+    """
+    text = str(exc)
+    missing = text.split("`")[1].split() if text.count("`") >= 2 else missing_build_packages()
+    no_llama = "llama.cpp is not installed" in text
+    head = ("the GGUF export needs llama.cpp, which is not installed here (Unsloth would download or build it)"
+            if no_llama else "building llama.cpp for the GGUF export needs more system packages")
+    also = "put a built llama.cpp in ./llama.cpp"
+    if missing:
+        listed = " ".join(missing)
+        then = ("then pass --allow-system-install to let Unsloth fetch and build llama.cpp" if no_llama
+                else "or pass --allow-system-install to let Unsloth install them")
+        return (f"{head}; system packages missing: {listed}. Nothing was installed. Install them yourself (on "
+                f"Debian/Ubuntu: sudo apt-get install {listed}), {then}; or {also}")
+    return (f"{head}; no system package is missing. Nothing was installed. Pass --allow-system-install to let "
+            f"Unsloth fetch and build llama.cpp (network needed), or {also}")
 
 
 def _refuse_overwrite(out: Path, source: Path) -> None:
