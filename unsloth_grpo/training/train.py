@@ -187,7 +187,9 @@ def _ci(result: dict) -> str:
     return f"(95% CI {ci[0]:.3f}..{ci[1]:.3f})" if ci else ""
 
 
-def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:
+def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path, *, name: str) -> dict:
+    """Evaluate ``model`` on the held-out rows; ``name`` is what the report calls it (the base model
+    before training, the run's adapter after), stored with the dataset in the result and eval.json."""
     from unsloth_grpo.evaluation.evaluate import evaluate, write_eval
 
     if cfg.tools.functions or cfg.tools.environment:  # with the tools and without, and calls per problem
@@ -196,7 +198,8 @@ def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict
         result = evaluate_with_tools(model, tokenizer, dataset, tools_cfg=cfg.tools, **_eval_kwargs(cfg))
     else:
         result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
-    write_eval(result, where, model=cfg.model.name, dataset=cfg.data.source, split=cfg.evaluation.split)
+    result.update(model=name, dataset=str(cfg.data.source), split=cfg.evaluation.split)
+    write_eval(result, where)
     return result
 
 
@@ -305,7 +308,8 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
     if before is not None:
         from unsloth_grpo.evaluation.evaluate import compare, write_report
 
-        after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
+        after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
+                          name=f"{cfg.model.name} + the adapter trained in {out}")
         write_report(compare(before, after), out)
         log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
             f"on {after['n']} held-out problems, format "
@@ -470,7 +474,8 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         from unsloth_grpo.evaluation.evaluate import make_eval_callback
 
         trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
-    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
+    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before",
+                       name=f"{cfg.model.name} (before training)") \
         if cfg.evaluation.before_after and held_out is not None and main_process else None
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
