@@ -153,15 +153,16 @@ def test_a_malformed_jsonl_line_is_named_by_its_number(tmp_path, capsys):
 # ------------------------------------------------------------------ --resume
 
 
-def test_resume_does_not_swallow_the_next_override():
+def test_resume_does_not_swallow_the_next_override(tmp_path):
     seen = {}
 
     def fake_train(cfg, resume=None):
         seen.update(steps=cfg.training.max_steps, resume=resume)
         raise SystemExit(0)
 
+    run = _finished_run(tmp_path / "run")  # a run to resume (--resume of nothing is refused)
     with pytest.raises(SystemExit):
-        _run_with(["--resume", "training.max_steps=5"], train_fn=fake_train)
+        _run_with(["--output-dir", str(run), "--resume", "training.max_steps=5"], train_fn=fake_train)
     assert seen == {"steps": 5, "resume": True}
 
 
@@ -284,3 +285,60 @@ def test_a_code_row_whose_tests_do_not_parse_is_named_before_loading(capsys, tmp
                           f"data.source={path}")
     assert f"{path} row 1: test 2 of 2 is not valid Python (unmatched ')', line 1): 'assert double(2) == 4)'" in err
     assert "Fix or remove that row" in err
+
+
+# ------------------------------------------------------------------ --resume of nothing, of a finished run
+
+
+def _finished_run(out, step: int = 40):
+    """A run directory as a finished smoke run leaves it, without checkpoints (save_steps=0)."""
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.training.checkpoint import mark_finished
+
+    out.mkdir()
+    dump_config(gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(out)), out / "config.yaml")
+    (out / "adapter_model.safetensors").write_bytes(b"final")
+    (out / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward": 0.1}) + "\n" for s in range(1, step + 1)))
+    mark_finished(out, step=step, max_steps=step)
+    return out
+
+
+def test_resume_of_a_missing_directory_is_refused_not_a_fresh_start(capsys, tmp_path):
+    # it used to train from step 0 without a word, into the mistyped directory
+    err = _refused_leaving(capsys, tmp_path / "typo", "--resume")
+    assert f"--resume: {tmp_path / 'typo'} does not exist, so there is no run to continue" in err
+    assert "start without --resume" in err
+    err = _refused(capsys, "--resume", str(tmp_path / "nowhere"))
+    assert f"--resume {tmp_path / 'nowhere'}: no such directory" in err
+
+
+def test_resume_of_a_directory_without_a_run_is_refused(capsys, tmp_path):
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "todo.txt").write_text("mine")
+    err = _refused_leaving(capsys, out, "--resume")
+    assert f"--resume: {out} holds no run to continue (no config.yaml, no checkpoints)" in err
+    from unsloth_grpo.config import dump_config
+
+    dump_config(gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(out)), out / "config.yaml")
+    err = _refused_leaving(capsys, out, "--resume")  # a run that stopped before its first checkpoint
+    assert "has no checkpoint to continue from" in err and "Start without --resume to train it again" in err
+
+
+def test_resume_of_a_finished_run_gives_advice_the_refusal_without_resume_agrees_with(capsys, tmp_path):
+    from unsloth_grpo.cli.main import main
+
+    run = _finished_run(tmp_path / "run")
+    before = _snapshot(run)
+    answers = []
+    for argv in (["--output-dir", str(run), "--resume"], ["--resume", str(run)]):  # both forms of --resume
+        assert main(["train", *argv]) == 2
+        answers.append(capsys.readouterr().err)
+    assert main(["train", "--config", str(run / "config.yaml")]) == 2  # without --resume
+    answers.append(capsys.readouterr().err)
+    for err in answers:
+        assert "Traceback" not in err
+        assert "finished at step 40" in err and "another --output-dir" in err
+        assert "start without --resume" not in err  # the advice it used to give, which is refused
+    assert "--resume training.max_steps=N" in answers[0]
+    assert _snapshot(run) == before

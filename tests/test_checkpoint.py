@@ -363,3 +363,24 @@ def test_sigint_on_the_cli_saves_and_resume_finishes_the_run(tmp_path):
     steps = [r["step"] for r in _rows(metrics)]
     assert steps == list(range(1, 21))
     assert (run / "adapter_model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_a_finished_run_goes_on_with_more_steps_says_so_and_keeps_its_samples(tmp_path, capsys):
+    """The advice for a finished run with checkpoints (--resume training.max_steps=N) works; the run says
+    which checkpoint it continues from; samples.jsonl is continued, not overwritten."""
+    from unsloth_grpo.cli import main
+
+    run = tmp_path / "run"
+    common = ["training.save_steps=2", "training.samples_every=1", "model.backend=transformers"]
+    assert main(["train", "--preset", "smoke", "--output-dir", str(run), "training.max_steps=4", *common]) == 0
+    first = (run / "samples.jsonl").read_text().splitlines()
+    assert [json.loads(r)["step"] for r in first] == [0, 0, 1, 1, 2, 2, 3, 3]
+    capsys.readouterr()
+    assert main(["train", "--output-dir", str(run), "--resume", "training.max_steps=6"]) == 0
+    out = capsys.readouterr().out
+    assert f"resume: continuing from {run / 'checkpoints' / 'checkpoint-4'} (step 4 of 6)" in out
+    samples = (run / "samples.jsonl").read_text().splitlines()
+    assert samples[:8] == first  # it used to be overwritten on resume
+    assert [json.loads(r)["step"] for r in samples[8:]] == [4, 4, 5, 5]
+    assert [r["step"] for r in _rows(run / "metrics.jsonl") if "reward" in r] == list(range(1, 7))

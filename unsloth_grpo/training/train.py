@@ -237,10 +237,7 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
     finished = ckpt.finished_run(cfg.output_dir) if stage_index == 0 and resume_from is None else None
     if finished is not None:  # a stage directory is rewritten by the stage runner on purpose
         if resume:
-            raise ckpt.CheckpointError(
-                f"{cfg.output_dir} holds a run that finished at step {finished['step']} and has no checkpoint "
-                "to continue from; its adapter is final. Nothing was changed; start a new run with another "
-                "--output-dir (set training.save_steps so that a run can be continued later)")
+            raise ckpt.CheckpointError(ckpt.finished_without_checkpoint(cfg.output_dir, finished["step"]))
         raise ckpt.CheckpointError(
             f"{cfg.output_dir} holds a run that finished at step {finished['step']} (adapter, metrics.jsonl); "
             "a new run there would overwrite it. Nothing was changed: choose another --output-dir, or move "
@@ -381,6 +378,10 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = _resume_point(cfg, resume, stage[0], log)
+    if resume_from is not None:
+        log(f"resume: continuing from {resume_from.path} (step {resume_from.step} of {cfg.training.max_steps})")
+    elif resume:
+        log(f"resume: {cfg.output_dir} holds no checkpoint yet; training starts at step 0")
     from unsloth_grpo.training import distributed
 
     layout = distributed.detect()
@@ -442,7 +443,8 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
 
     if cfg.run.samples_every and main_process:
-        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights)
+        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights,
+                                  resume_step=resume_from.step if resume_from is not None else None)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
     trainer_kwargs = dict(
         model=loaded.model,
