@@ -546,11 +546,11 @@ def compare_logits(model_a, model_b, tokenizer, texts: list[str], *, scale: bool
 
 #: ``--verify``'s tolerance for each dtype of the merged weights, as a share of the adapter model's
 #: largest absolute logit. Merging in that dtype rounds every weight, so the logits move by an amount
-#: that grows with the logits and with the dtype's precision. Measured (docs/export.md): a correct
-#: merge of SmolLM2-135M-Instruct differs by 2.7e-6 (fp32), 9.4e-4 (fp16) and 8.6e-3 (bf16) of its
-#: largest logit; the smoke run's tiny model by 4.3e-6, 6.7e-3 and 0.124 (bf16 cannot hold its large
-#: weights: its outputs change, and --verify says so). A merge that drops the adapter moves them by
-#: the adapter's whole effect, far above these.
+#: that grows with the logits and with the dtype's precision. Measured with ``export --verify``
+#: (docs/export.md): a correct merge into SmolLM2-135M-Instruct differs by 2.9e-6 (fp32), 6.0e-4
+#: (fp16) and 4.0e-3 (bf16) of its largest logit; the smoke run's tiny model by 4.3e-6, 1.9e-3 and
+#: 0.12 (bf16 cannot hold its large weights: its outputs change, and --verify says so). A merge into
+#: the wrong weights moves them by about the whole logit scale.
 VERIFY_TOLERANCE = {"fp32": 2e-5, "fp16": 2e-2, "bf16": 5e-2}
 
 
