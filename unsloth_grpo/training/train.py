@@ -298,18 +298,27 @@ def _write_run_info(cfg: RecipeConfig, loaded, dataset) -> None:
     write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=loaded.info.to_dict()))
 
 
+def _starting_model(cfg: RecipeConfig, stage: tuple[int, str | None]) -> str:
+    """What the before-training evaluation evaluates, in words: the base model, or in a later stage of
+    a multi-stage run the base with the adapter the stages before this one trained."""
+    if stage[0] > 1:
+        return f"{cfg.model.name} + the adapter of the stages before '{stage[1]}' (stage {stage[0]} at its start)"
+    return f"{cfg.model.name} (before training)"
+
+
 def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Callable[[str], None]) -> None:
     """Rank 0 after training: tokenizer beside the adapter, the before/after report, the plots."""
     out = Path(cfg.output_dir)
     loaded.tokenizer.save_pretrained(str(out))
     if before is not None:
-        from unsloth_grpo.evaluation.evaluate import compare, write_report
+        from unsloth_grpo.evaluation.evaluate import change_in_words, compare, write_report
 
         after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
                           name=f"{cfg.model.name} + the adapter trained in {out}")
-        write_report(compare(before, after), out)
+        report = compare(before, after)
+        write_report(report, out)
         log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
-            f"on {after['n']} held-out problems, format "
+            f"on {after['n']} held-out problems ({change_in_words(report)}), format "
             f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
     try:
         from unsloth_grpo.evaluation.plots import plot_run
@@ -477,7 +486,7 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
 
         trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
     before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before",
-                       name=f"{cfg.model.name} (before training)") \
+                       name=_starting_model(cfg, stage)) \
         if cfg.evaluation.before_after and held_out is not None and main_process else None
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
