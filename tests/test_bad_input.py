@@ -271,6 +271,11 @@ def test_a_limit_that_leaves_no_rows_names_data_limit_before_loading(capsys, tmp
     assert f"data.limit={limit} leaves 0 rows to train on" in err
 
 
+def test_a_limit_of_zero_on_synthetic_data_names_data_limit(capsys, tmp_path):
+    err = _refused_leaving(capsys, tmp_path / "run", "--check", "data.limit=0")
+    assert "data.limit=0 leaves 0 rows to train on" in err  # it said "num_synthetic=0"
+
+
 @pytest.mark.parametrize("check", [True, False], ids=["check", "run"])
 def test_a_code_row_whose_tests_do_not_parse_is_named_before_loading(capsys, tmp_path, check):
     from unsloth_grpo.recipes import code

@@ -46,12 +46,12 @@ def load_task_dataset(cfg: RecipeConfig):
         from unsloth_grpo.tasks import available_tasks
 
         raise ConfigError(f"task='{cfg.task}' is unknown; choose one of: {', '.join(available_tasks())}") from None
+    d = cfg.data
+    if d.limit is not None and d.limit < 1:  # said before any task reads it as something else
+        raise DataError(f"data.limit={d.limit} leaves 0 rows to train on; remove it (all rows) or set it to "
+                        "1 or more")
     rows = _load_rows(task, cfg)
     if len(rows) == 0:
-        d = cfg.data
-        if d.limit is not None and d.limit < 1:
-            raise DataError(f"data.limit={d.limit} leaves 0 rows to train on; remove it (all rows) or set it to "
-                            "1 or more")
         raise DataError(f"data.source='{d.source}' (split '{d.split}') gives 0 rows to train on; check the "
                         "source and data.split")
     return rows
