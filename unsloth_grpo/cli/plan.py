@@ -54,8 +54,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=False,
                    help="Generate with vLLM (also picks gpu_memory_utilization).")
     p.add_argument("--standby", action="store_true",
-                   help="With --vllm and the unsloth backend: Unsloth's standby mode (the pool is Unsloth's share "
-                        "of the card, the KV cache sleeps while training).")
+                   help="With --vllm: vLLM sleeps while the model trains (Unsloth's standby mode, where the pool is "
+                        "Unsloth's share of the card; TRL's sleep mode on the transformers backend).")
     p.add_argument("--prompt-length", type=int, default=256, help="Longest prompt in tokens (data.max_prompt_tokens).")
     p.add_argument("--num-generations", type=int, default=None, help="Pin the group size instead of searching.")
     p.add_argument("--completion-length", type=int, default=None, help="Pin max_completion_length.")
@@ -135,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
         vram = vram if vram is not None else profile.total_gb
         cc = cc if cc is not None else profile.capability
     standby = bool(getattr(args, "standby", False))
-    if standby and not (args.use_vllm and args.backend == "unsloth"):
-        print("error: --standby needs --vllm and --backend unsloth", file=sys.stderr)
+    if standby and not args.use_vllm:
+        print("error: --standby needs --vllm", file=sys.stderr)
         return 2
     if vram is None:
         gpu = memory.detect_gpu()

@@ -44,7 +44,8 @@ class Recipe:
                 raise ConfigError(f"--preset '{preset}' is unknown for the {self.name} recipe; "
                                   f"choose one of: {', '.join([*self.presets, AUTO_PRESET])}")
             base = merge_dicts(base, self.presets[preset])
-        return load_config(config, base=base, overrides=extra)
+        cfg = load_config(config, base=base, overrides=extra)
+        return _unquantized_name(cfg) if preset == AUTO_PRESET else cfg
 
 
 #: The preset computed by the memory planner for the GPU in this machine.
@@ -55,16 +56,27 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
     """Planner settings for ``cfg``'s model on the detected GPU (or ``gpu``), as a partial config.
 
     The plan is made with the vLLM setting the run will use (the loader's own decision for this
-    card and the installed vLLM), and writes it as overrides, so the plan and the run agree.
+    card, the installed vLLM and this process's ``UNSLOTH_VLLM_STANDBY``). ``fast_inference``
+    stays ``auto`` when the plan generates with vLLM, so an engine that fails to start still falls
+    back to generating without it (the plan is sized to fit that way too), and vLLM's own pins stay
+    advice in the doctor; it is written ``off`` when the plan has no vLLM. A plan that picks 16-bit
+    weights for a pre-quantized ``-bnb-4bit`` model names the 16-bit repository, the one the run
+    then loads.
     """
+    import os
+    import sys
+
     from unsloth_grpo.config import parse_override
     from unsloth_grpo.hardware import memory, profiles
 
+    here = gpu is None
     gpu = gpu if gpu is not None else memory.detect_gpu()
     if gpu is None:
         raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use --preset smoke")
     backend = memory.resolve_backend(cfg.model.backend, cfg.model.vllm_server)
-    choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm)
+    choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm,
+                                        env=dict(os.environ) if here else None,
+                                        unsloth_imported=here and "unsloth" in sys.modules)
     try:
         plan = memory.plan_for_choice(cfg.model.name, gpu, choice, backend=backend,
                                       max_prompt_length=cfg.data.max_prompt_tokens)
@@ -75,11 +87,26 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
     if not plan.fits:
         alt = f" Nearest that fits: {plan.alternative.summary()}" if plan.alternative is not None else ""
         raise ConfigError(f"--preset auto: {plan.summary()}.{alt}")
-    print(f"preset auto: {plan.summary()}; vLLM {'on' if choice.use else 'off'} ({choice.reason})")
     preset: dict = {}
     for text in plan.override_list():
         preset = merge_dicts(preset, parse_override(text))
+    if plan.use_vllm and cfg.model.fast_inference == "auto":
+        preset["model"]["fast_inference"] = "auto"  # keep the engine-start fallback the plan was sized for
+    print(f"preset auto: {plan.summary()}; vLLM {'on' if plan.use_vllm else 'off'} ({choice.reason})")
     return preset
+
+
+def _unquantized_name(cfg: RecipeConfig) -> RecipeConfig:
+    """``cfg`` with the 16-bit repository of a pre-quantized model when its weights load in 16-bit:
+    the repository the run then downloads, names in run_info.json and the model card, and checks
+    in the offline cache."""
+    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized
+
+    if cfg.model.load_in_4bit or not is_prequantized(cfg.model.name):
+        return cfg
+    name = full_precision_name(cfg.model.name)
+    print(f"preset auto: 16-bit weights, so the model is {name} (the 16-bit weights of {cfg.model.name})")
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=name))
 
 
 def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None = None,
@@ -226,7 +253,8 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
 
-    check_before_loading(cfg, environment=False)  # the config's problems, before the trainer imports
+    # the config's problems, before the trainer imports (Unsloth first when the checks read TRL's config)
+    check_before_loading(cfg, environment=False, backend_first=True)
     if resume is True:
         from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
 

@@ -6,9 +6,10 @@
 
 ``--model`` is a run directory (its final adapter), a checkpoint, or any LoRA adapter directory.
 The merge uses Unsloth's ``save_pretrained_merged(save_method="merged_16bit")`` when Unsloth is
-the backend (``--backend auto`` picks it on a CUDA machine with Unsloth installed; it also
-handles 4-bit bases) and peft's ``merge_and_unload`` otherwise, in the dtype the run trained in
-(an fp32 run stays fp32; ``--dtype`` chooses another). ``--verify`` compares the merged model's
+the backend (``--backend auto`` picks it on a CUDA machine with Unsloth installed; for a run
+trained on 4-bit weights it downloads the base's 16-bit repository and merges the adapter onto
+those weights) and peft's ``merge_and_unload`` otherwise, in the dtype the run trained in (an
+fp32 run stays fp32; ``--dtype`` chooses another). ``--verify`` compares the merged model's
 logits with the adapter model's against a tolerance that fits the merged dtype. The merged
 directory holds the weights, the tokenizer with its chat template, and ``reproducibility.json``
 (the run's bundle plus how the export was made), and loads with plain
@@ -256,6 +257,45 @@ def _load_unsloth(source: Path):
     return FastLanguageModel.from_pretrained(model_name=str(source), load_in_4bit=trained_in_4bit(source))
 
 
+def unsloth_merge_base(source: Path, base: str | None, *, env=None,
+                       hub_probe: Callable[[str, int, float], tuple[bool, str]] | None = None) -> str | None:
+    """The 16-bit weights Unsloth's 16-bit merge of a 4-bit run downloads; raises when they cannot be had.
+
+    ``save_pretrained_merged(save_method="merged_16bit")`` does not merge into the 4-bit model: it
+    fetches the base's 16-bit repository shard by shard (unsloth_zoo ``merge_and_overwrite_lora``)
+    and merges the adapter onto those weights. Offline and without them in the cache it raises. A
+    run trained in 16-bit returns None (its base is what it loads).
+    """
+    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized
+    from unsloth_grpo.hardware import doctor
+
+    if not (trained_in_4bit(source) or (base and is_prequantized(base))):
+        return None
+    name = full_precision_name(base) if base else None
+    if not name or Path(name).expanduser().is_dir():
+        return name
+    env = dict(os.environ if env is None else env)
+    cache = doctor.hf_cache_dir(env)
+    from huggingface_hub import try_to_load_from_cache
+
+    for weights in ("model.safetensors.index.json", "model.safetensors"):
+        try:
+            if isinstance(try_to_load_from_cache(name, weights, cache_dir=cache), str):
+                return name
+        except ValueError:
+            break
+    offline = any(doctor._truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    host, port = doctor.hub_address(env)
+    ok, why = (False, "offline mode is on") if offline else (hub_probe or doctor.tcp_probe)(host, port, 3.0)
+    if ok:
+        return name
+    raise ExportError(
+        f"the 16-bit export of this 4-bit run merges the adapter onto the 16-bit weights of {name}, which Unsloth "
+        f"downloads (it does not merge into the 4-bit weights); they are not in the cache ({cache}) and the hub "
+        f"cannot be reached ({why}). Run once with network, or merge onto a local 16-bit copy: "
+        f"--backend peft --base-model PATH")
+
+
 def _check_quant(quant: str) -> None:
     try:
         from unsloth.save import ALLOWED_QUANTS
@@ -300,9 +340,18 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
         _refuse_overwrite(out, source)
         out.mkdir(parents=True, exist_ok=True)
         if chosen == "unsloth":
+            onto = unsloth_merge_base(source, base)  # before loading: offline, a missing base stops here
             unsloth_model, tokenizer = _load_unsloth(source)
-            unsloth_model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
-            result.method = "unsloth save_pretrained_merged(merged_16bit)"
+            if onto:
+                log(f"merging the adapter onto the 16-bit weights of {onto} (Unsloth downloads them)")
+            try:
+                unsloth_model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
+            except Exception as exc:  # noqa: BLE001 - Unsloth raises RuntimeError for a base it cannot fetch
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ExportError(f"Unsloth's 16-bit merge failed: {type(exc).__name__}: {first}"
+                                  + (f" (it merges onto {onto}; with network, or with a local 16-bit copy and "
+                                     "--backend peft --base-model PATH, the export works)" if onto else "")) from exc
+            result.method = "unsloth save_pretrained_merged(merged_16bit)" + (f" onto {onto}" if onto else "")
             result.dtype, result.dtype_reason = saved_dtype(out), "Unsloth merges into 16-bit weights"
             log(f"merged ({result.dtype or '16-bit'}, Unsloth) -> {out}")
         else:
@@ -489,7 +538,10 @@ def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, mer
         lines += ["", f"## Before and after training ({data.get('n', '?')} held-out problems)", "",
                   "| metric | before | after | change |", "|---|---|---|---|"]
         for row in data.get("metrics", []):
-            lines.append(f"| {row['metric']} | {row['baseline']:.3f} | {row['trained']:.3f} | {row['diff']:+.3f} |")
+            lines.append(f"| {row.get('label', row['metric'])} | {row['baseline']:.3f} | {row['trained']:.3f} | "
+                         f"{row['diff']:+.3f} |")
+        if data.get("note"):  # what strict and lenient accuracy each measure
+            lines += ["", data["note"]]
     plots = sorted((run / "plots").glob("*.png")) if (run / "plots").is_dir() else []
     if plots:
         lines += ["", "## Training curves", ""]

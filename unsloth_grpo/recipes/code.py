@@ -44,7 +44,7 @@ PRESETS = {
                      {"name": "tests_passed", "weight": 1.0, "params": {"timeout": 3.0}}]},
     ),
     # Colab T4 (16 GB, no bf16).
-    "t4": {"model": {"dtype": "fp16", "gpu_memory_utilization": 0.5}},
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
 }
 
 RECIPE = Recipe("code", DEFAULTS, PRESETS, description=__doc__.splitlines()[0])

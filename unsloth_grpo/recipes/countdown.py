@@ -34,7 +34,7 @@ PRESETS = {
         task_rewards=[{"name": "countdown_equation", "weight": 1.0}],
     ),
     # Colab T4 (16 GB, no bf16).
-    "t4": {"model": {"dtype": "fp16", "gpu_memory_utilization": 0.5}},
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
 }
 
 RECIPE = Recipe("countdown", DEFAULTS, PRESETS, description=__doc__.splitlines()[0])

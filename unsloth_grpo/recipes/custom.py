@@ -36,7 +36,7 @@ PRESETS = {
         data={"source": "synthetic", "max_prompt_tokens": 320},
     ),
     # Colab T4 (16 GB, no bf16).
-    "t4": {"model": {"dtype": "fp16", "gpu_memory_utilization": 0.5}},
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
 }
 
 RECIPE = Recipe("custom", DEFAULTS, PRESETS, description=__doc__.splitlines()[0])

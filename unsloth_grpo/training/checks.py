@@ -49,18 +49,33 @@ def config_problems(cfg: RecipeConfig) -> list[str]:
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
-def check_before_loading(cfg: RecipeConfig, *, environment: bool = True) -> None:
+def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None,
+                         backend_first: bool = False) -> None:
     """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight.
 
     The preflight raises :class:`unsloth_grpo.hardware.doctor.EnvironmentProblem` for what this
     machine cannot do (a missing package, no bf16, no disk). ``environment=False`` skips it
     (``--check`` on another machine than the one that trains, and the stage runner's inner runs).
+    ``report`` replaces the doctor's look at this machine (the GPU truth kit checks another one).
+    ``backend_first`` (a run about to train): when the checks are about to import TRL (a ``training:``
+    key passed through to its GRPOConfig), Unsloth is imported first, so that it patches TRL,
+    transformers and peft before anything else imports them; a config without such keys is checked
+    without that import, so a typo still costs seconds.
     """
+    if backend_first and _checks_import_trl(cfg):
+        from unsloth_grpo.hardware.backend import import_backend_first
+
+        import_backend_first(cfg.model)
     problems = config_problems(cfg)
     if problems:
         raise ConfigError(format_problems(problems))
     if environment:
-        _preflight(cfg)
+        _preflight(cfg, report)
+
+
+def _checks_import_trl(cfg: RecipeConfig) -> bool:
+    """Whether :func:`config_problems` reads TRL's config classes for ``cfg`` (pass-through keys)."""
+    return bool(cfg.training.passthrough) or any(stage.training for stage in cfg.stages)
 
 
 # ---------------------------------------------------------------- TRL's own fields
@@ -173,14 +188,14 @@ def _stage_problems(cfg: RecipeConfig) -> list[str]:
     return problems
 
 
-def _preflight(cfg: RecipeConfig) -> None:
+def _preflight(cfg: RecipeConfig, report=None) -> None:
     from unsloth_grpo.hardware.doctor import preflight
     from unsloth_grpo.training.distributed import parse_vllm_server
 
     server = parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
     preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
               fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server,
-              load_in_4bit=cfg.model.load_in_4bit)
+              load_in_4bit=cfg.model.load_in_4bit, report=report)
 
 
 __all__ = ["check_before_loading", "config_problems", "trainer_field_problems", "trainer_fields"]

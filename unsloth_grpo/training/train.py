@@ -169,16 +169,18 @@ def _held_out(cfg: RecipeConfig):
 
 
 def _eval_kwargs(cfg: RecipeConfig) -> dict:
-    """Evaluation settings, with the task's own grader (the one its correctness reward uses) and its own
-    format check (``matches_format``, as ``unsloth-grpo eval`` reads it)."""
+    """Evaluation settings, with the task's own grader (the one its correctness reward uses), its lenient
+    reading where it has one, and its own format check (``matches_format``, as ``unsloth-grpo eval`` reads it)."""
     import importlib
+
+    from unsloth_grpo.tasks import lenient_grader
 
     e = cfg.evaluation
     task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
     grader = task.grader_for(cfg) if hasattr(task, "grader_for") else None
     return dict(samples=e.samples, max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
                 temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, is_correct=grader,
-                matches_format=getattr(task, "matches_format", None))
+                lenient_correct=lenient_grader(task, cfg), matches_format=getattr(task, "matches_format", None))
 
 
 def _ci(result: dict) -> str:
@@ -317,8 +319,10 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
                           name=f"{cfg.model.name} + the adapter trained in {out}")
         report = compare(before, after)
         write_report(report, out)
+        lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
+            f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
         log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
-            f"on {after['n']} held-out problems ({change_in_words(report)}), format "
+            f"on {after['n']} held-out problems ({change_in_words(report)}){lenient}, format "
             f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
     try:
         from unsloth_grpo.evaluation.plots import plot_run
@@ -352,8 +356,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
 
     quiet_third_party()
     # every config problem at once and the doctor's preflight, before anything heavy (the stage
-    # runner checked the machine once for all its stages)
-    check_before_loading(cfg, environment=loaded is None)
+    # runner checked the machine once for all its stages); Unsloth first when the checks read TRL's config
+    check_before_loading(cfg, environment=loaded is None, backend_first=loaded is None)
     if loaded is None:
         from unsloth_grpo.hardware.doctor import preflight_recipe
 
@@ -455,6 +459,7 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights,
                                   resume_step=resume_from.step if resume_from is not None else None)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
+    health = make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor))
     trainer_kwargs = dict(
         model=loaded.model,
         processing_class=loaded.tokenizer,
@@ -463,23 +468,33 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         **tool_kwargs,
         callbacks=[
             _metrics_callback(metrics_path),
-            make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
+            health,
             *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
             saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
             *(callbacks or []),
         ],
     )
+    trainer, failure = None, None
     try:
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
         if not _may_fall_back(cfg, args):
             raise
-        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {_first_line(exc)}); generating without "
+        failure = f"{type(exc).__name__}: {_first_line(exc)}"
+    if trainer is None:  # outside the except block, so the failed engine's frames can be freed first
+        from unsloth_grpo.hardware.backend import release_engine_memory
+
+        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without "
             "vLLM (set model.fast_inference=off to skip the attempt)")
+        release_engine_memory()
         loaded.info.use_vllm = False
+        loaded.info.vllm_standby = False
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    from unsloth_grpo.training.rollouts import watch_rollouts
+
+    watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
         from unsloth_grpo.evaluation.evaluate import make_eval_callback

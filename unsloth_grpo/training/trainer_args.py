@@ -58,10 +58,12 @@ def grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
     if cfg.model.vllm_server:  # generation on a separate `trl vllm-serve`, any number of training processes
         kwargs.update(vllm_server_kwargs(cfg.model.vllm_server))
     elif info.use_vllm and info.backend == "transformers":
-        # without a length vLLM sizes its KV cache for the model's whole context (131k for Llama 3.1)
+        # without a length vLLM sizes its KV cache for the model's whole context (131k for Llama 3.1);
+        # asleep while the model trains, its pool goes back to the card (TRL re-sends the weights on waking)
         kwargs.update(use_vllm=True, vllm_mode="colocate",
                       vllm_gpu_memory_utilization=cfg.model.gpu_memory_utilization,
-                      vllm_max_model_length=cfg.model.max_seq_length)
+                      vllm_max_model_length=cfg.model.max_seq_length,
+                      vllm_enable_sleep_mode=bool(getattr(info, "vllm_standby", False)))
     return GRPOConfig(**kwargs)
 
 
