@@ -216,7 +216,7 @@ def test_smoke_preset_runs_both_stages_and_reports_accuracy_with_its_interval(tm
     report = (tmp_path / "run" / "stages" / "02-grpo" / "report.md").read_text()
     # the GRPO stage starts from the SFT stage's adapter, not from the bare model
     assert "Baseline: `builtin:tiny-digits + the adapter of the stages before 'grpo' (stage 2 at its start)`" in report
-    assert "Paired on the same problems: " in report
+    assert "Paired on the same problems (strict): " in report
     import json
 
     after = json.loads((tmp_path / "run" / "stages" / "02-grpo" / "eval_after" / "eval.json").read_text())
