@@ -347,3 +347,17 @@ def test_resume_of_a_finished_run_gives_advice_the_refusal_without_resume_agrees
         assert "start without --resume" not in err  # the advice it used to give, which is refused
     assert "--resume training.max_steps=N" in answers[0]
     assert _snapshot(run) == before
+
+
+def test_an_empty_or_damaged_parquet_says_so_not_utf8(capsys, tmp_path):
+    import pandas as pd
+
+    empty = tmp_path / "empty.parquet"
+    pd.DataFrame({"question": pd.Series([], dtype=str), "answer": pd.Series([], dtype=str)}).to_parquet(empty)
+    err = _refused_leaving(capsys, tmp_path / "run", "--check", f"data.source={empty}")
+    # it said "'utf-8' codec can't decode byte ...; save the file as UTF-8 text" for a binary format
+    assert f"could not read dataset '{empty}' as parquet: the file holds no rows" in err
+    damaged = tmp_path / "damaged.parquet"
+    damaged.write_bytes(b"PAR1 not really")
+    err = _refused_leaving(capsys, tmp_path / "run", "--check", f"data.source={damaged}")
+    assert "it is not a readable Parquet file" in err and "UTF-8" not in err
