@@ -361,3 +361,90 @@ def test_an_empty_or_damaged_parquet_says_so_not_utf8(capsys, tmp_path):
     damaged.write_bytes(b"PAR1 not really")
     err = _refused_leaving(capsys, tmp_path / "run", "--check", f"data.source={damaged}")
     assert "it is not a readable Parquet file" in err and "UTF-8" not in err
+
+
+# ------------------------------------------------------------------ rewards, before any model loads
+
+BROKEN_REWARDS = '''
+def explodes(completions, **kwargs):
+    raise RuntimeError("boom")
+
+
+def one_value(completions, **kwargs):
+    return [1.0]
+
+
+def words(prompts, completions, answer, **kwargs):
+    return ["high" for _ in completions]
+
+
+def needs_tags(completions, **kwargs):
+    # a copied reward that assumes the tags are there: untagged text has no <answer> to split on
+    return [float(c[0]["content"].split("<answer>")[1].split("</answer>")[0].strip() == "1") for c in completions]
+'''
+
+
+@pytest.fixture
+def broken_rewards(tmp_path, monkeypatch):
+    (tmp_path / "broken_rewards_mod.py").write_text(BROKEN_REWARDS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "broken_rewards_mod"
+
+
+def test_a_reward_parameter_of_the_wrong_type_names_the_reward_and_the_parameter(capsys):
+    # it used to pass --check and end, after the model had loaded, in a TypeError naming neither
+    err = _refused(capsys, "--check", 'rewards=[{name: xml_count, params: {per_tag: "a lot"}}]')
+    assert "rewards[0] (xml_count)" in err and "per_tag='a lot' is a str; it takes a number" in err
+
+
+def test_a_reward_parameter_of_the_wrong_type_never_reaches_the_trainer():
+    assert _run_with(['rewards=[{name: xml_count, params: {once: "sometimes"}}]']) == 2
+
+
+@pytest.mark.parametrize("name, said", [
+    ("explodes", "reward 'explodes' raised RuntimeError: boom -- at sample 0"),
+    ("one_value", "reward 'one_value' returned 1 values for 8 completions"),
+    ("words", "reward 'words' returned 'high' of type str (expected a float or None) for sample 0"),
+    ("needs_tags", "reward 'needs_tags' raised IndexError: list index out of range -- at sample 1: ''"),
+])
+def test_a_reward_that_fails_on_sample_completions_is_refused_by_check(capsys, broken_rewards, name, said):
+    # --check used to say "config and data OK" for each of these; the run then crashed at step 1
+    err = _refused(capsys, "--check", f"rewards=[{{name: '{broken_rewards}:{name}'}}]")
+    assert f"rewards[0] ({broken_rewards}:{name}): {said}" in err
+    assert "tried before loading the model" in err and "on_error: zero" in err
+
+
+def test_a_failing_reward_is_refused_before_the_run_touches_its_output_dir(tmp_path, capsys, broken_rewards):
+    # the real train(): refused before the run lock, config.yaml and the model
+    fresh, existing = tmp_path / "fresh", tmp_path / "existing"
+    existing.mkdir()
+    (existing / "notes.txt").write_text("mine")
+    for out in (fresh, existing):
+        code = run_recipe(gsm8k.RECIPE, ["--preset", "smoke", "--output-dir", str(out),
+                                         f"rewards=[{{name: '{broken_rewards}:explodes'}}]"])
+        _, err = capsys.readouterr()
+        assert code == 2 and "Traceback" not in err and "raised RuntimeError: boom" in err
+    assert not fresh.exists()
+    assert sorted(p.name for p in existing.iterdir()) == ["notes.txt"]  # no .run.lock, no config.yaml
+
+
+def test_on_error_zero_lets_a_failing_reward_through_the_check(capsys, broken_rewards):
+    code, out, err = _run(capsys, "--check",
+                          f"rewards=[{{name: '{broken_rewards}:explodes', params: {{on_error: zero}}}}]")
+    assert code == 0 and "config and data OK" in out, err
+
+
+# ------------------------------------------------------------------ list positions in overrides
+
+
+def test_a_reward_is_changed_by_its_position_in_the_list(capsys):
+    # rewards.0.weight=2 used to end in "rewards: expected a list" without saying what works
+    code, out, _ = _run(capsys, "--print-config", "rewards.0.weight=2", "rewards.1.params.reward=3")
+    rewards = yaml.safe_load(out)["rewards"]
+    assert code == 0 and [r["weight"] for r in rewards] == [2.0, 1.0]
+    assert rewards[0]["params"] == {"per_tag": 0.25, "once": False} and rewards[1]["params"] == {"reward": 3}
+
+
+def test_a_list_position_past_the_end_says_how_to_give_the_whole_list(capsys):
+    err = _refused(capsys, "--check", "rewards.5.weight=2")
+    assert "rewards.5: 'rewards' has 2 entries (positions 0 to 1)" in err and "rewards=[...]" in err

@@ -106,7 +106,9 @@ def test_evaluate_grades_in_the_chosen_mode():
 
 def test_loads_the_example_csv_with_renamed_columns():
     ds = task.load_custom(str(CSV), answer_column="expert_answer")
-    assert len(ds) == 12 and ds.column_names == ["prompt", "answer"]
+    # the file's own columns stay under their names too: TRL hands every column to the rewards
+    assert len(ds) == 12 and ds.column_names == ["prompt", "answer", "question", "expert_answer"]
+    assert ds["expert_answer"] == ds["answer"]
     assert ds[0]["prompt"] == [
         {"role": "system", "content": task.SYSTEM_PROMPT},
         {"role": "user", "content": "How many days of paid leave does a new employee get per year?"},

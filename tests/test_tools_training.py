@@ -98,6 +98,19 @@ def _cfg(tmp_path, tools, rewards, *, task="gsm8k_tools", steps=2, **training):
     })
 
 
+def _from_training_on():
+    """Before the model loads, every reward is tried on a few sample completions (single messages, no
+    tool turns); the spy reward sees those too. Forget them when training begins."""
+    from transformers import TrainerCallback
+
+    class Forget(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            SEEN.clear()
+            ANSWERS.clear()
+
+    return [Forget()]
+
+
 @pytest.fixture(autouse=True)
 def _fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("UNSLOTH_GRPO_HOME", str(tmp_path.parent / "tools-home"))  # tiny model built once per session dir
@@ -119,7 +132,7 @@ def test_a_tool_really_runs_and_its_result_is_in_the_transcript(tmp_path, monkey
                [{"name": "test_tools_training:spy_reward"},
                 {"name": "tool_call_format", "params": {"tools": ["test_tools_training:spy_calculate"]}}])
     cfg.model.backend = backend
-    result = train(cfg, log=lambda s: None)
+    result = train(cfg, log=lambda s: None, callbacks=_from_training_on())
     assert result.backend["backend"] == backend
     assert result.global_step == 2
     assert CALLED and set(CALLED) == {"37*91"}  # the tool was called with the model's argument
@@ -142,7 +155,7 @@ def test_tools_that_raise_hang_or_return_junk_do_not_stop_training(tmp_path, mon
     _script(monkeypatch, lambda i, prompt: f"<tool_call>{names[i % 4]}\nx=1\n</tool_call>")
     cfg = _cfg(tmp_path, {"functions": [f"test_tools_training:{n}" for n in names[:3]], "timeout": 0.5},
                [{"name": "test_tools_training:spy_reward"}], max_completion_length=200)  # room for the errors
-    result = train(cfg, log=lambda s: None)
+    result = train(cfg, log=lambda s: None, callbacks=_from_training_on())
     assert result.global_step == 2
     assert all(r["tools/failure_frequency"] == 1.0 for r in result.metrics)
     errors = {c[0]["tool_calls"][0]["function"]["name"]: c[1]["content"] for c in SEEN}
@@ -179,7 +192,7 @@ def test_the_environment_example_keeps_state_over_turns(tmp_path, monkeypatch):
     cfg = _cfg(tmp_path, {"environment": "guess_number", "max_tool_calling_iterations": 3},
                [{"name": "guess_solved"}, {"name": "test_tools_training:spy_reward"}],
                task="guess_number", steps=3)
-    result = train(cfg, log=lambda s: None)
+    result = train(cfg, log=lambda s: None, callbacks=_from_training_on())
     assert result.global_step == 3
     assert len(SEEN) == 12 and len(set(ANSWERS)) > 1
     for completion, secret in zip(SEEN, ANSWERS):

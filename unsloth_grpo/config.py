@@ -310,7 +310,11 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     if origin is list:
         (item_tp,) = get_args(tp) or (Any,)
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {_plain(value)!r}")
+            hint = ""
+            if isinstance(value, dict) and value and all(_is_index(k) for k in value):
+                hint = (f"; there is no list to change by position here, so give the whole list: "
+                        f"{where}=[...]")
+            raise ConfigError(f"{where}: expected a list, got {_plain(value)!r}{hint}")
         return [_convert(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
@@ -416,13 +420,35 @@ def config_to_dict(cfg: Any) -> dict:
 
 
 def merge_dicts(base: dict, update: dict) -> dict:
-    """Deep-merge ``update`` into a copy of ``base`` (lists are replaced, not appended)."""
+    """Deep-merge ``update`` into a copy of ``base`` (lists are replaced, not appended).
+
+    A mapping of list positions onto a list changes those entries only: ``rewards.0.weight=2``
+    arrives as ``{"rewards": {"0": {"weight": 2}}}`` and sets the first reward's weight.
+    """
     out = dict(base)
     for key, value in update.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge_dicts(out[key], value)
+        elif isinstance(value, dict) and isinstance(out.get(key), list) and value and all(_is_index(k) for k in value):
+            out[key] = _merge_into_list(key, out[key], value)
         else:
             out[key] = value
+    return out
+
+
+def _is_index(key: Any) -> bool:
+    return (isinstance(key, int) and not isinstance(key, bool)) or (isinstance(key, str) and key.isdigit())
+
+
+def _merge_into_list(key: str, items: list, update: dict) -> list:
+    """``items`` with the entries ``update`` names by position merged (mappings) or replaced."""
+    out = list(items)
+    for index, value in update.items():
+        i = int(index)
+        if i >= len(out):
+            raise ConfigError(f"{key}.{index}: '{key}' has {len(out)} entries (positions 0 to {len(out) - 1}); "
+                              f"to give the whole list, write {key}=[...] (e.g. '{key}=[{{name: xml_count}}]')")
+        out[i] = merge_dicts(out[i], value) if isinstance(out[i], dict) and isinstance(value, dict) else value
     return out
 
 

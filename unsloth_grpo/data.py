@@ -197,9 +197,14 @@ def to_prompt_dataset(
     answer_column: str = "answer",
     gold_parser: Callable[[str], str | None] | None = None,
     limit: int | None = None,
-    keep_columns: list[str] | None = None,
+    keep_columns: list[str] | bool | None = None,
 ):
-    """Map rows to ``prompt`` + ``answer``; every unparseable gold answer is reported by row."""
+    """Map rows to ``prompt`` + ``answer``; every unparseable gold answer is reported by row.
+
+    ``keep_columns`` lists columns carried over unchanged; ``True`` carries every column of the
+    rows under its own name (the question and answer columns too), as TRL hands a dataset's columns
+    to reward functions: a reward asking for ``ground_truth`` gets it.
+    """
     import datasets
 
     require_columns(rows, [question_column, answer_column], source)
@@ -223,6 +228,8 @@ def to_prompt_dataset(
         shown = "\n  ".join(bad[:5])
         more = f"\n  ... and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise DataError(f"dataset '{source}' has {len(bad)} malformed row(s):\n  {shown}{more}")
+    if keep_columns is True:
+        keep_columns = list(rows.column_names)
     for col in keep_columns or []:
         if col in rows.column_names and col not in out:
             out[col] = list(rows[col])
@@ -239,7 +246,7 @@ def load_qa_dataset(
     subset: str | None = None,
     limit: int | None = None,
     gold_parser: Callable[[str], str | None] | None = None,
-    keep_columns: list[str] | None = None,
+    keep_columns: list[str] | bool | None = None,
 ):
     """Any question/reference-answer dataset (local file or hub) as chat prompts."""
     rows = load_table(source, split=split, subset=subset)

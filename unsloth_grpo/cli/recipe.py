@@ -234,12 +234,15 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
     from unsloth_grpo.training.checks import check_before_loading
 
     if args.check:
+        from unsloth_grpo.training.checks import check_rewards_on_data
         from unsloth_grpo.training.train import load_task_dataset
 
         check_before_loading(cfg, environment=False)
         ds = load_task_dataset(cfg)
+        check_rewards_on_data(cfg, ds)
         print(f"config and data OK: {len(ds)} training rows, rewards "
-              + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards))
+              + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards)
+              + " (each tried on sample completions of the first rows)")
         return 0
     from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere, preflight_recipe
     from unsloth_grpo.training.results import TrainingStopped

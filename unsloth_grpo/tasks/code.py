@@ -412,6 +412,12 @@ def load_dataset_for(cfg):
     return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
 
 
+def gold_completion(row: dict) -> str | None:
+    """The row's gold answer written as a correct completion (every reward is tried on it before
+    the model loads)."""
+    return _fenced(row["solution"]) if row.get("solution") else None
+
+
 # ---------------------------------------------------------------- evaluation
 
 

@@ -16,6 +16,10 @@ The recipe runner, ``--check`` and :func:`unsloth_grpo.training.train.train` all
 
     problems = config_problems(cfg)          # steps 1-5 as lines, nothing imported but trl
     check_before_loading(cfg)                # raises ConfigError, then the doctor's EnvironmentProblem
+
+Once the data is loaded (still before the model), :func:`check_rewards_on_data` calls every reward
+the way training will (:func:`reward_trial_problems`): a reward that raises, returns the wrong
+number of values or something that is not a number stops the run there, not at step 1.
 """
 
 from __future__ import annotations
@@ -147,6 +151,101 @@ def _reward_problems(specs, where: str) -> list[str]:
     return out
 
 
+#: Completions every reward is tried on, beside the task's gold answer written out: what an
+#: untrained model writes (nothing at all, text without the tags) and a well-formed wrong answer.
+PROBE_TEXTS = ("", "I am not sure.", "<reasoning>\nA guess.\n</reasoning>\n<answer>\n0\n</answer>")
+#: Dataset rows the probe completions are written for.
+PROBE_ROWS = 2
+
+
+def _probe_batch(cfg: RecipeConfig, dataset) -> tuple[list, dict] | None:
+    """Completions and TRL's keywords for the first rows of ``dataset``, shaped as training passes
+    them: chat messages after a chat prompt, every dataset column by name, ``completion_ids``
+    (stand-ins: one id per byte of the text, as no tokenizer is loaded yet), the environments."""
+    import importlib
+
+    from unsloth_grpo.rewards.calling import as_completion, trl_keywords
+
+    rows = [dict(dataset[i]) for i in range(min(PROBE_ROWS, len(dataset)))]
+    if not rows:
+        return None
+    gold = getattr(importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}"), "gold_completion", None)
+    pairs = []
+    for row in rows:
+        written = gold(row) if gold is not None else None
+        pairs += [(row, text) for text in ([written] if written else []) + list(PROBE_TEXTS)]
+    prompts = [row["prompt"] for row, _ in pairs]
+    columns = {k: [row.get(k) for row, _ in pairs] for k in rows[0] if k not in ("prompt", "completion", "completion_ids")}
+    environments = _probe_environments(cfg, [row for row, _ in pairs])
+    if environments is False:
+        return None
+    kwargs = trl_keywords(prompts, completion_ids=[list(text.encode()) for _, text in pairs], columns=columns,
+                          environments=environments, max_steps=cfg.training.max_steps)
+    return [as_completion(text, prompt) for (_, text), prompt in zip(pairs, prompts)], kwargs
+
+
+def _probe_environments(cfg: RecipeConfig, rows: list[dict]):
+    """One environment per probe completion, reset with its row as TRL does; None without an
+    environment, False when one cannot be made (the tool checks report that)."""
+    if not cfg.tools.environment:
+        return None
+    try:
+        from unsloth_grpo.tools import build_tools
+
+        factory = build_tools(cfg.tools)["environment_factory"]
+        environments = [factory() for _ in rows]
+        for env, row in zip(environments, rows):
+            env.reset(**row)
+    except Exception:  # noqa: BLE001 - not a reward's problem
+        return False
+    return environments
+
+
+def reward_trial_problems(cfg: RecipeConfig, dataset) -> list[str]:
+    """Each reward of ``cfg`` (and of its GRPO stages) called as training calls it, on a few
+    completions for the first rows of ``dataset``: the task's gold answer written as a correct
+    completion (where the task has one), an empty completion, text without the tags and a
+    well-formed wrong answer. Inside its wrapper, so a reward with ``on_error: zero`` passes as it
+    would in training. One line per reward that raises or returns values TRL cannot use."""
+    import contextlib
+    import io
+
+    from unsloth_grpo.rewards import RewardError, build_reward_functions
+    from unsloth_grpo.rewards.calling import call_reward
+
+    batch = _probe_batch(cfg, dataset)
+    if batch is None:
+        return []
+    completions, kwargs = batch
+    groups = [("rewards", cfg.rewards)]
+    groups += [(f"stages[{i}] ({s.name}): rewards", s.rewards) for i, s in enumerate(cfg.stages)
+               if s.kind != "sft" and s.rewards]
+    how = (f"tried before loading the model on {len(completions)} completions for the first "
+           f"{min(PROBE_ROWS, len(dataset))} rows of the data, passed as training passes them")
+    out = []
+    for where, specs in groups:
+        try:
+            funcs, _ = build_reward_functions(specs)
+        except Exception:  # noqa: BLE001 - a reward that does not build is reported by config_problems
+            continue
+        for i, (fn, spec) in enumerate(zip(funcs, specs)):
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # a copied reward may print every call
+                    call_reward(fn, completions, **kwargs)
+            except RewardError as exc:
+                out.append(f"{where}[{i}] ({spec.name}): {exc} ({how}). Fix the reward, or give it "
+                           "params: {on_error: zero} to score such completions 0 and go on")
+    return out
+
+
+def check_rewards_on_data(cfg: RecipeConfig, dataset) -> None:
+    """Raise :class:`ConfigError` when :func:`reward_trial_problems` finds a reward training would
+    stop on; called with the loaded data, before the output directory or the model is touched."""
+    problems = reward_trial_problems(cfg, dataset)
+    if problems:
+        raise ConfigError(format_problems(problems))
+
+
 def _monitor_problems(cfg: RecipeConfig) -> list[str]:
     from unsloth_grpo.training.monitor import HealthThresholds
 
@@ -198,4 +297,5 @@ def _preflight(cfg: RecipeConfig, report=None) -> None:
               load_in_4bit=cfg.model.load_in_4bit, report=report)
 
 
-__all__ = ["check_before_loading", "config_problems", "trainer_field_problems", "trainer_fields"]
+__all__ = ["check_before_loading", "check_rewards_on_data", "config_problems", "reward_trial_problems",
+           "trainer_field_problems", "trainer_fields"]

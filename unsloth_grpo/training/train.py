@@ -20,7 +20,7 @@ from typing import Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
 from unsloth_grpo.data import DataError, looks_like_path
-from unsloth_grpo.training.checks import check_before_loading
+from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.training.distributed import detect
 from unsloth_grpo.training.repro import package_versions
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
@@ -149,6 +149,56 @@ def disk_full(exc: BaseException) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+#: Exit status of a run stopped by a reward that failed on real completions (a checkpoint is kept).
+REWARD_FAILED_EXIT_CODE = 5
+
+
+def _reward_error(exc: BaseException):
+    """The :class:`~unsloth_grpo.rewards.RewardError` behind ``exc`` (itself, its cause, ...), or None."""
+    from unsloth_grpo.rewards import RewardError
+
+    for _ in range(8):
+        if exc is None:
+            return None
+        if isinstance(exc, RewardError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _stopped_by_reward(error, trainer, out: Path, *, finalize: Callable[[Path], Path],
+                       fresh_dir: bool, main_process: bool, hint: str | None, log: Callable[[str], None]):
+    """The :class:`TrainingStopped` for a reward that failed mid-run: the reward, the sample and the
+    checkpoint to resume from once the reward is fixed (saved now, as Ctrl-C saves, when the newest
+    one is older than this step). Before the first step there is nothing to keep: a directory this
+    run made is removed, as after a failed start."""
+    from unsloth_grpo.training import checkpoint as ckpt
+
+    step = int(trainer.state.global_step)
+    where = f"{error} -- while scoring the completions of step {step + 1}"
+    if step == 0:
+        if fresh_dir and main_process:
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}, before any step was trained, so nothing was kept. "
+                               "Fix the reward (`unsloth-grpo rewards check` scores it on real completions) and "
+                               "start again")
+    saved = ckpt.list_checkpoints(out)
+    if (not saved or saved[-1].step != step) and main_process and detect().world_size == 1:
+        from unsloth_grpo.training import oom
+
+        staged = oom.save_checkpoint(trainer, log)
+        if staged is not None and Path(staged).name.startswith(ckpt.PREFIX):
+            finalize(Path(staged))
+            saved = ckpt.list_checkpoints(out)
+    if not saved:
+        return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; no checkpoint could be kept. Fix the reward and "
+                               "start again")
+    return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; checkpoint {saved[-1].path} holds the run at step "
+                           f"{saved[-1].step}. Fix the reward, then resume with: {hint or ckpt.resume_hint(out)}")
 
 
 def _refused_pickle(exc: BaseException) -> bool:
@@ -362,6 +412,13 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         from unsloth_grpo.hardware.doctor import preflight_recipe
 
         preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
+    if stage[0] == 0:  # the stage runner's inner runs were checked with the whole recipe
+        # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
+        # output directory and the model
+        data = dataset if dataset is not None else load_task_dataset(cfg)
+        check_rewards_on_data(cfg, data)
+        if not cfg.stages:
+            dataset = data
     if cfg.stages:
         from unsloth_grpo.training.stages import run_stages
 
@@ -408,8 +465,8 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     tool_kwargs = build_tools(cfg.tools)  # guarded tools / environment factory; {} without tools
     if tool_kwargs:
         reward_funcs = with_tool_metrics(reward_funcs)  # tools/used_share etc. from the transcripts
-    if dataset is None:
-        dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
+    if dataset is None:  # a stage of a multi-stage run
+        dataset = load_task_dataset(cfg)
     prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen (vLLM standby set before)
 
     _memory_warnings(cfg, log)
@@ -528,6 +585,15 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
                 + (f"the newest complete checkpoint {last} is untouched. Free some space, then resume with: "
                    f"{hint or ckpt.resume_hint(out)}" if last else
                    "no checkpoint was completed. Free some space and start again")) from exc
+
+        def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
+            return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
+                                            stage_name=stage[1], keep_last=cfg.run.keep_last)
+
+        reward_error = _reward_error(exc)
+        if reward_error is not None:  # a reward failed on real completions: no traceback from deep in TRL
+            raise _stopped_by_reward(reward_error, trainer, out, finalize=finalize, fresh_dir=fresh_dir,
+                                     main_process=main_process, hint=hint, log=log) from exc
         # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
         # bitsandbytes, Unsloth or vLLM raise instead
         if not oom.is_oom(exc):
@@ -538,10 +604,6 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
             estimate = memory.estimate_for_config(cfg)
         except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
             estimate = None
-
-        def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
-            return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
-                                            stage_name=stage[1], keep_last=cfg.run.keep_last)
 
         code = oom.handle_oom(trainer, cfg, exc, estimate, finalize=finalize)
         log(f"resume with: {hint or ckpt.resume_hint(out)}")
