@@ -88,6 +88,14 @@ def _why_unreadable(path: Path, builder: str) -> str | None:
     """The reason a local file did not load, in the user's terms (which line, what is wrong)."""
     import json
 
+    if builder == "parquet":  # a binary format: read as text it only ever looks like bad UTF-8
+        try:
+            import pyarrow.parquet as pq
+
+            rows = pq.ParquetFile(path).metadata.num_rows
+        except Exception as exc:  # noqa: BLE001 - whatever pyarrow says about a damaged file
+            return f"it is not a readable Parquet file ({exc})"
+        return "the file holds no rows" if rows == 0 else None
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -227,6 +227,10 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
             print(f"{key:42s} {default:28s} {help_text}")
         return 0
     resume, overrides = _resume_and_overrides(args)
+    if isinstance(resume, str) and not Path(resume).exists():  # said before the run's config is looked for
+        from unsloth_grpo.training.checkpoint import CheckpointError, no_such_resume_path
+
+        raise CheckpointError(no_such_resume_path(resume))
     config = args.config
     if resume is not None and config is None and args.preset is None:
         from unsloth_grpo.training.checkpoint import is_checkpoint_dir, run_dir_of
@@ -267,6 +271,12 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
 
     # the config's problems, before the trainer imports (TRL's own checks come in train(), backend first)
     check_before_loading(cfg, environment=False)
+    if resume is True:
+        from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
+
+        why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
+        if why is not None:
+            raise CheckpointError(why)
     shrinks = 0
     while True:
         try:

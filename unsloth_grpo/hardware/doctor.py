@@ -20,6 +20,7 @@ simulate a T4, a CPU-only box or a broken version set.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
@@ -1021,6 +1022,35 @@ def _in_cache(repo: str, cache_dir: str) -> bool:
         return False
 
 
+def hub_unreachable(env: Mapping[str, str] | None = None,
+                    probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe) -> str | None:
+    """Why the model hub cannot be used now (offline mode, or no answer within ``HUB_TIMEOUT_S``), or None.
+
+    One short TCP probe instead of the libraries' own retries, which take ~25 s to give up.
+    """
+    env = dict(os.environ if env is None else env)
+    if any(_truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return "offline mode is on (HF_HUB_OFFLINE)"
+    host, port = hub_address(env)
+    ok, detail = probe(host, port, HUB_TIMEOUT_S)
+    return None if ok else f"the hub {host} does not answer ({detail})"
+
+
+@contextlib.contextmanager
+def hub_offline_mode():
+    """Load from the local cache only, for the duration: what ``HF_HUB_OFFLINE=1`` does, switched
+    on after the libraries were imported (they read the variable once, at import)."""
+    import datasets
+    import huggingface_hub.constants as hub_constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
+
+
 def needs_gpu(model_cfg) -> bool:
     """Whether a model section only runs on a CUDA GPU: a pre-quantized checkpoint, vLLM asked for,
     or a hub model to load in 4-bit. A local directory or ``builtin:tiny`` loads in full precision
@@ -1094,15 +1124,9 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     cache = cache_dir or hf_cache_dir(env)
     if _in_cache(name, cache):
         return out
-    host, port = hub_address(env)
-    offline = any(_truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    if not offline:
-        ok, detail = hub_probe(host, port, HUB_TIMEOUT_S)
-        if ok:
-            return out
-        why = f"the hub {host} does not answer ({detail})"
-    else:
-        why = "offline mode is on (HF_HUB_OFFLINE)"
+    why = hub_unreachable(env, hub_probe)
+    if why is None:
+        return out
     import difflib
 
     from unsloth_grpo.hardware.memory import BUILTIN_HUB_IDS
@@ -1176,7 +1200,8 @@ def render(report: Report, problems: Sequence[Problem], console=None) -> None:
         table.add_row(
             Text(name),
             Text(installed or "not installed"),
-            Text(allowed or ("any" if decls else "")),
+            # ", " between specifiers: a narrow screen wraps the range between two of them, never inside one
+            Text(allowed.replace(",", ", ") if allowed else ("any" if decls else "")),
             mark,
         )
     console.print(table)
@@ -1256,9 +1281,13 @@ def run(args: argparse.Namespace) -> int:
     fast = getattr(args, "fast_inference", None)
     output_dir = getattr(args, "output_dir", None)
     if getattr(args, "config", None):
-        from unsloth_grpo.config import load_config
+        from unsloth_grpo.config import ConfigError, load_config
 
-        cfg = load_config(args.config)
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as exc:  # a missing or malformed file: one line, exit 2, as the recipes say it
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         backend = backend or cfg.model.backend
         need_bf16 = need_bf16 if need_bf16 is not None else cfg.model.dtype == "bf16"
         fast = fast or cfg.model.fast_inference

@@ -933,6 +933,10 @@ def dtype_for(compute_capability: float | tuple[int, int] | None) -> str:
     return training_dtype(from_gpu({"name": "GPU", "total_gb": 0.0, "compute_capability": compute_capability}))
 
 
+#: The plan's note when no compute capability was given (callers add how to give it: a flag, an argument).
+UNKNOWN_CAPABILITY_NOTE = "compute capability unknown: bf16 assumed (a card below 8.0, such as a T4 at 7.5, trains in fp16)"
+
+
 def plan(
     model_config: Any,
     vram_gb: float,
@@ -984,7 +988,7 @@ def plan(
     budget = vram_gb * (1 - margin)
     notes = []
     if compute_capability is None:
-        notes.append("compute capability unknown: assumed bf16 support (pass compute_capability=7.5 for a T4)")
+        notes.append(UNKNOWN_CAPABILITY_NOTE)
     limit = max_seq_length or shape.max_position_embeddings or 10**9
 
     gens = [num_generations] if num_generations else [g for g in PLAN_GENERATIONS if g <= max_generations]

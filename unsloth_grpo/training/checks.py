@@ -4,7 +4,8 @@
 the ground floor). What needs the rest of the package is checked here, in this order:
 
 1. the config's own shape checks (:func:`unsloth_grpo.config.validate`);
-2. the task exists and every reward builds with its parameters;
+2. the task exists, a ``builtin:`` model name is one of the built-in models, and every reward
+   builds with its parameters;
 3. the health monitor's settings, the process layout and TRL's batch rules;
 4. the stages, each checked as the single-stage config it runs as;
 5. TRL's fields: every ``training`` key is a field of the installed ``GRPOConfig`` (a stage's own
@@ -43,6 +44,7 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
     """
     problems = validate(cfg)
     problems += _task_problems(cfg)
+    problems += _model_problems(cfg)
     problems += _reward_problems(cfg.rewards, "rewards")
     problems += _monitor_problems(cfg)
     problems += _layout_problems(cfg)
@@ -148,6 +150,19 @@ def _task_problems(cfg: RecipeConfig) -> list[str]:
     close = difflib.get_close_matches(cfg.task, available_tasks(), n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     return [f"task='{cfg.task}' is not a task of this package; {hint}choose one of: {', '.join(available_tasks())}"]
+
+
+def _model_problems(cfg: RecipeConfig) -> list[str]:
+    """A ``builtin:`` model name that names no built-in model (it would fail only after the imports)."""
+    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+
+    name = str(cfg.model.name)
+    if not name.startswith("builtin:") or name in BUILTIN_MODELS:
+        return []
+    close = difflib.get_close_matches(name, BUILTIN_MODELS, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return [f"model.name='{name}' is not a built-in model; {hint}choose one of: {', '.join(BUILTIN_MODELS)}, "
+            "or a hub id or local model directory"]
 
 
 def _reward_problems(specs, where: str) -> list[str]:

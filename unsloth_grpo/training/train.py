@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
+from unsloth_grpo.data import DataError, looks_like_path
 from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.training.distributed import detect
 from unsloth_grpo.training.repro import package_versions
@@ -35,7 +36,8 @@ def is_main_process() -> bool:
 
 
 def load_task_dataset(cfg: RecipeConfig):
-    """The training rows for ``cfg.task``; raises DataError before any model is loaded."""
+    """The training rows for ``cfg.task``; raises DataError before any model is loaded, also when
+    there are none (a run on 0 rows would only fail after the model loaded, blaming the prompt length)."""
     import importlib
 
     try:
@@ -44,7 +46,36 @@ def load_task_dataset(cfg: RecipeConfig):
         from unsloth_grpo.tasks import available_tasks
 
         raise ConfigError(f"task='{cfg.task}' is unknown; choose one of: {', '.join(available_tasks())}") from None
-    return task.load_dataset_for(cfg)
+    d = cfg.data
+    if d.limit is not None and d.limit < 1:  # said before any task reads it as something else
+        raise DataError(f"data.limit={d.limit} leaves 0 rows to train on; remove it (all rows) or set it to "
+                        "1 or more")
+    rows = _load_rows(task, cfg)
+    if len(rows) == 0:
+        raise DataError(f"data.source='{d.source}' (split '{d.split}') gives 0 rows to train on; check the "
+                        "source and data.split")
+    return rows
+
+
+def _load_rows(task, cfg: RecipeConfig):
+    source = str(cfg.data.source)
+    if source == "synthetic" or looks_like_path(source):
+        return task.load_dataset_for(cfg)
+    from unsloth_grpo.hardware.doctor import hub_offline_mode, hub_unreachable
+
+    why = hub_unreachable()
+    if why is None:
+        return task.load_dataset_for(cfg)
+    try:  # a copy in the local cache still loads; anything else fails now, not after ~25 s of retries
+        with hub_offline_mode():
+            return task.load_dataset_for(cfg)
+    except DataError as exc:
+        if not str(exc).startswith("could not load hub dataset"):
+            raise
+        raise DataError(
+            f"data.source='{source}' is a hub dataset that is not in the local cache, and {why}. Without "
+            "network, add --preset smoke (synthetic problems and the tiny built-in model, all offline) or set "
+            "data.source to a local .jsonl/.json/.csv/.parquet file") from None
 
 
 def build_grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
@@ -208,7 +239,9 @@ def _ci(result: dict) -> str:
     return f"(95% CI {ci[0]:.3f}..{ci[1]:.3f})" if ci else ""
 
 
-def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:
+def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path, *, name: str) -> dict:
+    """Evaluate ``model`` on the held-out rows; ``name`` is what the report calls it (the base model
+    before training, the run's adapter after), stored with the dataset in the result and eval.json."""
     from unsloth_grpo.evaluation.evaluate import evaluate, write_eval
 
     if cfg.tools.functions or cfg.tools.environment:  # with the tools and without, and calls per problem
@@ -217,7 +250,8 @@ def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict
         result = evaluate_with_tools(model, tokenizer, dataset, tools_cfg=cfg.tools, **_eval_kwargs(cfg))
     else:
         result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
-    write_eval(result, where, model=cfg.model.name, dataset=cfg.data.source, split=cfg.evaluation.split)
+    result.update(model=name, dataset=str(cfg.data.source), split=cfg.evaluation.split)
+    write_eval(result, where)
     return result
 
 
@@ -255,10 +289,7 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
     finished = ckpt.finished_run(cfg.output_dir) if stage_index == 0 and resume_from is None else None
     if finished is not None:  # a stage directory is rewritten by the stage runner on purpose
         if resume:
-            raise ckpt.CheckpointError(
-                f"{cfg.output_dir} holds a run that finished at step {finished['step']} and has no checkpoint "
-                "to continue from; its adapter is final. Nothing was changed; start a new run with another "
-                "--output-dir (set training.save_steps so that a run can be continued later)")
+            raise ckpt.CheckpointError(ckpt.finished_without_checkpoint(cfg.output_dir, finished["step"]))
         raise ckpt.CheckpointError(
             f"{cfg.output_dir} holds a run that finished at step {finished['step']} (adapter, metrics.jsonl); "
             "a new run there would overwrite it. Nothing was changed: choose another --output-dir, or move "
@@ -322,19 +353,29 @@ def _write_run_info(cfg: RecipeConfig, loaded, dataset) -> None:
     write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=loaded.info.to_dict()))
 
 
+def _starting_model(cfg: RecipeConfig, stage: tuple[int, str | None]) -> str:
+    """What the before-training evaluation evaluates, in words: the base model, or in a later stage of
+    a multi-stage run the base with the adapter the stages before this one trained."""
+    if stage[0] > 1:
+        return f"{cfg.model.name} + the adapter of the stages before '{stage[1]}' (stage {stage[0]} at its start)"
+    return f"{cfg.model.name} (before training)"
+
+
 def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Callable[[str], None]) -> None:
     """Rank 0 after training: tokenizer beside the adapter, the before/after report, the plots."""
     out = Path(cfg.output_dir)
     loaded.tokenizer.save_pretrained(str(out))
     if before is not None:
-        from unsloth_grpo.evaluation.evaluate import compare, write_report
+        from unsloth_grpo.evaluation.evaluate import change_in_words, compare, write_report
 
-        after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
-        write_report(compare(before, after), out)
+        after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
+                          name=f"{cfg.model.name} + the adapter trained in {out}")
+        report = compare(before, after)
+        write_report(report, out)
         lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
             f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
         log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
-            f"on {after['n']} held-out problems{lenient}, format "
+            f"on {after['n']} held-out problems ({change_in_words(report)}){lenient}, format "
             f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
     try:
         from unsloth_grpo.evaluation.plots import plot_run
@@ -390,14 +431,18 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     # One training per output directory: while this one runs (rank 0 holds the lock), a second is
     # refused. Taken at once when the directory exists, so the second run hears it before any work.
     lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
+    refused = False
     try:
         if lock is not None and Path(cfg.output_dir).is_dir():
             lock.acquire()
         return _train_one(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume, loaded=loaded,
                           stage=stage, hint=hint, lock=lock)
+    except (ConfigError, DataError, ckpt.CheckpointError):
+        refused = True  # bad input: the directory is left as it was found, lock file included
+        raise
     finally:
         if lock is not None:
-            lock.release()
+            lock.release(remove=refused)
 
 
 def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, stage, hint, lock) -> TrainResult:
@@ -406,6 +451,10 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = _resume_point(cfg, resume, stage[0], log)
+    if resume_from is not None:
+        log(f"resume: continuing from {resume_from.path} (step {resume_from.step} of {cfg.training.max_steps})")
+    elif resume:
+        log(f"resume: {cfg.output_dir} holds no checkpoint yet; training starts at step 0")
     from unsloth_grpo.training import distributed
 
     layout = distributed.detect()
@@ -446,7 +495,14 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
 
                 shutil.rmtree(out, ignore_errors=True)
             raise
-    dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+    try:
+        dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+    except DataError:
+        if fresh_dir and main_process:  # every prompt too long: the run never started, so no folder either
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     args = build_grpo_args(cfg, loaded.info, weights=weights)
     if main_process:
         _write_run_info(cfg, loaded, dataset)
@@ -460,7 +516,8 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
 
     if cfg.run.samples_every and main_process:
-        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights)
+        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights,
+                                  resume_step=resume_from.step if resume_from is not None else None)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
     health = make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor))
     trainer_kwargs = dict(
@@ -503,7 +560,8 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         from unsloth_grpo.evaluation.evaluate import make_eval_callback
 
         trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
-    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
+    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before",
+                       name=_starting_model(cfg, stage)) \
         if cfg.evaluation.before_after and held_out is not None and main_process else None
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
