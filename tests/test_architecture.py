@@ -1,4 +1,5 @@
-"""The package's import graph: no cycles, a ground floor that imports nothing above it, pure rewards.
+"""The package's import graph: no cycles, a ground floor that imports nothing above it, pure rewards,
+modules found by name only in the registries.
 
 Every ``import`` and ``from ... import`` statement counts, including those inside functions (an
 import deferred into a function still ties the two modules together). The graph is read with
@@ -116,6 +117,37 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     return bad
 
 
+#: The only modules that import a module of the package by a name built at run time, and why. A task is
+#: found through the task registry (``get_task``), never by ``import_module(f"...tasks.{name}")``.
+RUN_TIME_IMPORTS = {
+    f"{PACKAGE}.tasks": "the task registry: a task by its name",
+    f"{PACKAGE}.rewards._registry": "the reward registry: the modules that declare rewards",
+    f"{PACKAGE}.rewards": "a custom reward named by its import path",
+    f"{PACKAGE}.tools": "a custom tool named by its import path",
+    f"{PACKAGE}.cli.main": "the modules that contribute a subcommand",
+    f"{PACKAGE}.cli.train": "the recipe registry: a recipe by its name",
+    f"{PACKAGE}.sandbox._runner": "the sandboxed program's own imports, inside the sandbox",
+}
+
+
+def run_time_imports(root: Path = ROOT) -> list[str]:
+    """``module: line`` for each ``import_module(...)`` / ``__import__(...)`` of a name that is not a
+    string literal, outside :data:`RUN_TIME_IMPORTS`."""
+    found = []
+    for module, path in sorted(_modules(root).items()):
+        if module in RUN_TIME_IMPORTS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            literal = isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            if name in ("import_module", "__import__") and not literal:
+                found.append(f"{module}:{node.lineno} imports {ast.unparse(node.args[0])}")
+    return found
+
+
 def test_the_package_has_no_import_cycle():
     assert cycles(import_graph()) == []
 
@@ -131,6 +163,10 @@ def test_importing_config_loads_no_torch_trl_or_unsloth_and_nothing_above_the_gr
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=ROOT.parent)
     assert out.stdout.strip() == "['unsloth_grpo.config']"
+
+
+def test_modules_are_found_by_name_only_in_the_registries():
+    assert run_time_imports() == []
 
 
 # ------------------------------------------------------------------ the checker itself can fail
@@ -169,6 +205,18 @@ def test_rewards_reaching_above_the_ground_floor_are_found(tmp_path, source):
     })
     assert upward_imports(import_graph(pkg)) == [
         f"{PACKAGE}.rewards.format (rewards: pure functions of text) imports {PACKAGE}.tasks.gsm8k"]
+
+
+@pytest.mark.parametrize("source", [
+    "import importlib\ndef f(name):\n    return importlib.import_module(f'unsloth_grpo.tasks.{name}')\n",
+    "from importlib import import_module\ndef f(name):\n    return import_module('unsloth_grpo.tasks.' + name)\n",
+    "import sys\ndef f(name):\n    return __import__('unsloth_grpo.tasks.%s' % name)\n",
+])
+def test_a_task_imported_by_a_formatted_name_outside_the_registry_is_found(tmp_path, source):
+    pkg = _write(tmp_path, {"__init__.py": "", "training/__init__.py": "", "training/train.py": source,
+                            "tasks/__init__.py": "import importlib\nget = lambda n: importlib.import_module(n)\n"})
+    (found,) = run_time_imports(pkg)
+    assert found.startswith(f"{PACKAGE}.training.train:3 imports ")
 
 
 # ------------------------------------------------------------------ rewards are declared, not registered

@@ -263,7 +263,7 @@ def _gsm8k_file(path, n=16):
 
 
 def _cli(argv):
-    from unsloth_grpo.evaluation.evaluate import add_parser
+    from unsloth_grpo.cli.evaluate import add_parser
 
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
@@ -324,7 +324,7 @@ def test_eval_cli_reports_bad_inputs(tmp_path, capsys):
 def test_eval_reports_its_progress(tiny, tmp_path, capsys):
     import io
 
-    from unsloth_grpo.evaluation.evaluate import console_progress
+    from unsloth_grpo.cli.evaluate import console_progress
     from unsloth_grpo.tasks.gsm8k import load_gsm8k
 
     path, model, tok = tiny
@@ -388,12 +388,12 @@ def test_a_before_after_change_is_judged_by_the_problems_that_flipped():
 def test_tasks_with_one_numeric_answer_have_a_lenient_reading_and_the_others_none():
     import importlib
 
-    from unsloth_grpo.tasks import available_tasks, lenient_grader
+    from unsloth_grpo.tasks import available_tasks, get_task
 
     def grader(task, *overrides):
         cfg = importlib.import_module(f"unsloth_grpo.recipes.{task}").RECIPE.resolve(output_dir="unused",
                                                                                    overrides=list(overrides))
-        return lenient_grader(importlib.import_module(f"unsloth_grpo.tasks.{task}"), cfg)
+        return get_task(task).lenient(cfg)
 
     have = {t for t in available_tasks() if grader(t) is not None}
     assert have == {"arith", "gsm8k", "gsm8k_tools"}  # custom's default mode is exact text

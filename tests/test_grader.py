@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from unsloth_grpo import answers
 from unsloth_grpo.answers import grade, numbers_equal, read_answer
 from unsloth_grpo.rewards import REGISTRY, build_reward_functions, get_reward
+from unsloth_grpo.tasks import available_tasks, get_task
 
 
 def fmt(answer: str) -> str:
@@ -145,6 +146,7 @@ EXACT_PARAMS = {"reward": [3.0], "wrong": [-1.0], "case_sensitive": [True], "tag
                 "fallback": [True], "ignore_inside": [[]]}
 CASES = {
     "gsm8k": ({"correctness": GSM8K_PARAMS, "exact_match": EXACT_PARAMS}, GSM8K_SAMPLES),
+    "gsm8k_tools": ({"correctness": GSM8K_PARAMS, "exact_match": EXACT_PARAMS}, GSM8K_SAMPLES),
     "countdown": (
         {"countdown_equation": {"reward": [3.0], "partial": [0.5, 0.0], "tag": ["SOLUTION", ["<ans>", "</ans>"]]}},
         "countdown",
@@ -158,14 +160,19 @@ CASES = {
          "correctness": GSM8K_PARAMS, "exact_match": EXACT_PARAMS},
         "custom",
     ),
+    "arith": ({"arith_correct": {"reward": [3.0], "tag": ["SOLUTION", ["<ans>", "</ans>"]]}}, "arith"),
 }
 
 
 def _samples(task: str):
-    if task in ("gsm8k", "custom"):
+    if task in ("gsm8k", "gsm8k_tools", "custom"):
         extra = [(fmt("Finance team"), "finance team"), (fmt("the finance team"), "Finance team"),
                  (fmt("$1,200.00"), "1200"), ("<SOLUTION>finance team</SOLUTION>", "Finance team")]
         return GSM8K_SAMPLES + extra
+    if task == "arith":
+        bodies = ["132", " 0132 ", "131", "-132", "one hundred"]
+        texts = [f"<{t}>{b}</{t.strip('<>')}>" for t in ("answer", "SOLUTION") for b in bodies]
+        return [(t, "132") for t in texts + [f"<ans>{b}</ans>" for b in bodies] + ["132"]]
     if task == "countdown":
         gold = _countdown_gold()
         bodies = ["(3 + 4) * 2", "(3 + 4) + 2", "3 * 3", "14", "__import__('os')"]
@@ -189,12 +196,12 @@ def _settings():
 
 
 def test_the_agreement_test_covers_every_parameter_of_every_grading_reward():
-    import importlib
-
+    # every task whose grading reward pays a set amount (code's pays the share of tests passed)
+    graded = [get_task(t) for t in available_tasks() if get_task(t).grading_rewards]
+    assert set(CASES) == {t.name for t in graded if "reward" in REGISTRY[t.grading_rewards[0]].params}
     for task, (rewards, _) in CASES.items():
-        module = importlib.import_module(f"unsloth_grpo.tasks.{task}")
-        graded_by = getattr(module, "GRADING_REWARDS", None) or tuple(rewards)
-        assert set(graded_by) <= set(rewards), task
+        graded_by = get_task(task).grading_rewards
+        assert graded_by and set(graded_by) <= set(rewards), task
         for name in rewards:
             assert set(rewards[name]) == set(REGISTRY[name].params), (task, name)
 
@@ -206,7 +213,7 @@ def test_reward_and_evaluation_agree_under_every_parameter(task, name, params):
     recipe = importlib.import_module(f"unsloth_grpo.recipes.{task}").RECIPE
     spec = {"name": name, "weight": 1.0, "params": params}
     cfg = recipe.resolve(overrides=[f"rewards={json.dumps([spec])}"])
-    grader = importlib.import_module(f"unsloth_grpo.tasks.{task}").grader_for(cfg)
+    grader = get_task(task).grader(cfg)
     (reward_fn,), _ = build_reward_functions(cfg.rewards)  # wrapped, as training calls it
     full = params.get("reward", REGISTRY[name].params["reward"])
     samples = _samples(task)
@@ -238,7 +245,7 @@ def test_evaluation_records_the_rule_that_decided():
     def scripted(prompts, *, num_samples, **kwargs):
         return [[replies[p]] * num_samples for p in prompts]
 
-    result = evaluate(None, None, rows, generate_fn=scripted, is_correct=gsm8k.grader_for(cfg))
+    result = evaluate(None, None, rows, generate_fn=scripted, is_correct=gsm8k.TASK.grader(cfg))
     assert [r["correct"] for r in result["records"]] == [True, False]
     assert [r["grader_rule"] for r in result["records"]] == ["number", "hedge"]  # "The answer is" found it
 
@@ -332,6 +339,6 @@ def test_grader_follows_the_last_stage_when_the_recipe_lists_its_rewards_per_sta
         {"name": "format", "rewards": [{"name": "correctness", "params": {"tag": "ans"}}]},
         {"name": "solve", "rewards": [{"name": "correctness", "params": {"tag": "SOLUTION", "fallback": True}}]},
     ]
-    grader = gsm8k.grader_for(load_config(d))
+    grader = gsm8k.TASK.grader(load_config(d))
     assert grader("<SOLUTION>18</SOLUTION>", "18") and grader("so \\boxed{18}", "18")
     assert not grader("<ans>18</ans>", "18") and not grader(fmt("18"), "18")

@@ -19,7 +19,7 @@ def test_system_prompt_resolution(tmp_path):
     assert inf.resolve_system_prompt("builtin:tiny") == SYSTEM_PROMPT
     assert inf.resolve_system_prompt(str(run), system_prompt="Be brief.") == "Be brief."
     assert inf.resolve_system_prompt(str(run), system_prompt="") is None
-    with pytest.raises(ValueError, match="available: .*gsm8k"):
+    with pytest.raises(ValueError, match="not a task of this package; choose one of: .*gsm8k"):
         inf.resolve_system_prompt(str(run), task="nope")
     # the run's own prompt, also seen from a checkpoint inside it and from an export's bundle
     (run / "config.yaml").write_text("task: gsm8k\ndata:\n  system_prompt: Answer in <answer> tags.\n")

@@ -91,10 +91,10 @@ def test_trls_reward_loop_calls_the_notebook_rewards_through_our_wrapper(workdir
     # the wrapper used to call fn(completions, **kwargs): "got multiple values for argument 'prompts'"
     from unsloth_grpo.config import load_config
     from unsloth_grpo.rewards import build_reward_functions
-    from unsloth_grpo.tasks.custom import load_dataset_for
+    from unsloth_grpo.tasks import get_task
 
     cfg = load_config("my_rewards.yaml")
-    rows = [dict(r) for r in load_dataset_for(cfg)][:2]
+    rows = [dict(r) for r in get_task(cfg.task).load(cfg)][:2]
     assert rows[0]["ground_truth"] == rows[0]["answer"] == "24"  # the file's column reaches the rewards by name
     funcs, _ = build_reward_functions(cfg.rewards)
     right = "<reasoning>\n6 * 4 = 24\n</reasoning>\n<answer>\n24\n</answer>\n"
@@ -125,10 +125,10 @@ def test_the_lab_passes_chat_messages_after_chat_prompts_as_training_does(workdi
     from unsloth_grpo.config import load_config
     from unsloth_grpo.evaluation import lab
     from unsloth_grpo.rewards import build_reward_functions
-    from unsloth_grpo.tasks.custom import load_dataset_for
+    from unsloth_grpo.tasks import get_task
 
     cfg = load_config("my_rewards.yaml")
-    rows = [dict(r) for r in load_dataset_for(cfg)][:2]
+    rows = [dict(r) for r in get_task(cfg.task).load(cfg)][:2]
     texts = ["<reasoning>\nx\n</reasoning>\n<answer>\n24\n</answer>\n", "24", "<answer>\n8\n</answer>", "eight"]
     records = [{"group": i // 2, **rows[i // 2], "completion": t, "completion_ids": list(t.encode())}
                for i, t in enumerate(texts)]  # as generate_records writes them

@@ -196,9 +196,9 @@ def test_before_after_and_periodic_eval_use_the_tasks_grader(tmp_path, monkeypat
 
     def grader(completion, gold):  # the task's grader, spied on
         calls.append(gold)
-        return task.is_correct(completion, gold)
+        return task.TASK.grade(completion, gold)
 
-    monkeypatch.setattr(task, "grader_for", lambda cfg: grader)
+    monkeypatch.setattr(task.TASK, "grader", lambda cfg: grader)
     out = tmp_path / "run"
     cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(out), overrides=[
         "training.max_steps=4", "evaluation.before_after=true", "evaluation.every=2", "evaluation.limit=4"])
@@ -223,11 +223,11 @@ def test_before_after_and_periodic_eval_use_the_tasks_grader(tmp_path, monkeypat
 def test_eval_cli_uses_the_named_tasks_loader_and_grader(tmp_path, monkeypatch):
     import argparse
 
-    from unsloth_grpo.evaluation import evaluate as ev
+    from unsloth_grpo.cli import evaluate as ev
     from unsloth_grpo.tasks import countdown
 
     seen = []
-    monkeypatch.setattr(countdown, "grader_for", lambda cfg: lambda c, g: seen.append(g) or False)
+    monkeypatch.setattr(countdown.TASK, "grader", lambda cfg: lambda c, g: seen.append(g) or False)
     parser = argparse.ArgumentParser()
     ev.add_parser(parser.add_subparsers())
     args = parser.parse_args(["eval", "--task", "countdown", "--model", "builtin:tiny", "--dataset", "synthetic",

@@ -142,7 +142,9 @@ def _smoke(recipe: str = "gsm8k", *overrides: str):
 
 
 def _dataset(cfg):
-    return importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}").load_dataset_for(cfg)
+    from unsloth_grpo.tasks import get_task
+
+    return get_task(cfg.task).load(cfg)
 
 
 def test_the_trial_passes_completions_and_columns_shaped_as_training_does(reward_module):
@@ -169,17 +171,20 @@ def test_the_trial_passes_completions_and_columns_shaped_as_training_does(reward
     assert seen["other"] == ["solution"]  # the dataset's other column, by its name
     assert seen["step"] == 0 and all(isinstance(i, int) for ids in seen["ids"] for i in ids)
     # the first completion of each row is the task's gold answer written out: its own grader pays it
-    grader = importlib.import_module("unsloth_grpo.tasks.countdown").grader_for(cfg)
+    from unsloth_grpo.tasks.countdown import TASK
+
+    grader = TASK.grader(cfg)
     assert grader(seen["completions"][0], ds[0]["answer"])
 
 
 @pytest.mark.parametrize("task", ["gsm8k", "custom", "arith", "countdown", "json_extract", "code"])
 def test_each_gold_completion_is_paid_by_the_tasks_own_grader(task):
+    from unsloth_grpo.tasks import get_task
+
     cfg = _smoke(task)
-    module = importlib.import_module(f"unsloth_grpo.tasks.{task}")
-    grader = module.grader_for(cfg)
+    grader = get_task(task).grader(cfg)
     for row in list(_dataset(cfg))[:3]:
-        gold = module.gold_completion(dict(row))
+        gold = get_task(task).gold_completion(dict(row))
         assert gold and grader(gold, row["answer"]), (task, gold)
 
 
@@ -217,9 +222,9 @@ def test_the_trial_imports_nothing_that_must_come_after_unsloth():
     code = ("import sys\n"
             "from unsloth_grpo.recipes.gsm8k import RECIPE\n"
             "from unsloth_grpo.training.checks import check_rewards_on_data\n"
-            "from unsloth_grpo.tasks.gsm8k import load_dataset_for\n"
+            "from unsloth_grpo.tasks.gsm8k import TASK\n"
             "cfg = RECIPE.resolve(preset='smoke')\n"
-            "data = load_dataset_for(cfg)\n"
+            "data = TASK.load(cfg)\n"
             "before = {m for m in ('transformers', 'peft', 'trl', 'torch') if m in sys.modules}\n"
             "check_rewards_on_data(cfg, data)\n"
             "print(sorted({m for m in ('transformers', 'peft', 'trl', 'torch') if m in sys.modules} - before))")

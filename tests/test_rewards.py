@@ -618,7 +618,7 @@ def _disagreements(rows: list[dict]) -> list[tuple]:
     from unsloth_grpo.tasks import gsm8k
 
     fn = get_reward("correctness")
-    grader = gsm8k.grader_for(RECIPE.resolve())
+    grader = gsm8k.TASK.grader(RECIPE.resolve())
     scores = fn([r["completion"] for r in rows], answer=[r["answer"] for r in rows])
     assert set(scores) == {0.0, 2.0}
     return [

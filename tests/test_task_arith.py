@@ -45,14 +45,15 @@ def test_generator_is_deterministic_and_honours_the_difficulty_knob():
     ("<answer>132", "missing"),
 ])
 def test_grade(text, verdict):
-    assert arith.grade(text, "132") == verdict
+    assert arith.grade(text, "132").rule == verdict
+    assert arith.TASK.grade(text, "132").correct == (verdict == "correct")
 
 
 def test_reward_is_the_graders_verdict():
     completions = ["<answer>132</answer>", "<answer>131</answer>", "132", "<answer>x</answer>"]
     fn = arith.arith_correct()
     assert fn(completions, answer=["132"] * 4) == [1.0, 0.0, 0.0, 0.0]
-    assert fn(completions, answer=["132"] * 4) == [float(arith.is_correct(c, "132")) for c in completions]
+    assert fn(completions, answer=["132"] * 4) == [float(arith.grade(c, "132").correct) for c in completions]
     chat = [[{"role": "assistant", "content": "<answer>7</answer>"}]]
     assert arith.arith_correct(reward=2.0)(chat, answer=["7"]) == [2.0]
     with pytest.raises(ValueError, match="answer"):
@@ -66,9 +67,9 @@ def test_reward_is_in_the_registry():
 
 
 def test_matches_format():
-    assert arith.matches_format("<answer>12</answer>")
-    assert not arith.matches_format("<answer>12</answer> extra")
-    assert not arith.matches_format("<answer>1 2</answer>")
+    assert arith.TASK.matches_format("<answer>12</answer>")
+    assert not arith.TASK.matches_format("<answer>12</answer> extra")
+    assert not arith.TASK.matches_format("<answer>1 2</answer>")
 
 
 def test_difficulty_comes_from_data_subset_and_bad_values_are_explained():
@@ -77,24 +78,24 @@ def test_difficulty_comes_from_data_subset_and_bad_values_are_explained():
     with pytest.raises(DataError, match="digits=3"):
         arith.difficulty(RECIPE.resolve(overrides=["data.subset=digit=3"]))
     with pytest.raises(DataError, match="synthetic"):
-        arith.load_dataset_for(RECIPE.resolve(overrides=["data.source=foo.jsonl"]))
+        arith.TASK.load(RECIPE.resolve(overrides=["data.source=foo.jsonl"]))
 
 
 def test_sft_examples_are_solved_training_problems():
     cfg = RECIPE.resolve()
-    ds = arith.sft_examples(cfg, 50)
+    ds = arith.TASK.sft_examples(cfg, 50)
     assert len(ds) == 50
     for row in ds:
         a, b = (int(x) for x in row["prompt"][-1]["content"].rstrip(" =").split(" + "))
         assert arith.split_of(a, b) == "train" and b <= 9  # the recipe's knob: digits=3,addend_digits=1
         assert row["completion"][0]["content"] == f"<answer>{a + b:04d}</answer>"
-        assert arith.is_correct(row["completion"][0]["content"], str(a + b))
-        assert arith.matches_format(row["completion"][0]["content"])
+        assert arith.TASK.grade(row["completion"][0]["content"], str(a + b))
+        assert arith.TASK.matches_format(row["completion"][0]["content"])
 
 
 def test_held_out_rows_come_from_the_test_split():
     cfg = RECIPE.resolve(overrides=["data.split=test", "data.num_synthetic=40"])
-    ds = arith.load_dataset_for(cfg)
+    ds = arith.TASK.load(cfg)
     assert len(ds) == 40 and set(ds.column_names) >= {"prompt", "answer"}
     for row in ds:
         a, b = (int(x) for x in row["prompt"][-1]["content"].rstrip(" =").split(" + "))

@@ -69,7 +69,10 @@ def test_tests_passed_scores_the_share_of_tests():
 def test_grader_and_reward_agree():
     completions = [RIGHT, fenced("def add(a, b):\n    return 4\n"), "no code at all"]
     scores = get_reward("tests_passed", all_or_nothing=True)(completions, answer=[GOLD] * 3)
-    assert [code.is_correct(c, GOLD) for c in completions] == [s == 1.0 for s in scores] == [True, False, False]
+    assert [code.TASK.grade(c, GOLD).correct for c in completions] == [s == 1.0 for s in scores] == [True, False, False]
+    # the grader's value is the share of tests passed, what the reward pays by default
+    assert [v.value for v in code.verdicts(completions, [GOLD] * 3)] == get_reward("tests_passed")(
+        completions, answer=[GOLD] * 3)
 
 
 def test_code_compiles_and_block_format():
@@ -141,7 +144,7 @@ def test_humaneval_needs_no_network_and_is_never_trained_on(humaneval):
     assert len(ds) == 3 and ds[0]["prompt"][-1]["content"].startswith("Complete this Python function:")
     cfg = recipe.RECIPE.resolve(overrides=["data.source=humaneval"])
     with pytest.raises(DataError, match="held-out benchmark"):
-        code.load_dataset_for(cfg)
+        code.TASK.load(cfg)
 
 
 # --- offline problems and loaders ----------------------------------------------------------------
@@ -207,7 +210,7 @@ def test_check_loads_the_smoke_data(capsys):
 def test_grader_follows_the_configured_limits():
     cfg = recipe.RECIPE.resolve(overrides=["rewards=[{name: tests_passed, params: {timeout: 1.0}}]"])
     slow = fenced("def add(a, b):\n    while True:\n        pass\n")
-    assert code.grader_for(cfg)(RIGHT, GOLD) and not code.grader_for(cfg)(slow, GOLD)
+    assert code.TASK.grader(cfg)(RIGHT, GOLD) and not code.TASK.grader(cfg)(slow, GOLD)
 
 
 def test_the_tiny_code_tokenizer_keeps_the_fences_whole(tmp_path):

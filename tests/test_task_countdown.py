@@ -123,8 +123,9 @@ def test_reward_needs_the_answer_column():
 def test_evaluation_and_reward_agree():
     texts = [answer(e) for e in ("(3 + 4) * 2", "3 + 4 + 2", "14", "nope")] + ["no tags"]
     rewards = get_reward("countdown_equation")(texts, answer=[GOLD] * len(texts))
-    assert [countdown.is_correct(t, GOLD) for t in texts] == [r == 1.0 for r in rewards]
-    assert [countdown.grade(t, GOLD) for t in texts] == ["correct", "wrong_value", "malformed", "malformed", "missing"]
+    assert [countdown.TASK.grade(t, GOLD).correct for t in texts] == [r == 1.0 for r in rewards]
+    assert [countdown.grade(t, GOLD).rule for t in texts] == ["correct", "wrong_value", "malformed", "malformed",
+                                                              "missing"]
 
 
 def test_reward_is_registered_with_a_range_and_builds_from_a_spec():
@@ -146,7 +147,7 @@ def test_evaluate_grades_with_the_task_checker():
     def scripted(prompts, *, num_samples, **kwargs):
         return [[replies[i]] * num_samples for i in range(len(prompts))]
 
-    result = countdown.evaluate(None, None, ds, generate_fn=scripted)
+    result = countdown.TASK.evaluate(None, None, ds, recipe.RECIPE.resolve(), generate_fn=scripted)
     assert result["n"] == 4 and result["accuracy"] == 0.5 and result["format_compliance"] == 0.75
     assert [r["correct"] for r in result["records"]] == [True, False, False, True]
 
@@ -162,7 +163,7 @@ def test_every_generated_problem_is_solved_by_its_solution():
         assert 1 <= p["target"] <= 100
         assert json.loads(p["answer"]) == {"numbers": p["numbers"], "target": p["target"]}
         assert f"{p['numbers']}" in p["question"] and f"equals {p['target']}." in p["question"]
-        assert countdown.is_correct(answer(p["solution"]), p["answer"])
+        assert countdown.TASK.grade(answer(p["solution"]), p["answer"])
     assert {len(p["numbers"]) for p in problems} == {3, 4}
 
 
@@ -212,7 +213,7 @@ def test_recipe_config_and_yaml_match():
 
 def test_grader_follows_the_configured_tag():
     cfg = recipe.RECIPE.resolve(overrides=["rewards=[{name: countdown_equation, params: {tag: SOLUTION}}]"])
-    grader = countdown.grader_for(cfg)
+    grader = countdown.TASK.grader(cfg)
     assert grader("<SOLUTION>(3 + 4) * 2</SOLUTION>", GOLD)
     assert not grader(answer("(3 + 4) * 2"), GOLD)
 

@@ -51,7 +51,8 @@ def test_token_f1_exact_values():
     ("<reasoning><answer>Harbor Guest</answer></reasoning>", "Harbor Guest", "exact", 0.0),
 ])
 def test_grade(text, gold, mode, expected):
-    assert grade(text, gold, mode=mode) == pytest.approx(expected)
+    verdict = grade(text, gold, mode=mode)
+    assert verdict.value == pytest.approx(expected) and verdict.correct == (expected == 1.0)
 
 
 def test_unknown_mode_is_refused_with_the_choices():
@@ -71,8 +72,8 @@ def test_reward_values_and_evaluation_agree():
     exact = get_reward("qa_correctness")  # mode exact, reward 2.0
     assert exact(texts, answer=golds) == [0.0, 0.0, 0.0, 0.0]
     assert exact([answer("finance  TEAM")], answer=["Finance team"]) == [2.0]
-    assert [task.is_correct(t, g, mode="f1") for t, g in zip(texts, golds)] == [True, False, False, False]
-    assert task.is_correct(texts[1], golds[1], mode="f1", threshold=0.5)
+    assert [task.TASK.grade(t, g, mode="f1").correct for t, g in zip(texts, golds)] == [True, False, False, False]
+    assert task.TASK.grade(texts[1], golds[1], mode="f1").value >= 0.5
     assert get_reward("qa_correctness")([answer("x")], answer=[None]) == [None]  # no reference: left out
 
 
@@ -82,7 +83,7 @@ def test_grading_mode_follows_the_recipe_rewards():
     assert task.grading_mode([{"name": "exact_match"}]) == "exact"
     assert task.grading_mode([{"name": "xml_count"}]) == "exact"
     cfg = recipe.RECIPE.resolve(overrides=["rewards=[{name: qa_correctness, params: {mode: numeric}}]"])
-    assert task.grader_for(cfg)(answer("$180.00"), "180")
+    assert task.TASK.grader(cfg)(answer("$180.00"), "180")
 
 
 def test_evaluate_grades_in_the_chosen_mode():
@@ -93,7 +94,8 @@ def test_evaluate_grades_in_the_chosen_mode():
         return [[replies[i]] * num_samples for i in range(len(prompts))]
 
     def correct(mode, **kw):
-        return [r["correct"] for r in task.evaluate(None, None, ds, generate_fn=scripted, mode=mode, **kw)["records"]]
+        cfg = recipe.RECIPE.resolve(overrides=[f"rewards=[{{name: qa_correctness, params: {{mode: {mode}}}}}]"])
+        return [r["correct"] for r in task.TASK.evaluate(None, None, ds, cfg, generate_fn=scripted, **kw)["records"]]
 
     assert correct("numeric") == [True, True, False]
     assert correct("exact") == [False, False, False]

@@ -118,11 +118,11 @@ def test_evaluation_and_rewards_agree():
     bodies = ['{"name": "Ada Park", "age": 36, "city": "Oslo"}', '{"name": "Ada Park", "age": 36}',
               '{"name": "Ada Park", "age": 36, "city": "Oslo", "x": 0}',
               '{"name": "Ada Park", "age": "36", "city": "Oslo"}']
-    verdicts = [task.is_correct(answer(b), GOLD) for b in bodies]
+    verdicts = [task.TASK.grade(answer(b), GOLD).correct for b in bodies]
     assert verdicts == [True, False, False, False]
     assert verdicts == [s[1] == 1.0 and s[2] == 1.0 for s in scores(*bodies)]
     cfg = recipe.RECIPE.resolve(overrides=["rewards=[{name: json_extract_values, params: {tag: null}}]"])
-    assert task.grader_for(cfg)(bodies[0], GOLD) and not task.grader_for(cfg)(answer(bodies[0]), GOLD)
+    assert task.TASK.grader(cfg)(bodies[0], GOLD) and not task.TASK.grader(cfg)(answer(bodies[0]), GOLD)
 
 
 def test_evaluate_grades_with_the_task_checker():
@@ -132,7 +132,7 @@ def test_evaluate_grades_with_the_task_checker():
     def scripted(prompts, *, num_samples, **kwargs):
         return [[replies[i]] * num_samples for i in range(len(prompts))]
 
-    result = task.evaluate(None, None, ds, generate_fn=scripted)
+    result = task.TASK.evaluate(None, None, ds, recipe.RECIPE.resolve(), generate_fn=scripted)
     assert [r["correct"] for r in result["records"]] == [True, False, False]
     assert result["accuracy"] == pytest.approx(1 / 3)
 
@@ -153,7 +153,7 @@ def test_records_hold_their_gold_values_in_the_text():
                 y, m, d = value.split("-")
                 shown = f"{int(d)}, {y}"
             assert shown in r["text"], (key, value, r["text"])
-        assert task.is_correct(answer(r["answer"]), r["answer"])
+        assert task.TASK.grade(answer(r["answer"]), r["answer"])
 
 
 def test_records_are_deterministic_and_checked():

@@ -230,7 +230,7 @@ class StageConfig:
 
 @dataclass
 class RecipeConfig:
-    task: str = _f("gsm8k", help="Task module under unsloth_grpo.tasks.")
+    task: str = _f("gsm8k", help="Task name: a module of unsloth_grpo.tasks (unsloth_grpo.tasks.available_tasks()).")
     output_dir: str = _f("outputs/gsm8k", help="Where the adapter, metrics and resolved config go.")
     seed: int = _f(3407, help="Random seed for data order, sampling and initialisation.")
     model: ModelConfig = _f(help="Base model and how to load it.", factory=ModelConfig)

@@ -16,7 +16,7 @@ import sys
 COMMAND_MODULES = [
     "unsloth_grpo.cli.train",
     "unsloth_grpo.evaluation.lab",
-    "unsloth_grpo.evaluation.evaluate",
+    "unsloth_grpo.cli.evaluate",
     "unsloth_grpo.evaluation.plots",
     "unsloth_grpo.cli.plan",
     "unsloth_grpo.hardware.doctor",

@@ -2,7 +2,7 @@
 
 * :func:`evaluate` - greedy accuracy (strict and lenient), format compliance, completion length and, with ``samples=K``
   (K > 1), pass@k from K sampled completions per problem (the unbiased estimator of Chen et al.,
-  2021). Correctness is the task's grader (``grader_for(cfg)``), the very function the recipe's
+  2021). Correctness is the task's grader (``Task.grader(cfg)``), the very function the recipe's
   correctness reward pays on, so evaluation and training cannot disagree about what a right answer
   is; each record keeps the rule that decided (``grader_rule``). Lenient accuracy counts the right
   final number anywhere in the completion (lm-evaluation-harness's GSM8K flexible extraction,
@@ -12,7 +12,8 @@
   problems that flipped either way.
 * :func:`make_eval_callback` - evaluation on a small held-out slice every N training steps, logged
   as ``eval/accuracy`` etc. beside the training metrics.
-* Subcommands ``unsloth-grpo eval`` and ``unsloth-grpo compare``.
+
+The subcommands ``unsloth-grpo eval`` and ``unsloth-grpo compare`` are :mod:`unsloth_grpo.cli.evaluate`.
 
 Example::
 
@@ -26,12 +27,9 @@ from __future__ import annotations
 import functools
 import json
 import math
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
-
-from unsloth_grpo.config import BACKENDS
 
 EVAL_FILE = "eval.json"
 EVAL_SAMPLES_FILE = "eval_samples.jsonl"
@@ -82,7 +80,7 @@ def _rows(dataset, limit: int | None) -> list[dict[str, Any]]:
     missing = [c for c in ("prompt", "answer") if c not in rows[0]]
     if missing:
         raise ValueError(f"evaluation rows need 'prompt' and 'answer' columns; missing {', '.join(missing)} "
-                         "(load the data with unsloth_grpo.tasks.gsm8k.load_gsm8k or a task loader)")
+                         "(load the data with a task's loader, e.g. get_task('gsm8k').load(cfg))")
     return rows
 
 
@@ -423,150 +421,3 @@ def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_ne
             return control
 
     return PeriodicEval()
-
-
-# ---------------------------------------------------------------------------- CLI
-
-def _task_setup(args):
-    """The task's held-out rows, its grader (the function its correctness reward uses) and its lenient
-    grader (None for a task without one)."""
-    import importlib
-
-    from unsloth_grpo.config import load_config
-    from unsloth_grpo.tasks import lenient_grader
-
-    recipe = importlib.import_module(f"unsloth_grpo.recipes.{args.task}").RECIPE
-    data = {"source": args.dataset, "split": args.split, "limit": args.limit}
-    cfg = load_config({"data": data, "seed": args.seed}, base=recipe.defaults)
-    task = importlib.import_module(f"unsloth_grpo.tasks.{args.task}")
-    return task.load_dataset_for(cfg), (task.grader_for(cfg), lenient_grader(task, cfg))
-
-
-def _load_model(path: str, backend: str, device: str):
-    from unsloth_grpo.hardware.backend import load_for_inference
-
-    return load_for_inference(path, backend=backend, device=device)
-
-
-def _add_common(p) -> None:
-    from unsloth_grpo.tasks import available_tasks
-
-    p.add_argument("--task", default="gsm8k", choices=available_tasks(),
-                   help="Task whose loader and grader to use (default: gsm8k).")
-    p.add_argument("--dataset", required=True,
-                   help="The task's data: a local .jsonl/.json/.csv/.parquet file, a hub id, or 'synthetic'.")
-    p.add_argument("--split", default="test", help="Dataset split (hub datasets; default: test).")
-    p.add_argument("--limit", type=int, default=None, help="Evaluate the first N problems.")
-    p.add_argument("--samples", type=int, default=1, help="Completions sampled per problem for pass@k (K > 1).")
-    p.add_argument("--batch-size", type=int, default=16, help="Sequences generated together.")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="Longest completion, in tokens.")
-    p.add_argument("--temperature", type=float, default=0.7, help="Sampling temperature for pass@k samples.")
-    p.add_argument("--top-p", type=float, default=1.0, help="Nucleus sampling for pass@k samples.")
-    p.add_argument("--seed", type=int, default=0, help="Sampling seed (same for both models in compare).")
-    p.add_argument("--backend", default="auto", choices=BACKENDS,
-                   help="How to load the model ('auto': Unsloth on CUDA when installed).")
-    p.add_argument("--device", default="auto", help="'auto', 'cuda' or 'cpu'.")
-    p.add_argument("--output", required=True, help="Directory for the results.")
-
-
-def add_parser(subparsers) -> None:
-    """Registers ``eval`` and ``compare``."""
-    p = subparsers.add_parser("eval", help="Evaluate a base model, LoRA adapter or merged model on held-out problems.")
-    p.add_argument("--model", required=True, help="Model directory, LoRA adapter directory, hub id or builtin:tiny.")
-    _add_common(p)
-    p.set_defaults(func=run)
-
-    c = subparsers.add_parser("compare", help="Evaluate two models on the same problems; report what changed.")
-    c.add_argument("baseline", help="The model before training (base model or its path).")
-    c.add_argument("trained", help="The model after training (adapter or merged directory).")
-    _add_common(c)
-    c.set_defaults(func=run_compare)
-
-
-def _settings(args) -> dict[str, Any]:
-    return dict(samples=args.samples, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                top_p=args.top_p, batch_size=args.batch_size, seed=args.seed, limit=args.limit)
-
-
-def console_progress(label: str, *, every_s: float = 5.0, file=None) -> Callable[[str, int, int], None]:
-    """A ``progress`` for :func:`evaluate` that prints ``label: greedy 32/100 completions`` lines:
-    the first batch, then at most one line every ``every_s`` seconds, and the last one."""
-    last = {"t": None}
-
-    def report(phase: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if done < total and last["t"] is not None and now - last["t"] < every_s:
-            return
-        last["t"] = None if done >= total else now
-        print(f"{label}: {phase} {done}/{total} completions", file=file or sys.stderr, flush=True)
-
-    return report
-
-
-def _eval_one(model_path: str, problems, graders, args) -> dict[str, Any]:
-    import importlib
-
-    strict, lenient = graders
-    loaded = _load_model(model_path, args.backend, args.device)
-    # a task with its own answer format (code: a fenced block) says how to check it
-    fmt = getattr(importlib.import_module(f"unsloth_grpo.tasks.{args.task}"), "matches_format", None)
-    result = evaluate(loaded.model, loaded.tokenizer, problems, is_correct=strict, lenient_correct=lenient,
-                      matches_format=fmt, **_settings(args), progress=console_progress(f"eval {model_path}"))
-    result["model"] = model_path
-    result["dataset"] = args.dataset
-    result["split"] = args.split
-    return result
-
-
-def _summary(result: dict[str, Any]) -> str:
-    parts = [f"n={result['n']}", f"accuracy={result['accuracy']:.3f}"]
-    if result.get("lenient_accuracy") is not None:
-        parts.append(f"lenient={result['lenient_accuracy']:.3f}")
-    parts.append(f"format={result['format_compliance']:.3f}")
-    parts += [f"{k}={v:.3f}" for k, v in result.items() if k.startswith("pass@")]
-    return " ".join(parts) + f" ({result['seconds']:.1f}s)"
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from unsloth_grpo.hardware.backend import BackendError
-
-    return (ValueError, BackendError, FileNotFoundError)  # DataError is a ValueError
-
-
-def _reported(func):
-    """Run a subcommand; a bad model path, dataset or setting prints its message and exits 2."""
-
-    @functools.wraps(func)
-    def wrapper(args) -> int:
-        try:
-            return func(args)
-        except _user_errors() as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-
-    return wrapper
-
-
-@_reported
-def run(args) -> int:
-    problems, graders = _task_setup(args)
-    result = _eval_one(args.model, problems, graders, args)
-    path = write_eval(result, args.output)
-    print(f"{args.model}: {_summary(result)}")
-    print(f"wrote {path} and {Path(args.output) / EVAL_SAMPLES_FILE}")
-    return 0
-
-
-@_reported
-def run_compare(args) -> int:
-    problems, graders = _task_setup(args)
-    out = Path(args.output)
-    results = {}
-    for role, model_path in (("baseline", args.baseline), ("trained", args.trained)):
-        results[role] = _eval_one(model_path, problems, graders, args)
-        write_eval(results[role], out / role)
-        print(f"{role} {model_path}: {_summary(results[role])}")
-    report = compare(results["baseline"], results["trained"])
-    md, js = write_report(report, out)
-    print(f"fixed {len(report['fixed'])}, broken {len(report['broken'])}; wrote {md} and {js}")
-    return 0

@@ -19,7 +19,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from dataclasses import dataclass
@@ -64,13 +63,9 @@ def _run_config(model: str) -> dict | None:
 
 
 def task_system_prompt(task: str) -> str | None:
-    try:
-        module = importlib.import_module(f"unsloth_grpo.tasks.{task}")
-    except ModuleNotFoundError:
-        from unsloth_grpo.tasks import available_tasks
+    from unsloth_grpo.tasks import get_task
 
-        raise ValueError(f"task '{task}' is unknown; available: {', '.join(available_tasks())}") from None
-    return getattr(module, "SYSTEM_PROMPT", None)
+    return get_task(task).system_prompt
 
 
 def resolve_system_prompt(model: str, *, system_prompt: str | None = None, task: str | None = None) -> str | None:

@@ -539,16 +539,13 @@ def generate_records(
 ) -> tuple[list[dict], float]:
     """Sample ``num_generations`` completions for each of the first ``limit`` prompts of the
     recipe's dataset with the untrained model. Returns the records and ms per completion."""
-    import importlib
-
-    from unsloth_grpo.hardware.backend import load_for_inference
-    from unsloth_grpo.evaluation.generation import generate
-
     from unsloth_grpo.data import DataError
+    from unsloth_grpo.evaluation.generation import generate
+    from unsloth_grpo.hardware.backend import load_for_inference
+    from unsloth_grpo.tasks import get_task
 
-    task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
     try:
-        ds = task.load_dataset_for(cfg)
+        ds = get_task(cfg.task).load(cfg)
     except DataError as exc:
         raise LabError(f"{exc} -- {OFFLINE_HINT}") from None
     ds = ds.select(range(min(limit, len(ds))))
@@ -714,9 +711,9 @@ def _check(args: argparse.Namespace) -> int:
     cfg = _load_cfg(args)
     specs = args.reward or cfg.rewards
     if not specs:
-        from importlib import import_module
+        from unsloth_grpo.tasks import get_task
 
-        specs = getattr(import_module(f"unsloth_grpo.tasks.{cfg.task}"), "DEFAULT_REWARDS", [])
+        specs = get_task(cfg.task).default_rewards
     try:
         funcs, weights = build_reward_functions(specs)
     except (ValueError, ImportError) as exc:

@@ -3,7 +3,7 @@
 Each reward is the grader's verdict turned into a number: ``correctness`` builds
 :func:`unsloth_grpo.answers.make_grader` from its own parameters and scores what it decides,
 and the same grader is ``fn.grader`` on the returned function, which evaluation, ``compare``
-and the reward lab call (:func:`unsloth_grpo.tasks.gsm8k.grader_for`). So training cannot pay
+and the reward lab call (a task's ``grader(cfg)``, :class:`unsloth_grpo.tasks.Task`). So training cannot pay
 for an answer evaluation counts as wrong.
 
 Example::

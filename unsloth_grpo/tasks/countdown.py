@@ -4,8 +4,9 @@ The model sees numbers such as ``[44, 19, 35]`` and a target such as ``98`` and 
 with an arithmetic expression that uses every given number exactly once, e.g.
 ``<answer>44 + 19 + 35</answer>``. This module owns the task: the offline problem generator
 (every problem is built from a solution, so each one is solvable), the loader, the safe
-expression checker, the ``countdown_equation`` reward and evaluation. The reward and
-:func:`is_correct` both call :func:`grade`, so training and evaluation measure the same thing.
+expression checker, the ``countdown_equation`` reward and evaluation (:data:`TASK`). The reward
+pays on :func:`grade`'s verdict and evaluation grades with the reward's own grader, so training and
+evaluation measure the same thing.
 
 Model output is never passed to ``eval``: :func:`evaluate_expression` accepts only digits,
 ``+ - * /``, parentheses and spaces, parses them with :mod:`ast` and walks the tree itself,
@@ -17,7 +18,7 @@ Example::
     >>> problems = make_problems(2, seed=0)
     >>> row = problems[0]; sorted(row)
     ['answer', 'numbers', 'question', 'solution', 'target']
-    >>> grade("<answer>" + row["solution"] + "</answer>", row["answer"])
+    >>> grade("<answer>" + row["solution"] + "</answer>", row["answer"]).rule
     'correct'
     >>> fn = countdown_equation()
     >>> gold = encode_gold([3, 4, 2], 14)
@@ -35,10 +36,11 @@ import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, find_answer, matches_format
+from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, find_answer
 from unsloth_grpo.data import DataError, chat_prompt, load_table, synthetic_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.rewards.correctness import below_reward
+from unsloth_grpo.tasks._task import Task, reasoned_completion
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -56,7 +58,7 @@ DEFAULT_REWARDS = [
 #: the work any answer can cause (no term can grow beyond ~10**200).
 MAX_EXPRESSION_CHARS = 200
 
-#: What :func:`grade` returns, from worst to best.
+#: The rules :func:`grade`'s verdict names, from worst to best.
 VERDICTS = ("missing", "malformed", "wrong_numbers", "wrong_value", "correct")
 
 _ALLOWED = re.compile(r"[0-9+\-*/() \t\n]+")
@@ -164,26 +166,16 @@ def decode_gold(gold: Any) -> tuple[list[int], int]:
         ) from None
 
 
-def grade(
-    text: Any,
-    gold: Any,
-    *,
-    tag: str | tuple[str, str] = "answer",
-    ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
-) -> str:
-    """Verdict for a whole completion: ``missing`` without an answer block, else :func:`check_equation`."""
-    return _verdict(text, gold, tag=tag, ignore_inside=ignore_inside).rule
-
-
 #: How each :data:`VERDICTS` entry reads as a grader status.
 _STATUS = {"correct": "correct", "wrong_value": "wrong", "wrong_numbers": "wrong", "malformed": "unparseable",
            "missing": "missing"}
 
 
-def _verdict(
+def grade(
     text: Any, gold: Any, *, tag: str | tuple[str, str] = "answer", ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE
 ) -> Verdict:
-    """:func:`grade` as a :class:`~unsloth_grpo.answers.Verdict` (rule: the countdown verdict).
+    """Verdict on a whole completion, its rule one of :data:`VERDICTS`: ``missing`` without an
+    answer block, else :func:`check_equation`'s.
 
     Several different answer blocks are a hedge, graded ``malformed`` (so are too many blocks).
     """
@@ -194,11 +186,6 @@ def _verdict(
         return Verdict(_STATUS[rule], rule)
     rule = check_equation(expression, numbers, target)
     return Verdict(_STATUS[rule], rule, source, expression)
-
-
-def is_correct(completion: Any, gold: Any, *, tag: str | tuple[str, str] = "answer") -> bool:
-    """Evaluation's verdict: the same extraction and checker as the ``countdown_equation`` reward."""
-    return grade(completion, gold, tag=tag) == "correct"
 
 
 @register("countdown_equation", family="correctness", low=0.0, high=1.0)
@@ -221,7 +208,7 @@ def countdown_equation(
     scores = {"correct": reward, "wrong_value": partial, "wrong_numbers": partial, "malformed": 0.0, "missing": 0.0}
 
     def grader(completion: Any, gold: Any) -> Verdict:
-        return _verdict(completion, gold, tag=key)
+        return grade(completion, gold, tag=key)
 
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         if answer is None:
@@ -360,37 +347,26 @@ def _rows_from_table(table, source: str, limit: int | None) -> list[dict[str, An
     return rows
 
 
-def load_dataset_for(cfg):
-    """The training rows a recipe config asks for (``cfg.data``), shuffled when it says so."""
-    d = cfg.data
-    ds = load_countdown(d.source, d.split, subset=d.subset, system_prompt=d.system_prompt, limit=d.limit,
-                        num_synthetic=d.num_synthetic, seed=cfg.seed)
-    return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
+# ---------------------------------------------------------------- the task
 
 
-def gold_completion(row: dict) -> str | None:
-    """The row's gold answer written as a correct completion (every reward is tried on it before
-    the model loads)."""
-    from unsloth_grpo.tasks import reasoned_completion
+class Countdown(Task):
+    """Reach a target from given numbers; graded by the safe expression checker."""
 
-    return reasoned_completion(row["solution"]) if row.get("solution") else None
+    name = "countdown"
+    system_prompt = SYSTEM_PROMPT
+    default_rewards = DEFAULT_REWARDS
+    grading_rewards = ("countdown_equation",)
+
+    def read(self, cfg, system_prompt):
+        d = cfg.data
+        return load_countdown(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
+                              num_synthetic=d.num_synthetic, seed=cfg.seed)
+
+    grade = staticmethod(grade)
+
+    def gold_completion(self, row: dict) -> str | None:
+        return reasoned_completion(row["solution"]) if row.get("solution") else None
 
 
-# ---------------------------------------------------------------- evaluation
-
-
-def grader_for(cfg) -> Callable[[Any, Any], Verdict]:
-    """``grader(completion, gold) -> Verdict`` of the recipe's ``countdown_equation`` reward, with its parameters."""
-    from unsloth_grpo.tasks import grader_from_rewards
-
-    return grader_from_rewards(cfg, ("countdown_equation",), {"name": "countdown_equation"})
-
-
-def evaluate(model, tokenizer, dataset, *, tag: str | tuple[str, str] = "answer", **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with this task's :func:`is_correct`."""
-    from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
-
-    def correct(completion: Any, gold: Any) -> bool:
-        return is_correct(completion, gold, tag=tag)
-
-    return _evaluate(model, tokenizer, dataset, is_correct=correct, matches_format=matches_format, **kwargs)
+TASK = Countdown()

@@ -18,7 +18,7 @@ Example::
     >>> fn(["<answer>the finance team</answer>", "<answer>finance</answer>", "no answer"],
     ...    answer=["Finance team"] * 3)
     [1.0, 0.6666666666666666, 0.0]
-    >>> grade("<answer>$1,200.00</answer>", "1200", mode="numeric")
+    >>> grade("<answer>$1,200.00</answer>", "1200", mode="numeric").value
     1.0
 """
 
@@ -28,7 +28,7 @@ import random
 import re
 import string
 from collections import Counter
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from unsloth_grpo.answers import (
     DEFAULT_IGNORE_INSIDE,
@@ -36,11 +36,12 @@ from unsloth_grpo.answers import (
     _markers,
     answers_match,
     find_answer,
-    matches_format,
+    lenient,
     parse_number,
 )
 from unsloth_grpo.data import DataError, load_qa_dataset, synthetic_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+from unsloth_grpo.tasks._task import Task, reasoned_completion
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -97,20 +98,9 @@ def grade(
     mode: str = "exact",
     tag: str | tuple[str, str] = "answer",
     ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
-) -> float:
-    """Score in [0, 1] of the final answer in ``text`` against ``gold`` under ``mode`` (see :data:`MODES`)."""
-    return _verdict(text, gold, mode=mode, tag=tag, ignore_inside=ignore_inside).value or 0.0
-
-
-def _verdict(
-    text: Any,
-    gold: Any,
-    *,
-    mode: str = "exact",
-    tag: str | tuple[str, str] = "answer",
-    ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
 ) -> Verdict:
-    """:func:`grade` as a :class:`~unsloth_grpo.answers.Verdict`: its ``value`` is the score, correct at 1.0."""
+    """Verdict on the final answer in ``text`` against ``gold`` under ``mode`` (see :data:`MODES`):
+    its ``value`` is the score in [0, 1], correct at 1.0."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
     predicted, source = find_answer(text, tag, ignore_inside=ignore_inside)
@@ -127,11 +117,6 @@ def _verdict(
         score = token_f1(predicted, gold)
     return Verdict("correct" if score >= 1.0 else "wrong", f"{mode}_match" if score >= 1.0 else "mismatch",
                    source, predicted, score)
-
-
-def is_correct(completion: Any, gold: Any, *, mode: str = "exact", threshold: float = 1.0) -> bool:
-    """Evaluation's verdict: :func:`grade` reaches ``threshold`` (1.0: fully right, in every mode)."""
-    return grade(completion, gold, mode=mode) >= threshold
 
 
 @register("qa_correctness", family="correctness", low=0.0, high=2.0)
@@ -153,7 +138,7 @@ def qa_correctness(
     _markers(key)  # a malformed tag fails here, not at the first training step
 
     def grader(completion: Any, gold: Any) -> Verdict:
-        return _verdict(completion, gold, mode=mode, tag=key)
+        return grade(completion, gold, mode=mode, tag=key)
 
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         if answer is None:
@@ -181,17 +166,6 @@ def grading_mode(rewards: Sequence[Any]) -> str:
         if name == "exact_match":
             return "exact"
     return "exact"
-
-
-#: The rewards that decide correct-or-not for this task; evaluation grades with the recipe's.
-GRADING_REWARDS = ("qa_correctness", "correctness", "exact_match")
-
-
-def grader_for(cfg) -> Callable[[Any, Any], Verdict]:
-    """``grader(completion, gold) -> Verdict`` of the recipe's correctness reward, with all its parameters."""
-    from unsloth_grpo.tasks import grader_from_rewards
-
-    return grader_from_rewards(cfg, GRADING_REWARDS, {"name": "qa_correctness"})
 
 
 # ---------------------------------------------------------------- synthetic handbook questions
@@ -265,44 +239,32 @@ def load_custom(
     return ds
 
 
-def load_dataset_for(cfg):
-    """The training rows a recipe config asks for (``cfg.data``), shuffled when it says so."""
-    d = cfg.data
-    ds = load_custom(d.source, d.split, subset=d.subset, system_prompt=d.system_prompt, limit=d.limit,
-                     num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
-                     answer_column=d.answer_column, mode=grading_mode(cfg.rewards))
-    return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
+# ---------------------------------------------------------------- the task
 
 
-def gold_completion(row: dict) -> str:
-    """The row's gold answer written as a correct completion (every reward is tried on it before
-    the model loads)."""
-    from unsloth_grpo.tasks import reasoned_completion
+class Custom(Task):
+    """Your own questions and reference answers, graded in the recipe's ``qa_correctness`` mode."""
 
-    return reasoned_completion(row["answer"])
+    name = "custom"
+    system_prompt = SYSTEM_PROMPT
+    default_rewards = DEFAULT_REWARDS
+    grading_rewards = ("qa_correctness", "correctness", "exact_match")
+
+    def read(self, cfg, system_prompt):
+        d = cfg.data
+        return load_custom(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
+                           num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
+                           answer_column=d.answer_column, mode=grading_mode(cfg.rewards))
+
+    grade = staticmethod(grade)
+
+    def lenient(self, cfg):
+        """In ``numeric`` mode the right number anywhere in the completion (evaluation only); None for
+        text answers, which have no last number to read."""
+        return lenient if grading_mode(cfg.rewards) == "numeric" else None
+
+    def gold_completion(self, row: dict) -> str:
+        return reasoned_completion(row["answer"])
 
 
-# ---------------------------------------------------------------- evaluation
-
-
-def lenient_grader_for(cfg):
-    """Evaluation's lenient reading in ``numeric`` mode (the right number anywhere in the completion);
-    None for text answers, which have no last number to read."""
-    from unsloth_grpo.answers import lenient
-
-    return lenient if grading_mode(cfg.rewards) == "numeric" else None
-
-
-def evaluate(model, tokenizer, dataset, *, mode: str = "exact", threshold: float = 1.0, **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with :func:`is_correct` in ``mode``
-    (and, in ``numeric`` mode, leniently as well)."""
-    from unsloth_grpo.answers import lenient
-    from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
-
-    def correct(completion: Any, gold: Any) -> bool:
-        return is_correct(completion, gold, mode=mode, threshold=threshold)
-
-    if mode == "numeric":
-        kwargs.setdefault("lenient_correct", lenient)
-
-    return _evaluate(model, tokenizer, dataset, is_correct=correct, matches_format=matches_format, **kwargs)
+TASK = Custom()

@@ -2,8 +2,8 @@
 
 This module owns the task: the system prompt that fixes the answer format, the loader (hub,
 local file, or an offline generator of GSM8K-format problems), gold-answer parsing, the default
-rewards, and correctness for evaluation. Evaluation grades with the correctness reward's own
-grader (:func:`grader_for`), so training and evaluation measure the same thing.
+rewards, and correctness for evaluation (:data:`TASK`). Evaluation grades with the correctness
+reward's own grader (``TASK.grader(cfg)``), so training and evaluation measure the same thing.
 
 Example::
 
@@ -18,7 +18,9 @@ import random
 import re
 from decimal import Decimal
 
+from unsloth_grpo.answers import Verdict, grade, lenient
 from unsloth_grpo.data import DataError, load_table, synthetic_dataset, to_prompt_dataset
+from unsloth_grpo.tasks._task import Task, reasoned_completion
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -97,35 +99,6 @@ def load_gsm8k(
     )
 
 
-#: The rewards that decide correct-or-not for this task; evaluation grades with the recipe's.
-GRADING_REWARDS = ("correctness", "exact_match")
-
-
-def is_correct(completion: str, gold: str) -> bool:
-    """Evaluation's verdict under the default ``correctness`` reward (see :func:`grader_for`)."""
-    from unsloth_grpo.answers import is_correct as _is_correct
-
-    return _is_correct(completion, gold)
-
-
-def grader_for(cfg):
-    """``grader(completion, gold) -> Verdict`` of the recipe's correctness reward, with its parameters.
-
-    The grader is the reward's own (``tag``, ``fallback``, ``ignore_inside``,
-    ``use_math_verify``), so evaluation counts as right exactly what the reward pays for.
-    """
-    from unsloth_grpo.tasks import grader_from_rewards
-
-    return grader_from_rewards(cfg, GRADING_REWARDS, {"name": "correctness"})
-
-
-def lenient_grader_for(cfg):
-    """Evaluation's lenient reading: the right number anywhere in the completion (never a reward)."""
-    from unsloth_grpo.answers import lenient
-
-    return lenient
-
-
 # ---------------------------------------------------------------- offline problems
 
 _NAMES = ["Ann", "Bob", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
@@ -167,26 +140,42 @@ def make_synthetic_problems(n: int, seed: int = 0) -> list[dict[str, str]]:
     return [_problem(rng) for _ in range(n)]
 
 
-def load_dataset_for(cfg):
-    """The training rows a recipe config asks for (``cfg.data``), shuffled when it says so."""
-    d = cfg.data
-    ds = load_gsm8k(
-        d.source,
-        d.split,
-        subset=d.subset,
-        system_prompt=d.system_prompt,
-        limit=d.limit,
-        num_synthetic=d.num_synthetic,
-        seed=cfg.seed,
-        question_column=d.question_column,
-        answer_column=d.answer_column,
-    )
-    return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
+# ---------------------------------------------------------------- the task
 
 
-def gold_completion(row: dict) -> str:
-    """The row's gold answer written as a correct completion (every reward is tried on it before
-    the model loads)."""
-    from unsloth_grpo.tasks import reasoned_completion
+class Gsm8k(Task):
+    """Grade-school word problems whose answer is one number, graded by the library's grader."""
 
-    return reasoned_completion(row["answer"])
+    name = "gsm8k"
+    system_prompt = SYSTEM_PROMPT
+    default_rewards = DEFAULT_REWARDS
+    grading_rewards = ("correctness", "exact_match")
+
+    def read(self, cfg, system_prompt):
+        d = cfg.data
+        return load_gsm8k(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
+                          num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
+                          answer_column=d.answer_column)
+
+    def grade(self, completion, gold, **settings) -> Verdict:
+        """The library's grader (:func:`unsloth_grpo.answers.grade`), on which ``correctness`` pays."""
+        return grade(completion, gold, **settings)
+
+    def lenient(self, cfg):
+        """The right number anywhere in the completion (evaluation only, never a reward)."""
+        return lenient
+
+    def gold_completion(self, row: dict) -> str:
+        return reasoned_completion(row["answer"])
+
+    def worked_rows(self, cfg, n: int):
+        """The offline generator's worked answers when ``data.source`` is ``synthetic``."""
+        if cfg.data.source == "synthetic":
+            return make_synthetic_problems(n, seed=cfg.seed), "question", "answer"
+        return super().worked_rows(cfg, n)
+
+    def final_answer(self, worked: str) -> str | None:
+        return parse_gold(worked)
+
+
+TASK = Gsm8k()

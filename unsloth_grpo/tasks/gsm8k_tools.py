@@ -23,8 +23,10 @@ import difflib
 import inspect
 from typing import Any, Sequence
 
+from unsloth_grpo.answers import Verdict, lenient
 from unsloth_grpo.rewards._registry import RewardFunc, register
 from unsloth_grpo.tasks import gsm8k
+from unsloth_grpo.tasks._task import Grader
 from unsloth_grpo.tools import transcript
 
 SYSTEM_PROMPT = (
@@ -117,31 +119,26 @@ def tool_call_budget(*, budget: int = 2, penalty: float = 0.25) -> RewardFunc:
     return reward_fn
 
 
-def is_correct(completion: Any, gold: str) -> bool:
-    """GSM8K's verdict on the model's final answer (tool results are not the model's answer)."""
-    return gsm8k.is_correct(transcript.final_text(completion), gold)
+class Gsm8kTools(gsm8k.Gsm8k):
+    """GSM8K's data and grader, read on the model's last turn (a tool's result is not the model's answer)."""
+
+    name = "gsm8k_tools"
+    system_prompt = SYSTEM_PROMPT
+    default_rewards = DEFAULT_REWARDS
+
+    def grade(self, completion: Any, gold: Any, **settings: Any) -> Verdict:
+        return super().grade(transcript.final_text(completion), gold, **settings)
+
+    def grader(self, cfg) -> Grader:
+        on_text = super().grader(cfg)
+        return lambda completion, gold: on_text(transcript.final_text(completion), gold)
+
+    def lenient(self, cfg) -> Grader:
+        """Lenient verdict (evaluation only) on the model's last turn: its last number equals ``gold``."""
+        return lambda completion, gold: lenient(transcript.final_text(completion), gold)
+
+    def gold_completion(self, row: dict) -> None:
+        return None  # a right answer here is a transcript with tool turns, which no row carries
 
 
-def grader_for(cfg):
-    return is_correct
-
-
-def lenient_correct(completion: Any, gold: str) -> bool:
-    """Lenient verdict (evaluation only) on the model's last turn: its last number equals ``gold``."""
-    from unsloth_grpo.answers import lenient
-
-    return lenient(transcript.final_text(completion), gold).correct
-
-
-def lenient_grader_for(cfg):
-    return lenient_correct
-
-
-def load_dataset_for(cfg):
-    """GSM8K rows (hub, file or synthetic) with the tool-offering system prompt."""
-    import dataclasses
-
-    d = cfg.data
-    if d.system_prompt is None:
-        cfg = dataclasses.replace(cfg, data=dataclasses.replace(d, system_prompt=SYSTEM_PROMPT))
-    return gsm8k.load_dataset_for(cfg)
+TASK = Gsm8kTools()

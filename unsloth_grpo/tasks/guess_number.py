@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import random
 
-from unsloth_grpo.data import DataError, chat_prompt
+from unsloth_grpo.answers import Verdict, grade
+from unsloth_grpo.data import DataError, chat_prompt, split_seed
 from unsloth_grpo.rewards._registry import RewardFunc, register
+from unsloth_grpo.tasks._task import Task
 
 SYSTEM_PROMPT = "Find the hidden number with the guess tool; each guess is answered with higher, lower or correct."
 
@@ -48,14 +50,30 @@ def make_games(n: int, *, seed: int = 0, low: int = 1, high: int = 20) -> list[d
     return [{"question": question, "answer": str(rng.randint(low, high))} for _ in range(n)]
 
 
-def load_dataset_for(cfg):
-    """Synthetic games (``data.source: synthetic``) as ``prompt`` + ``answer`` rows."""
-    import datasets
+class GuessNumber(Task):
+    """Synthetic games (``data.source: synthetic``); the reward reads the game, not the text.
 
-    d = cfg.data
-    if d.source != "synthetic":
-        raise DataError(f"data.source={d.source!r}: the guess_number task generates its games; set data.source=synthetic")
-    rows = make_games(d.limit or d.num_synthetic, seed=cfg.seed + (d.split != "train"))
-    system = SYSTEM_PROMPT if d.system_prompt is None else d.system_prompt
-    return datasets.Dataset.from_list([{"prompt": chat_prompt(r["question"], system), "answer": r["answer"]}
-                                       for r in rows])
+    Evaluation without the game (plain generation) reads the number the model names in its answer
+    block with the library's grader.
+    """
+
+    name = "guess_number"
+    system_prompt = SYSTEM_PROMPT
+    default_rewards = DEFAULT_REWARDS
+
+    def read(self, cfg, system_prompt):
+        import datasets
+
+        d = cfg.data
+        if d.source != "synthetic":
+            raise DataError(f"data.source={d.source!r}: the guess_number task generates its games; "
+                            "set data.source=synthetic")
+        rows = make_games(d.limit or d.num_synthetic, seed=split_seed(cfg.seed, d.split))
+        return datasets.Dataset.from_list([{"prompt": chat_prompt(r["question"], system_prompt), "answer": r["answer"]}
+                                           for r in rows])
+
+    def grade(self, completion, gold, **settings) -> Verdict:
+        return grade(completion, gold, **settings)
+
+
+TASK = GuessNumber()

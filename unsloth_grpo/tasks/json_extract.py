@@ -5,8 +5,9 @@ event, and names the keys to extract (a subset of the record's fields, so the mo
 leave the others out). The answer is one JSON object inside ``<answer>`` (or the whole
 completion, with ``tag=None``). This module owns the generator of synthetic records, the
 loader, the strict JSON extraction, three rewards (it parses, it has exactly the keys, each
-value matches) and evaluation; the rewards and :func:`is_correct` share :func:`extract_json`
-and :func:`value_matches`.
+value matches) and evaluation (:data:`TASK`); the rewards and :func:`grade` share
+:func:`extract_json` and :func:`value_matches`, and ``json_extract_values`` pays on :func:`grade`'s
+verdict.
 
 Strict means: the answer block holds one JSON object and nothing else (a surrounding
 ```json fence is allowed); trailing text, a second object, duplicate keys and ``NaN`` make it
@@ -21,7 +22,7 @@ Example::
     ...          '<answer>{"name": "Ada Park", "age": "36", "city": "Oslo"}</answer>',
     ...          '<answer>{"name": "Ada Park", "age": 36} thanks</answer>']
     >>> [fn(texts, answer=[gold] * 3) for fn in fns]
-    [[1.0, 1.0, 0.0], [1.0, 0.6666666666666666, 0.0], [1.0, 0.5, 0.0]]
+    [[1.0, 1.0, 0.0], [1.0, 0.6666666666666666, 0.0], [1.0, 0.3333333333333333, 0.0]]
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ import json
 import math
 import random
 import re
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, completion_text, extract_tag, matches_format
+from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, completion_text, extract_tag
 from unsloth_grpo.data import DataError, chat_prompt, load_table, synthetic_dataset, to_prompt_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+from unsloth_grpo.tasks._task import Task, reasoned_completion
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"
@@ -149,7 +151,9 @@ def value_score(predicted: dict | None, gold: dict) -> float:
     return right / len(predicted.keys() | gold.keys())
 
 
-def _verdict(completion: Any, gold: Any, tag: str | tuple[str, str] | None = "answer") -> Verdict:
+def grade(completion: Any, gold: Any, *, tag: str | tuple[str, str] | None = "answer") -> Verdict:
+    """Verdict on a completion: correct for a strict JSON object with exactly the gold keys and every
+    value right; its ``value`` is :func:`value_score` (0 when no object is read)."""
     gold_obj = decode_gold(gold)
     predicted = extract_json(completion, tag)
     if predicted is None:
@@ -159,11 +163,6 @@ def _verdict(completion: Any, gold: Any, tag: str | tuple[str, str] | None = "an
         return Verdict("correct", "all_fields", "tag" if tag is not None else "text", None, score)
     rule = "extra_keys" if predicted.keys() - gold_obj.keys() else "wrong_fields"
     return Verdict("wrong", rule, "tag" if tag is not None else "text", None, score)
-
-
-def is_correct(completion: Any, gold: Any, *, tag: str | tuple[str, str] | None = "answer") -> bool:
-    """Evaluation's verdict: a strict JSON object with exactly the gold keys and every value right."""
-    return _verdict(completion, gold, tag).correct
 
 
 # ---------------------------------------------------------------- rewards
@@ -224,11 +223,11 @@ def json_extract_values(*, reward: float = 1.0, tag: str | Sequence[str] | None 
     key = _tag(tag)
 
     def grader(completion: Any, gold: Any) -> Verdict:
-        return _verdict(completion, gold, key)
+        return grade(completion, gold, tag=key)
 
     def reward_fn(completions, answer=None, **kwargs) -> list[float | None]:
         golds = _golds(answer, len(completions), "json_extract_values")
-        return [reward * value_score(extract_json(t, key), g) for t, g in zip(texts(completions), golds)]
+        return [reward * (grader(t, g).value or 0.0) for t, g in zip(texts(completions), golds)]
 
     reward_fn.grader = grader  # type: ignore[attr-defined]
     return reward_fn
@@ -352,38 +351,27 @@ def _gold_text(value: str) -> str | None:
     return json.dumps(obj) if obj else None
 
 
-def load_dataset_for(cfg):
-    """The training rows a recipe config asks for (``cfg.data``), shuffled when it says so."""
-    d = cfg.data
-    ds = load_json_extract(d.source, d.split, subset=d.subset, system_prompt=d.system_prompt, limit=d.limit,
-                           num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
-                           answer_column=d.answer_column)
-    return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
+# ---------------------------------------------------------------- the task
 
 
-def gold_completion(row: dict) -> str:
-    """The row's gold answer written as a correct completion (every reward is tried on it before
-    the model loads)."""
-    from unsloth_grpo.tasks import reasoned_completion
+class JsonExtract(Task):
+    """Answer with a JSON object of the asked keys, read strictly."""
 
-    return reasoned_completion(row["answer"])
+    name = "json_extract"
+    system_prompt = SYSTEM_PROMPT
+    default_rewards = DEFAULT_REWARDS
+    grading_rewards = ("json_extract_values",)
+
+    def read(self, cfg, system_prompt):
+        d = cfg.data
+        return load_json_extract(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
+                                 num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
+                                 answer_column=d.answer_column)
+
+    grade = staticmethod(grade)
+
+    def gold_completion(self, row: dict) -> str:
+        return reasoned_completion(row["answer"])
 
 
-# ---------------------------------------------------------------- evaluation
-
-
-def grader_for(cfg) -> Callable[[Any, Any], Verdict]:
-    """``grader(completion, gold) -> Verdict`` of the recipe's ``json_extract_values`` reward, with its parameters."""
-    from unsloth_grpo.tasks import grader_from_rewards
-
-    return grader_from_rewards(cfg, ("json_extract_values",), {"name": "json_extract_values"})
-
-
-def evaluate(model, tokenizer, dataset, *, tag: str | tuple[str, str] | None = "answer", **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with this task's :func:`is_correct`."""
-    from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
-
-    def correct(completion: Any, gold: Any) -> bool:
-        return is_correct(completion, gold, tag=tag)
-
-    return _evaluate(model, tokenizer, dataset, is_correct=correct, matches_format=matches_format, **kwargs)
+TASK = JsonExtract()

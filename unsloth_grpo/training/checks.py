@@ -143,13 +143,9 @@ def _runs(cfg: RecipeConfig) -> list[tuple[str, RecipeConfig, str]]:
 
 
 def _task_problems(cfg: RecipeConfig) -> list[str]:
-    from unsloth_grpo.tasks import available_tasks
+    from unsloth_grpo.tasks import available_tasks, unknown_task_message
 
-    if cfg.task in available_tasks():
-        return []
-    close = difflib.get_close_matches(cfg.task, available_tasks(), n=1)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    return [f"task='{cfg.task}' is not a task of this package; {hint}choose one of: {', '.join(available_tasks())}"]
+    return [] if cfg.task in available_tasks() else [unknown_task_message(cfg.task)]
 
 
 def _model_problems(cfg: RecipeConfig) -> list[str]:
@@ -189,17 +185,16 @@ def _probe_batch(cfg: RecipeConfig, dataset) -> tuple[list, dict] | None:
     """Completions and TRL's keywords for the first rows of ``dataset``, shaped as training passes
     them: chat messages after a chat prompt, every dataset column by name, ``completion_ids``
     (stand-ins: one id per byte of the text, as no tokenizer is loaded yet), the environments."""
-    import importlib
-
     from unsloth_grpo.rewards.calling import as_completion, trl_keywords
+    from unsloth_grpo.tasks import get_task
 
     rows = [dict(dataset[i]) for i in range(min(PROBE_ROWS, len(dataset)))]
     if not rows:
         return None
-    gold = getattr(importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}"), "gold_completion", None)
+    task = get_task(cfg.task)
     pairs = []
     for row in rows:
-        written = gold(row) if gold is not None else None
+        written = task.gold_completion(row)
         pairs += [(row, text) for text in ([written] if written else []) + list(PROBE_TEXTS)]
     prompts = [row["prompt"] for row, _ in pairs]
     columns = {k: [row.get(k) for row, _ in pairs] for k in rows[0] if k not in ("prompt", "completion", "completion_ids")}

@@ -54,18 +54,10 @@ def check_two_stage(cfg: RecipeConfig) -> None:
 
 def _graded(task, cfg: RecipeConfig, loaded, held_out) -> dict[str, Any]:
     """Greedy accuracy on ``held_out`` with the task's grader, plus its interval."""
-    from unsloth_grpo.evaluation.evaluate import evaluate
-    from unsloth_grpo.tasks import lenient_grader
-
     e = cfg.evaluation
     t0 = time.perf_counter()
-    kwargs = dict(max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
-                  batch_size=e.batch_size, seed=cfg.seed)
-    kwargs["lenient_correct"] = lenient_grader(task, cfg)
-    if hasattr(task, "evaluate"):
-        result = task.evaluate(loaded.model, loaded.tokenizer, held_out, **kwargs)
-    else:
-        result = evaluate(loaded.model, loaded.tokenizer, held_out, is_correct=task.grader_for(cfg), **kwargs)
+    result = task.evaluate(loaded.model, loaded.tokenizer, held_out, cfg, seed=cfg.seed, batch_size=e.batch_size,
+                           max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length)
     correct = sum(r["correct"] for r in result["records"])
     low, high = wilson_interval(correct, result["n"])
     lenient = result.get("lenient_accuracy")
@@ -92,12 +84,11 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
     ``grpo_reward`` (arm -> mean training reward over its first and last 5 steps). Stage
     outputs go under ``cfg.output_dir`` and are removed at the end unless ``keep_outputs``.
     """
-    import importlib
-
     from peft import set_peft_model_state_dict
 
     from unsloth_grpo.config import check
     from unsloth_grpo.hardware.backend import load_model, select_backend
+    from unsloth_grpo.tasks import get_task
     from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
     from unsloth_grpo.training.train import _held_out, load_task_dataset, train
 
@@ -106,7 +97,7 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
         raise ValueError(f"unknown arm(s) {', '.join(unknown)}; choose from: {', '.join(ARMS)}")
     check_two_stage(cfg)
     check(cfg)
-    task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
+    task = get_task(cfg.task)
     sft_cfg, grpo_cfg = stage_config(cfg, 1), stage_config(cfg, 2)
     sft_stage, grpo_stage = cfg.stages
     held_out = _held_out(cfg)

@@ -30,7 +30,6 @@ the later stages again.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import re
 import shutil
@@ -160,50 +159,12 @@ def _copy_adapter(src: Path, dst: Path) -> None:
 # ---------------------------------------------------------------- SFT pre-format stage
 
 
-def _strip_calculator(text: str) -> str:
-    """GSM8K worked answers carry calculator notes ``<<48/2=24>>``; a model should not learn them."""
-    return re.sub(r"<<[^<>]*>>", "", text).strip()
-
-
 def sft_dataset_for(cfg: RecipeConfig, n: int):
-    """``n`` examples as prompt/completion chat pairs, the completion in the answer format.
+    """``n`` examples as prompt/completion chat pairs, the completion in the task's answer format
+    (the task's :meth:`~unsloth_grpo.tasks.Task.sft_examples`)."""
+    from unsloth_grpo.tasks import get_task
 
-    A task module may provide ``sft_examples(cfg, n)``. Otherwise worked answers in GSM8K's
-    ``reasoning #### answer`` form are read from the task's data (the synthetic generator when
-    ``data.source`` is ``synthetic``) and written as ``<reasoning>...</reasoning><answer>...</answer>``.
-    """
-    import datasets
-
-    from unsloth_grpo.data import DataError, chat_prompt, load_table
-
-    task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
-    if hasattr(task, "sft_examples"):
-        return task.sft_examples(cfg, n)
-    d = cfg.data
-    if d.source == "synthetic" and hasattr(task, "make_synthetic_problems"):
-        raw = task.make_synthetic_problems(n, seed=cfg.seed)
-        qcol, acol = "question", "answer"
-    else:
-        table = load_table(d.source, split=d.split, subset=d.subset)
-        raw = table.select(range(min(n, len(table)))).to_list()
-        qcol, acol = d.question_column, d.answer_column
-    system = d.system_prompt if d.system_prompt is not None else getattr(task, "SYSTEM_PROMPT", None)
-    parse = getattr(task, "parse_gold", None)
-    rows = []
-    for i, row in enumerate(raw[:n]):
-        answer = str(row.get(acol, ""))
-        if "####" not in answer:
-            raise DataError(f"an sft stage needs worked answers ('reasoning #### answer', GSM8K's form) in column "
-                            f"'{acol}'; row {i} has none: {answer[-80:]!r}. Give the task an sft_examples() "
-                            "function or drop the sft stage")
-        reasoning, final = answer.rsplit("####", 1)
-        final = (parse(answer) if parse else None) or final.strip()
-        completion = f"<reasoning>\n{_strip_calculator(reasoning)}\n</reasoning>\n<answer>\n{final}\n</answer>"
-        rows.append({"prompt": chat_prompt(str(row[qcol]).strip(), system),
-                     "completion": [{"role": "assistant", "content": completion}]})
-    if not rows:
-        raise DataError(f"no examples for the sft stage from '{d.source}'")
-    return datasets.Dataset.from_list(rows)
+    return get_task(cfg.task).sft_examples(cfg, n)
 
 
 def _sft_metrics_callback(path: Path, log: Callable[[str], None]):

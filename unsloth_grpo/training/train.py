@@ -38,14 +38,9 @@ def is_main_process() -> bool:
 def load_task_dataset(cfg: RecipeConfig):
     """The training rows for ``cfg.task``; raises DataError before any model is loaded, also when
     there are none (a run on 0 rows would only fail after the model loaded, blaming the prompt length)."""
-    import importlib
+    from unsloth_grpo.tasks import get_task
 
-    try:
-        task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
-    except ModuleNotFoundError:
-        from unsloth_grpo.tasks import available_tasks
-
-        raise ConfigError(f"task='{cfg.task}' is unknown; choose one of: {', '.join(available_tasks())}") from None
+    task = get_task(cfg.task)
     d = cfg.data
     if d.limit is not None and d.limit < 1:  # said before any task reads it as something else
         raise DataError(f"data.limit={d.limit} leaves 0 rows to train on; remove it (all rows) or set it to "
@@ -60,15 +55,15 @@ def load_task_dataset(cfg: RecipeConfig):
 def _load_rows(task, cfg: RecipeConfig):
     source = str(cfg.data.source)
     if source == "synthetic" or looks_like_path(source):
-        return task.load_dataset_for(cfg)
+        return task.load(cfg)
     from unsloth_grpo.hardware.doctor import hub_offline_mode, hub_unreachable
 
     why = hub_unreachable()
     if why is None:
-        return task.load_dataset_for(cfg)
+        return task.load(cfg)
     try:  # a copy in the local cache still loads; anything else fails now, not after ~25 s of retries
         with hub_offline_mode():
-            return task.load_dataset_for(cfg)
+            return task.load(cfg)
     except DataError as exc:
         if not str(exc).startswith("could not load hub dataset"):
             raise
@@ -220,17 +215,12 @@ def _held_out(cfg: RecipeConfig):
 
 def _eval_kwargs(cfg: RecipeConfig) -> dict:
     """Evaluation settings, with the task's own grader (the one its correctness reward uses), its lenient
-    reading where it has one, and its own format check (``matches_format``, as ``unsloth-grpo eval`` reads it)."""
-    import importlib
-
-    from unsloth_grpo.tasks import lenient_grader
+    reading where it has one, and its own format check, as ``unsloth-grpo eval`` grades."""
+    from unsloth_grpo.tasks import get_task
 
     e = cfg.evaluation
-    task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
-    grader = task.grader_for(cfg) if hasattr(task, "grader_for") else None
     return dict(samples=e.samples, max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
-                temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, is_correct=grader,
-                lenient_correct=lenient_grader(task, cfg), matches_format=getattr(task, "matches_format", None))
+                temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, **get_task(cfg.task).grading(cfg))
 
 
 def _ci(result: dict) -> str:

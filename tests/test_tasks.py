@@ -1,0 +1,82 @@
+"""The task registry and the shape every task has: one Task, graded the same way everywhere."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from unsloth_grpo.answers import Verdict
+from unsloth_grpo.config import ConfigError
+from unsloth_grpo.tasks import Task, available_tasks, get_task
+
+TASKS = available_tasks()
+
+
+def _smoke(name: str, *overrides: str):
+    return importlib.import_module(f"unsloth_grpo.recipes.{name}").RECIPE.resolve(preset="smoke",
+                                                                                overrides=list(overrides))
+
+
+def test_every_module_of_the_package_is_a_task_named_after_it():
+    assert TASKS == ["arith", "code", "countdown", "custom", "gsm8k", "gsm8k_tools", "guess_number", "json_extract"]
+    for name in TASKS:
+        task = get_task(name)
+        assert isinstance(task, Task) and task.name == name
+        assert get_task(name) is task  # one object per task
+        assert task.default_rewards, name
+
+
+def test_an_unknown_task_is_a_config_error_naming_the_nearest_and_every_task():
+    with pytest.raises(ConfigError, match=r"task='gsm8kk' is not a task of this package; did you mean 'gsm8k'\? "
+                                          r"choose one of: arith, code, .*json_extract"):
+        get_task("gsm8kk")
+    with pytest.raises(ValueError, match="not a task of this package"):  # a ConfigError is a ValueError
+        get_task("_task")  # the shape's own module is no task
+
+
+@pytest.mark.parametrize("name", [t for t in TASKS if t != "code"])  # code's grader runs the sandbox: test_task_code
+def test_grade_and_the_recipes_grader_give_the_same_verdict_on_the_tasks_own_rows(name):
+    cfg = _smoke(name)
+    task = get_task(name)
+    rows = [dict(r) for r in task.load(cfg)][:4]
+    grader = task.grader(cfg)
+    for row in rows:
+        for completion in (task.gold_completion(row), "<answer>\n0\n</answer>", "no answer"):
+            if completion is None:
+                continue
+            verdict = task.grade(completion, row["answer"])
+            assert isinstance(verdict, Verdict), (name, completion)
+            assert bool(grader(completion, row["answer"])) == verdict.correct, (name, completion)
+        if task.gold_completion(row) is not None:
+            assert task.grade(task.gold_completion(row), row["answer"]).correct, name
+
+
+@pytest.mark.parametrize("name", [t for t in TASKS if t != "code"])
+def test_every_task_shuffles_its_rows_when_the_config_says_so(name):
+    # guess_number used to forget data.shuffle_seed
+    from unsloth_grpo.training.train import load_task_dataset
+
+    plain = load_task_dataset(_smoke(name, "data.num_synthetic=32"))
+    shuffled = load_task_dataset(_smoke(name, "data.num_synthetic=32", "data.shuffle_seed=3"))
+    key = [str(p) + str(a) for p, a in zip(plain["prompt"], plain["answer"])]
+    other = [str(p) + str(a) for p, a in zip(shuffled["prompt"], shuffled["answer"])]
+    assert sorted(key) == sorted(other) and key != other
+
+
+def test_evaluation_grades_with_what_the_task_says():
+    from unsloth_grpo.training.train import _eval_kwargs
+
+    for name in TASKS:
+        cfg = _smoke(name)
+        task = get_task(name)
+        kwargs = _eval_kwargs(cfg)
+        assert kwargs["matches_format"] == task.matches_format
+        assert (kwargs["lenient_correct"] is None) == (task.lenient(cfg) is None)
+
+
+@pytest.mark.parametrize("name", ["", "._task", *(f".{t}" for t in TASKS)])
+def test_module_doctests(name):
+    import doctest
+
+    assert doctest.testmod(importlib.import_module(f"unsloth_grpo.tasks{name}")).failed == 0
