@@ -39,8 +39,8 @@ class Task:
     """One task: subclass it in the task's module and name one instance ``TASK`` there.
 
     A subclass sets :attr:`name`, :attr:`system_prompt`, :attr:`default_rewards` and
-    :attr:`grading_rewards`, and defines :meth:`read` and :meth:`grade`; the other methods have
-    defaults a task overrides when it has more to say.
+    :attr:`grading_rewards`, says how to read its data (its :attr:`loader`, or :meth:`read`) and
+    defines :meth:`grade`; the other methods have defaults a task overrides when it has more to say.
     """
 
     #: The registry key (``task:`` in a recipe), the module's name.
@@ -52,6 +52,11 @@ class Task:
     #: The rewards whose verdict is this task's :meth:`grade` (each has a ``.grader``); evaluation
     #: grades with the one the recipe lists, the first of these when it lists none.
     grading_rewards: tuple[str, ...] = ()
+    #: The task's loader, ``load_<task>(source, split, *, subset, system_prompt, limit, num_synthetic,
+    #: seed)`` (:meth:`loader_options` maps ``cfg.data`` onto it), when :meth:`read` is not its own.
+    loader: Callable | None = None
+    #: Whether the loader also takes ``question_column`` and ``answer_column`` (a task that reads files).
+    named_columns: bool = False
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"
@@ -67,7 +72,18 @@ class Task:
 
     def read(self, cfg, system_prompt: str | None):
         """The task's rows for ``cfg.data`` with ``system_prompt``, in the loader's order."""
-        raise NotImplementedError(f"task {self.name!r} does not say how to read its data")
+        if self.loader is None:
+            raise NotImplementedError(f"task {self.name!r} does not say how to read its data")
+        return self.loader(**self.loader_options(cfg, system_prompt))
+
+    def loader_options(self, cfg, system_prompt: str | None) -> dict[str, Any]:
+        """``cfg.data`` as the keyword arguments of :attr:`loader`."""
+        d = cfg.data
+        options = dict(source=d.source, split=d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
+                       num_synthetic=d.num_synthetic, seed=cfg.seed)
+        if self.named_columns:
+            options.update(question_column=d.question_column, answer_column=d.answer_column)
+        return options
 
     def gold_completion(self, row: dict) -> str | None:
         """The row's gold answer written as a correct completion, or None when the row does not

@@ -439,8 +439,7 @@ class Code(Task):
         if d.source == HUMANEVAL and d.split == "train":
             raise DataError("HumanEval is a held-out benchmark: evaluate on it (unsloth-grpo eval --task code "
                             "--dataset humaneval), do not train on it; use data.source=synthetic or an MBPP file")
-        return load_code(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
-                         num_synthetic=d.num_synthetic, seed=cfg.seed)
+        return load_code(**self.loader_options(cfg, system_prompt))
 
     grade = staticmethod(grade)
     matches_format = staticmethod(matches_format)

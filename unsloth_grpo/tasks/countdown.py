@@ -357,12 +357,7 @@ class Countdown(Task):
     system_prompt = SYSTEM_PROMPT
     default_rewards = DEFAULT_REWARDS
     grading_rewards = ("countdown_equation",)
-
-    def read(self, cfg, system_prompt):
-        d = cfg.data
-        return load_countdown(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
-                              num_synthetic=d.num_synthetic, seed=cfg.seed)
-
+    loader = staticmethod(load_countdown)
     grade = staticmethod(grade)
 
     def gold_completion(self, row: dict) -> str | None:

@@ -249,12 +249,11 @@ class Custom(Task):
     system_prompt = SYSTEM_PROMPT
     default_rewards = DEFAULT_REWARDS
     grading_rewards = ("qa_correctness", "correctness", "exact_match")
+    named_columns = True
 
     def read(self, cfg, system_prompt):
-        d = cfg.data
-        return load_custom(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
-                           num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
-                           answer_column=d.answer_column, mode=grading_mode(cfg.rewards))
+        """The rows of ``data.source``, every reference checked to be a number in ``numeric`` mode."""
+        return load_custom(**self.loader_options(cfg, system_prompt), mode=grading_mode(cfg.rewards))
 
     grade = staticmethod(grade)
 

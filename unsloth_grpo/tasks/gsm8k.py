@@ -150,12 +150,8 @@ class Gsm8k(Task):
     system_prompt = SYSTEM_PROMPT
     default_rewards = DEFAULT_REWARDS
     grading_rewards = ("correctness", "exact_match")
-
-    def read(self, cfg, system_prompt):
-        d = cfg.data
-        return load_gsm8k(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
-                          num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
-                          answer_column=d.answer_column)
+    loader = staticmethod(load_gsm8k)
+    named_columns = True
 
     def grade(self, completion, gold, **settings) -> Verdict:
         """The library's grader (:func:`unsloth_grpo.answers.grade`), on which ``correctness`` pays."""

@@ -361,13 +361,8 @@ class JsonExtract(Task):
     system_prompt = SYSTEM_PROMPT
     default_rewards = DEFAULT_REWARDS
     grading_rewards = ("json_extract_values",)
-
-    def read(self, cfg, system_prompt):
-        d = cfg.data
-        return load_json_extract(d.source, d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
-                                 num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
-                                 answer_column=d.answer_column)
-
+    loader = staticmethod(load_json_extract)
+    named_columns = True
     grade = staticmethod(grade)
 
     def gold_completion(self, row: dict) -> str:
