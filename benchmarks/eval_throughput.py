@@ -28,7 +28,7 @@ def main() -> int:
 
     from unsloth_grpo.evaluation.generation import generate_detailed
     from unsloth_grpo.tasks.gsm8k import load_gsm8k
-    from unsloth_grpo.testing import build_tiny_model
+    from unsloth_grpo.models.builtin import build_tiny_model
 
     tmp = tempfile.TemporaryDirectory(prefix="tiny-")
     path = args.model or build_tiny_model(tmp.name)

@@ -135,7 +135,7 @@ def build_tokenizer(path: Path, vocab_size: int):
     """
     from transformers import PreTrainedTokenizerFast
 
-    from unsloth_grpo.testing import build_tokenizer as build_small
+    from unsloth_grpo.models.builtin import build_tokenizer as build_small
 
     small = build_small(path)
     spec = json.loads((path / "tokenizer.json").read_text())
@@ -207,7 +207,7 @@ def prompt_dataset(tokenizer, tokens: int, rows: int):
     """Plain-text prompts of ``tokens`` tokens each (cut from the tokenizer's own training text)."""
     from datasets import Dataset
 
-    from unsloth_grpo.testing import _corpus
+    from unsloth_grpo.models.builtin import _corpus
 
     ids = tokenizer(" ".join(_corpus(400, seed=1)), add_special_tokens=False)["input_ids"]
     prompts = [tokenizer.decode(ids[r * tokens:(r + 1) * tokens]) for r in range(rows)]

@@ -14,7 +14,7 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """The tiny offline model and tokenizer, built once per test session."""
-    from unsloth_grpo.testing import build_tiny_model
+    from unsloth_grpo.models.builtin import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 

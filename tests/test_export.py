@@ -119,7 +119,7 @@ def test_verify_exits_1_naming_the_difference_when_the_merge_is_off(adapter_dir,
 
 def test_verify_of_a_merge_into_other_weights_exits_1_naming_the_difference(adapter_dir, tmp_path, capsys):
     from unsloth_grpo.cli import main
-    from unsloth_grpo.testing import build_tiny_model
+    from unsloth_grpo.models.builtin import build_tiny_model
 
     other = build_tiny_model(tmp_path / "other-base", seed=1)  # the same shapes, not the weights it trained on
     run = _run_copy(adapter_dir, tmp_path / "run", "fp32")

@@ -135,7 +135,7 @@ def test_recipe_config_has_no_problems_and_round_trips(tmp_path):
 
 
 def test_digits_tokenizer_gives_every_digit_its_own_token(tmp_path):
-    from unsloth_grpo.testing import build_tokenizer
+    from unsloth_grpo.models.builtin import build_tokenizer
 
     tok = build_tokenizer(tmp_path, split_digits=True)
     pieces = tok.tokenize("<answer>4321</answer>")

@@ -216,7 +216,7 @@ def test_grader_follows_the_configured_limits():
 def test_the_tiny_code_tokenizer_keeps_the_fences_whole(tmp_path):
     from transformers import AutoTokenizer
 
-    from unsloth_grpo.testing import CODE_TOKENS, build_tiny_model
+    from unsloth_grpo.models.builtin import CODE_TOKENS, build_tiny_model
 
     tok = AutoTokenizer.from_pretrained(build_tiny_model(tmp_path / "m", extra_tokens=CODE_TOKENS))
     ids = tok("```python\nx```", add_special_tokens=False)["input_ids"]

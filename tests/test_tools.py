@@ -277,7 +277,7 @@ def test_tiny_tool_tokenizer_is_one_trl_can_parse_calls_with(tmp_path):
     from transformers import AutoTokenizer
     from trl.chat_template_utils import is_chat_template_prefix_preserving, parse_response, supports_tool_calling
 
-    from unsloth_grpo.testing import build_tokenizer
+    from unsloth_grpo.models.builtin import build_tokenizer
 
     build_tokenizer(tmp_path, tool_calling=True)
     tok = AutoTokenizer.from_pretrained(tmp_path)  # the response template survives saving
@@ -291,7 +291,7 @@ def test_tiny_tool_tokenizer_is_one_trl_can_parse_calls_with(tmp_path):
 
 
 def test_default_tiny_tokenizer_is_unchanged(tmp_path):
-    from unsloth_grpo.testing import CHATML_TEMPLATE, build_tokenizer
+    from unsloth_grpo.models.builtin import CHATML_TEMPLATE, build_tokenizer
 
     tok = build_tokenizer(tmp_path)
     assert tok.chat_template == CHATML_TEMPLATE and "<tool_call>" not in tok.get_vocab()

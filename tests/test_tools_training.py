@@ -308,7 +308,7 @@ def test_evaluation_reports_accuracy_with_and_without_tools_and_calls_per_proble
     from unsloth_grpo.evaluation.tool_eval import evaluate_with_tools
     from unsloth_grpo.recipes.gsm8k_tools import RECIPE
     from unsloth_grpo.tasks.gsm8k_tools import SYSTEM_PROMPT, TASK
-    from unsloth_grpo.testing import build_tokenizer
+    from unsloth_grpo.models.builtin import build_tokenizer
 
     build_tokenizer(tmp_path, tool_calling=True)
     tok = AutoTokenizer.from_pretrained(tmp_path)

@@ -85,26 +85,26 @@ def cache_dir() -> Path:
 def resolve_model_path(name: str) -> str:
     """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; anything else unchanged."""
     if name == TINY_MODEL:
-        from unsloth_grpo.testing import build_tiny_model
+        from unsloth_grpo.models.builtin import build_tiny_model
         from unsloth_grpo.training.distributed import node_lock
 
         # under torchrun every rank asks at once: one builds, the others wait and then read it
         with node_lock(cache_dir() / "tiny-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-model")
     if name == TINY_CODE_MODEL:
-        from unsloth_grpo.testing import CODE_TOKENS, build_tiny_model
+        from unsloth_grpo.models.builtin import CODE_TOKENS, build_tiny_model
         from unsloth_grpo.training.distributed import node_lock
 
         with node_lock(cache_dir() / "tiny-code-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-code-model", extra_tokens=CODE_TOKENS)
     if name == TINY_TOOLS_MODEL:  # the same tiny model, its tokenizer able to write tool calls
-        from unsloth_grpo.testing import build_tiny_model
+        from unsloth_grpo.models.builtin import build_tiny_model
         from unsloth_grpo.training.distributed import node_lock
 
         with node_lock(cache_dir() / "tiny-tools-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-tools-model", tool_calling=True)
     if name == TINY_DIGITS_MODEL:  # a slightly larger tiny model whose tokenizer splits digits
-        from unsloth_grpo.testing import build_tiny_model
+        from unsloth_grpo.models.builtin import build_tiny_model
         from unsloth_grpo.training.distributed import node_lock
 
         with node_lock(cache_dir() / "tiny-digits-model.lock"):

@@ -216,7 +216,7 @@ def _looks_like_path(text: str) -> bool:
 
 def _tiny_config() -> dict[str, Any]:
     """The architecture of ``builtin:tiny`` (vocabulary: the tiny tokenizer's 512 + 7 added)."""
-    from unsloth_grpo.testing import FORMAT_TOKENS, TINY_MODEL_KWARGS
+    from unsloth_grpo.models.builtin import FORMAT_TOKENS, TINY_MODEL_KWARGS
 
     kw = {k: v for k, v in TINY_MODEL_KWARGS.items() if k != "initializer_range"}
     return dict(model_type="qwen2", vocab_size=512 + len(FORMAT_TOKENS), **kw)

@@ -9,7 +9,7 @@ nearly uniform and a low-rank update cannot shape it).
 
 Example::
 
-    from unsloth_grpo.testing import build_tiny_model
+    from unsloth_grpo.models.builtin import build_tiny_model
     path = build_tiny_model("/tmp/tiny")          # ~1 s, idempotent
     # then load it like any local checkpoint:
     # AutoModelForCausalLM.from_pretrained(path)
