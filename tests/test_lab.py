@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from unsloth_grpo.cli import rewards as lab_cli
 from unsloth_grpo.evaluation import lab
 from unsloth_grpo.rewards import build_reward_functions, catalogue_markdown
 
@@ -56,7 +57,7 @@ def custom_rewards(tmp_path, monkeypatch):
 
 def run_cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="unsloth-grpo")
-    lab.add_parser(parser.add_subparsers())
+    lab_cli.add_parser(parser.add_subparsers())
     args = parser.parse_args(argv)
     return args.func(args)
 

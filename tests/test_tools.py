@@ -303,11 +303,11 @@ def test_reward_lab_shows_whole_transcripts_and_scores_them(tmp_path, capsys):
 
     import argparse
 
-    from unsloth_grpo.evaluation import lab
+    from unsloth_grpo.cli import rewards as lab_cli
 
     def run_cli(argv):
         parser = argparse.ArgumentParser(prog="unsloth-grpo")
-        lab.add_parser(parser.add_subparsers())
+        lab_cli.add_parser(parser.add_subparsers())
         args = parser.parse_args(argv)
         return args.func(args)
 

@@ -15,7 +15,7 @@ import sys
 #: missing (an optional part not installed) is skipped rather than breaking the whole CLI.
 COMMAND_MODULES = [
     "unsloth_grpo.cli.train",
-    "unsloth_grpo.evaluation.lab",
+    "unsloth_grpo.cli.rewards",
     "unsloth_grpo.cli.evaluate",
     "unsloth_grpo.evaluation.plots",
     "unsloth_grpo.cli.plan",
