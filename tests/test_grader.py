@@ -295,7 +295,7 @@ def test_reward_lab_says_which_rule_paid_or_refused_each_completion():
 
     from rich.console import Console
 
-    from unsloth_grpo.evaluation.lab import analyse, print_report
+    from unsloth_grpo.rewards.lab import analyse, print_report
 
     answers_ = ["18", "The answer is 18 dollars.", "not 18", "17 or 18", "18 thousand", "17"]
     records = [{"group": i // 3, "completion": fmt(a), "answer": "18"} for i, a in enumerate(answers_)]

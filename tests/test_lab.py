@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from unsloth_grpo.cli import rewards as lab_cli
-from unsloth_grpo.evaluation import lab
+from unsloth_grpo.rewards import lab
 from unsloth_grpo.rewards import build_reward_functions, catalogue_markdown
 
 

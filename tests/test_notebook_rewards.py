@@ -123,7 +123,7 @@ def test_the_lab_passes_chat_messages_after_chat_prompts_as_training_does(workdi
     # what `rewards check --model` produces: text completions after the dataset's chat prompts; they
     # used to reach the rewards as strings, so every completion[0]["content"] reward was BLOCKING
     from unsloth_grpo.config import load_config
-    from unsloth_grpo.evaluation import lab
+    from unsloth_grpo.rewards import lab
     from unsloth_grpo.rewards import build_reward_functions
     from unsloth_grpo.tasks import get_task
 

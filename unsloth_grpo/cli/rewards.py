@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from unsloth_grpo.evaluation import lab
-from unsloth_grpo.evaluation.lab import LabError, analyse, print_report, read_completions, write_completions
+from unsloth_grpo.rewards import lab
+from unsloth_grpo.rewards.lab import LabError, analyse, print_report, read_completions, write_completions
 
 
 # ---------------------------------------------------------------- generation

@@ -30,7 +30,7 @@ RewardFunc = Callable[..., list]
 LIBRARY_PACKAGE = __package__
 TASK_PACKAGE = __package__.rsplit(".", 1)[0] + ".tasks"
 #: Modules of the rewards package that hold machinery, not reward families.
-_NOT_FAMILIES = {"_registry", "calling", "wrapper", "__main__"}
+_NOT_FAMILIES = {"_registry", "calling", "wrapper", "lab", "__main__"}
 _MARK = "__reward_info__"
 
 
