@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from unsloth_grpo.cli import generate as generate_cli
 from unsloth_grpo.evaluation import inference as inf
 from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT
 
@@ -75,7 +76,7 @@ def test_answers_are_extracted_from_completions(tiny_model_dir, monkeypatch):
 
 def _cli(argv):
     parser = argparse.ArgumentParser()
-    inf.add_parser(parser.add_subparsers())
+    generate_cli.add_parser(parser.add_subparsers())
     args = parser.parse_args(argv)
     return args.func(args)
 

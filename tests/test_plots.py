@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from unsloth_grpo.evaluation.plots import add_parser, build_figures, plot_run, read_metrics, run
+from unsloth_grpo.cli.plot import add_parser, run
+from unsloth_grpo.evaluation.plots import build_figures, plot_run, read_metrics
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

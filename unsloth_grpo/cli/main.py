@@ -17,11 +17,11 @@ COMMAND_MODULES = [
     "unsloth_grpo.cli.train",
     "unsloth_grpo.cli.rewards",
     "unsloth_grpo.cli.evaluate",
-    "unsloth_grpo.evaluation.plots",
+    "unsloth_grpo.cli.plot",
     "unsloth_grpo.cli.plan",
     "unsloth_grpo.hardware.doctor",
     "unsloth_grpo.hardware.export",
-    "unsloth_grpo.evaluation.inference",
+    "unsloth_grpo.cli.generate",
 ]
 
 

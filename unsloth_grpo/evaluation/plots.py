@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -163,29 +162,3 @@ def plot_run(output_dir: str | Path, *, out_dir: str | Path | None = None) -> li
     target = Path(out_dir) if out_dir is not None else Path(output_dir) / "plots"
     target.mkdir(parents=True, exist_ok=True)
     return [_save(fig, target / f"{stem}.png") for stem, fig in build_figures(rows, read_health(output_dir))]
-
-
-# ---------------------------------------------------------------------------- CLI
-
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("plot", help="Write PNG plots of a run (reward, each reward, std, KL, length).",
-                              description="Read OUTPUT_DIR/metrics.jsonl (and health.jsonl) and write PNGs "
-                                          "into OUTPUT_DIR/plots.")
-    p.add_argument("output_dir", help="The run's output directory (holds metrics.jsonl).")
-    p.add_argument("--out", default=None, help="Write the PNGs here instead of OUTPUT_DIR/plots.")
-    p.set_defaults(func=run)
-
-
-def run(args) -> int:
-    try:
-        paths = plot_run(args.output_dir, out_dir=getattr(args, "out", None))
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if not paths:
-        print(f"error: no plottable metrics in {Path(args.output_dir) / METRICS_FILE} (no reward, std, KL, "
-              "length or eval keys)", file=sys.stderr)
-        return 1
-    for path in paths:
-        print(path)
-    return 0
