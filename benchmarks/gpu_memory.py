@@ -32,10 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from unsloth_grpo.hardware import memory  # noqa: E402  (light: imports no torch)
+from unsloth_grpo.hardware import architecture, memory, planner  # noqa: E402  (light: imports no torch)
 
 RESULTS = ROOT / "benchmarks" / "results"
-TEXT_MODELS = [k for k in memory.builtin_model_names() if memory.BUILTIN_CONFIGS[k]["model_type"] != "gemma3"]
+TEXT_MODELS = [k for k in architecture.builtin_model_names() if architecture.BUILTIN_CONFIGS[k]["model_type"] != "gemma3"]
 #: What a GPU run measures unless ``--models`` says otherwise: small enough for a short lease.
 QUICK_MODELS = ["qwen2.5-0.5b", "llama-3.2-1b", "qwen2.5-1.5b", "qwen3-4b"]
 QUICK_CARDS = [6, 8, 16]
@@ -190,13 +190,13 @@ def planned_runs(models: list[str], cards: list[int], backends: list[str], gpu: 
     runs = []
     seen: dict[tuple, int] = {}
     for key in models:
-        config = memory.BUILTIN_CONFIGS[key]
+        config = architecture.BUILTIN_CONFIGS[key]
         for card in cards:
             if gpu is not None and card > gpu["total_gb"]:
                 continue
-            cc = gpu["compute_capability"] if gpu else memory.PRESET_CARDS.get(card, ("", None))[1]
+            cc = gpu["compute_capability"] if gpu else planner.PRESET_CARDS.get(card, ("", None))[1]
             for backend in backends:
-                p = memory.plan(config, card, compute_capability=cc, backend=backend, alternatives=False)
+                p = planner.plan(config, card, compute_capability=cc, backend=backend, alternatives=False)
                 run = {"model": key, "card_gb": card, "backend": backend, "plan": p}
                 ident = (key, backend, json.dumps(settings_of(p), sort_keys=True)) if p.fits else None
                 if ident in seen:
@@ -229,7 +229,7 @@ def print_estimates(runs: list[dict]) -> None:
     Console(width=160).print(table)
 
 
-def settings_of(p: memory.Plan) -> dict:
+def settings_of(p: planner.Plan) -> dict:
     return dict(load_in_4bit=p.load_in_4bit, lora_rank=p.lora_rank, num_generations=p.num_generations,
                 per_device_train_batch_size=p.per_device_train_batch_size,
                 gradient_accumulation_steps=p.gradient_accumulation_steps, max_prompt_length=p.max_prompt_length,
@@ -256,7 +256,7 @@ def run_all(runs: list[dict], *, steps: int, workdir: Path, timeout: float, gpu:
                 results.append({"model": r["model"], "error": "model build failed", "log": out[-2000:]})
                 continue
             built.add(r["model"])
-        spec = {"model": r["model"], "config": memory.BUILTIN_CONFIGS[r["model"]], "model_dir": str(model_dir),
+        spec = {"model": r["model"], "config": architecture.BUILTIN_CONFIGS[r["model"]], "model_dir": str(model_dir),
                 "card_gb": r["card_gb"], "backend": r["backend"], "device": "cuda", "steps": steps,
                 "settings": settings_of(p), "output_dir": str(workdir / "out")}
         try:
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-        build_model_dir(memory.BUILTIN_CONFIGS[args.build[0]], Path(args.build[1]), device)
+        build_model_dir(architecture.BUILTIN_CONFIGS[args.build[0]], Path(args.build[1]), device)
         return 0
     if args.run_one:
         print("RESULT " + json.dumps(run_one(json.loads(args.run_one))), flush=True)
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
         return 0 if result["oom"] is None and len(result["step_seconds"]) == args.steps else 1
 
-    gpu = None if args.dry else memory.detect_gpu()
+    gpu = None if args.dry else planner.detect_gpu()
     if args.models in (None, "all"):
         models = TEXT_MODELS if (gpu is None or args.models == "all") else QUICK_MODELS
     else:
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     if args.cards is None:
-        cards = list(memory.PRESET_CARDS) if gpu is None else QUICK_CARDS
+        cards = list(planner.PRESET_CARDS) if gpu is None else QUICK_CARDS
     else:
         cards = [int(c) for c in args.cards.split(",") if c.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]

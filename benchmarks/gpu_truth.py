@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import gather_gpu_wheels as wheels  # noqa: E402  (the carried package list and its unpacker)
 
-from unsloth_grpo.hardware import memory  # noqa: E402  (light: imports no torch)
+from unsloth_grpo.hardware import architecture, memory, planner  # noqa: E402  (light: imports no torch)
 
 RESULTS = ROOT / "benchmarks" / "results"
 DRY_RESULTS = ROOT / "outputs" / "gpu_truth"
@@ -544,8 +544,8 @@ def run_recipe(spec: dict) -> dict:
     info = json.loads((out / "run_info.json").read_text())
     from unsloth_grpo.config import load_config
 
-    gpu = memory.detect_gpu() if spec["device"] == "cuda" else None
-    est = memory.estimate_for_config(load_config(out / "config.yaml"), gpu)
+    gpu = planner.detect_gpu() if spec["device"] == "cuda" else None
+    est = planner.estimate_for_config(load_config(out / "config.yaml"), gpu)
     times = [m["step_time"] for m in metrics if "step_time" in m]
     lengths = [m["completions/mean_length"] for m in metrics if "completions/mean_length" in m]
     result.update(backend_info=info.get("backend"), saved=saved, estimate=est.to_dict(), trainer_logs=metrics,
@@ -711,7 +711,7 @@ def card_info() -> dict:
         info = {"name": name, "total_gb": round(float(total_mib) / 1024, 2), "compute_capability": float(cc),
                 "driver": driver}
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        gpu = memory.detect_gpu()
+        gpu = planner.detect_gpu()
         info = {**gpu, "total_gb": round(gpu["total_gb"], 2)}
     return {**info, "cuda": torch.version.cuda, "devices": torch.cuda.device_count()}
 
@@ -761,7 +761,7 @@ def run_kit(*, dry: bool, budget: float, workdir: Path, out_path: Path | None, o
     arch_checks = {}
     for name in ("qwen2.5-1.5b", "qwen2.5-3b"):
         n_meta = meta_parameter_count(ARCHS[name])
-        n_plan = memory.count_parameters(name)
+        n_plan = architecture.count_parameters(name)
         arch_checks[name] = {"meta_params": n_meta, "planner_params": n_plan, "equal": n_meta == n_plan}
         log(f"{name}: {n_meta:,} parameters built on the meta device; planner {n_plan:,}")
     report["architecture"] = arch_checks

@@ -19,7 +19,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from unsloth_grpo.config import ModelConfig
-from unsloth_grpo.hardware import backend, doctor, memory, profiles
+from unsloth_grpo.hardware import backend, doctor, memory, planner, profiles
 from unsloth_grpo.hardware.doctor import ERROR, GPU, WARNING, TorchInfo, collect_report, run_checks
 from unsloth_grpo.hardware.profiles import CPU, PROFILES, vllm_choice
 from unsloth_grpo.recipes import gsm8k
@@ -123,7 +123,7 @@ def test_transformers_backend_never_pairs_4bit_weights_with_colocated_vllm():
         backend.decide(ModelConfig(fast_inference="on"), T4, backend=("transformers", "t"), vllm=GOOD_VLLM,
                        bnb_importable=True)
     # the planner plans 16-bit weights when this backend generates with vLLM
-    p = memory.plan("qwen2.5-1.5b", 79.1, compute_capability=8.0, backend="transformers", use_vllm=True)
+    p = planner.plan("qwen2.5-1.5b", 79.1, compute_capability=8.0, backend="transformers", use_vllm=True)
     assert p.fits and p.load_in_4bit is False
     # Unsloth's own vLLM loads the 4-bit weights itself: unchanged there
     assert vllm_choice(T4, backend="unsloth", load_in_4bit=True, vllm_version="0.27.1").use
@@ -141,7 +141,7 @@ def test_trls_colocated_vllm_sleeps_while_the_model_trains(tmp_path):
     info = dataclasses.replace(d.info(cfg.model.name), device="cpu", dtype="fp32")  # GRPOConfig without a GPU
     args = build_grpo_args(cfg, info, weights=[1.0] * len(cfg.rewards))
     assert args.use_vllm and args.vllm_mode == "colocate" and args.vllm_enable_sleep_mode is True
-    s = memory.settings_from_config(cfg, A100.as_gpu(), vllm=GOOD_VLLM)
+    s = planner.settings_from_config(cfg, A100.as_gpu(), vllm=GOOD_VLLM)
     est = memory.estimate_memory(cfg.model.name, **s)
     assert est.phase_of["vllm_pool"] == "generation"  # not held through the training pass
     # standby: off keeps the old behaviour on purpose

@@ -7,9 +7,11 @@ import json
 
 import pytest
 
-from unsloth_grpo.hardware import memory
+from unsloth_grpo.hardware import architecture, memory, planner
 from unsloth_grpo.cli import plan as planner_cli
-from unsloth_grpo.hardware.memory import GiB, count_parameters, estimate_memory, plan
+from unsloth_grpo.hardware.architecture import count_parameters
+from unsloth_grpo.hardware.memory import GiB, estimate_memory
+from unsloth_grpo.hardware.planner import plan
 
 # One small config per family, each exercising what sets that family apart.
 SMALL_CONFIGS = {
@@ -96,32 +98,32 @@ EXPECTED_TOTALS = {
 
 
 def test_builtin_config_totals():
-    assert sorted(EXPECTED_TOTALS) == sorted(memory.BUILTIN_CONFIGS)
+    assert sorted(EXPECTED_TOTALS) == sorted(architecture.BUILTIN_CONFIGS)
     for key, total in EXPECTED_TOTALS.items():
         assert count_parameters(key) == total, key
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", sorted(memory.BUILTIN_CONFIGS))
+@pytest.mark.parametrize("key", sorted(architecture.BUILTIN_CONFIGS))
 def test_builtin_configs_match_meta_instantiation(key):
-    assert count_parameters(key) == meta_count(memory.BUILTIN_CONFIGS[key])
+    assert count_parameters(key) == meta_count(architecture.BUILTIN_CONFIGS[key])
 
 
 def test_hub_ids_and_variants_resolve_to_builtins():
-    qwen = memory.BUILTIN_CONFIGS["qwen2.5-1.5b"]
+    qwen = architecture.BUILTIN_CONFIGS["qwen2.5-1.5b"]
     for name in ("qwen2.5-1.5b", "Qwen/Qwen2.5-1.5B-Instruct", "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
                  "unsloth/Qwen2.5-1.5B-Instruct-unsloth-bnb-4bit"):
-        assert memory.load_model_config(name) == qwen, name
-    assert memory.load_model_config("meta-llama/Meta-Llama-3.1-8B-Instruct") == memory.BUILTIN_CONFIGS["llama-3.1-8b"]
-    assert memory.load_model_config("google/gemma-3-1b-it") == memory.BUILTIN_CONFIGS["gemma-3-1b"]
+        assert architecture.load_model_config(name) == qwen, name
+    assert architecture.load_model_config("meta-llama/Meta-Llama-3.1-8B-Instruct") == architecture.BUILTIN_CONFIGS["llama-3.1-8b"]
+    assert architecture.load_model_config("google/gemma-3-1b-it") == architecture.BUILTIN_CONFIGS["gemma-3-1b"]
 
 
 def test_unknown_model_and_type_errors_name_the_choices():
-    with pytest.raises(memory.UnknownModelError, match="qwen2.5-1.5b.*config.json"):
-        memory.load_model_config("someone/not-a-model-7B")
-    with pytest.raises(memory.UnknownModelError, match="does not exist"):
-        memory.load_model_config("./models/Qwen2.5-1.5B-Instruct")  # a missing path is not a built-in name
-    with pytest.raises(memory.UnknownModelError, match="'gpt2' is not supported.*llama, mistral, qwen2, qwen3"):
+    with pytest.raises(architecture.UnknownModelError, match="qwen2.5-1.5b.*config.json"):
+        architecture.load_model_config("someone/not-a-model-7B")
+    with pytest.raises(architecture.UnknownModelError, match="does not exist"):
+        architecture.load_model_config("./models/Qwen2.5-1.5B-Instruct")  # a missing path is not a built-in name
+    with pytest.raises(architecture.UnknownModelError, match="'gpt2' is not supported.*llama, mistral, qwen2, qwen3"):
         memory.estimate_memory({"model_type": "gpt2", "vocab_size": 10, "hidden_size": 8})
 
 
@@ -130,7 +132,7 @@ def test_any_architecture_is_counted_on_the_meta_device():
     gpt2 = {"model_type": "gpt2", "vocab_size": 100, "n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64,
             "bos_token_id": 0, "eos_token_id": 0}
     assert count_parameters(gpt2) == meta_count(gpt2)
-    assert memory.meta_parameter_count({"model_type": "no-such-architecture"}) is None
+    assert architecture.meta_parameter_count({"model_type": "no-such-architecture"}) is None
 
 
 def test_lora_parameters_match_peft():
@@ -138,26 +140,26 @@ def test_lora_parameters_match_peft():
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    for name, targets in (("qwen3_qk_norm", list(memory.DEFAULT_LORA_TARGETS)),
+    for name, targets in (("qwen3_qk_norm", list(architecture.DEFAULT_LORA_TARGETS)),
                           ("phi3_fused_gqa", ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"])):
         cfg = dict(SMALL_CONFIGS[name])
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(AutoConfig.for_model(cfg.pop("model_type"), **cfg))
         peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=targets))
         trainable = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
-        assert memory.lora_parameters(SMALL_CONFIGS[name], 4, targets) == trainable
+        assert architecture.lora_parameters(SMALL_CONFIGS[name], 4, targets) == trainable
     # Phi-3 accepts the unfused names too, mapping them onto its fused layers
     phi = SMALL_CONFIGS["phi3_fused_gqa"]
-    assert memory.lora_parameters(phi, 4) == memory.lora_parameters(phi, 4, "all-linear")
+    assert architecture.lora_parameters(phi, 4) == architecture.lora_parameters(phi, 4, "all-linear")
     with pytest.raises(ValueError, match="'fc1' is not a linear layer.*q_proj"):
-        memory.lora_parameters("qwen2.5-0.5b", 8, ["fc1"])
+        architecture.lora_parameters("qwen2.5-0.5b", 8, ["fc1"])
 
 
 # ---------------------------------------------------------------- estimate terms
 
 
 def test_weight_terms_follow_their_formulas():
-    shape = memory.model_shape("qwen2.5-1.5b")
+    shape = architecture.model_shape("qwen2.5-1.5b")
     n = 1_543_714_304
     e16 = estimate_memory(shape, load_in_4bit=False)
     assert e16.breakdown["weights"] == pytest.approx(2 * n / GiB)
@@ -172,7 +174,7 @@ def test_weight_terms_follow_their_formulas():
 
 
 def test_lora_and_optimizer_terms():
-    lora = memory.lora_parameters("qwen2.5-1.5b", 16)
+    lora = architecture.lora_parameters("qwen2.5-1.5b", 16)
     assert lora == 18_464_768
     e8 = estimate_memory("qwen2.5-1.5b", lora_rank=16, optimizer="adamw_8bit")
     e32 = estimate_memory("qwen2.5-1.5b", lora_rank=16, optimizer="adamw_torch")
@@ -259,7 +261,7 @@ def test_batch_rules_of_trl_and_unsloth():
 
 
 def test_vllm_pool_and_utilization():
-    shape = memory.model_shape("qwen2.5-7b")
+    shape = architecture.model_shape("qwen2.5-7b")
     util = memory.vllm_utilization_for(shape, 24, gen_batch=8, seq_len=768)
     assert round(util * 20) == util * 20 or abs(util * 20 - round(util * 20)) < 1e-9
     e = estimate_memory(shape, use_vllm=True, gpu_memory_utilization=util, gpu_total_gb=24)
@@ -322,10 +324,10 @@ def test_plan_with_vllm_picks_a_utilization():
     assert p.overrides()["model.gpu_memory_utilization"] == p.gpu_memory_utilization
 
 
-@pytest.mark.parametrize("card", sorted(memory.PRESET_CARDS))
+@pytest.mark.parametrize("card", sorted(planner.PRESET_CARDS))
 def test_presets_fit_their_budget(card):
-    cc = memory.PRESET_CARDS[card][1]
-    for key in memory.BUILTIN_CONFIGS:
+    cc = planner.PRESET_CARDS[card][1]
+    for key in architecture.BUILTIN_CONFIGS:
         p = plan(key, card, compute_capability=cc, alternatives=False)
         if not p.fits:
             continue
@@ -339,10 +341,10 @@ def test_presets_fit_their_budget(card):
 
 
 def test_preset_table_markdown():
-    table = memory.preset_table_markdown()
+    table = planner.preset_table_markdown()
     lines = table.splitlines()
     assert lines[0].startswith("| model | params | 6 GB | 8 GB | 12 GB | 16 GB (T4) | 24 GB | 48 GB | 80 GB |")
-    assert len(lines) == 2 + len(memory.BUILTIN_CONFIGS)
+    assert len(lines) == 2 + len(architecture.BUILTIN_CONFIGS)
     row = next(line for line in lines if line.startswith("| llama-3.1-8b |"))
     assert row.split("|")[3].strip() == "-"  # nothing fits 6 GB
     assert "fp16" in next(line for line in lines if line.startswith("| qwen2.5-0.5b |")).split("|")[6]
@@ -354,7 +356,7 @@ def test_preset_table_markdown():
 def _plan_args(**kw):
     base = dict(model=None, vram_gb=None, compute_capability=None, load_in_4bit=None, backend="unsloth",
                 use_vllm=False, prompt_length=256, num_generations=None, completion_length=None,
-                max_generations=memory.DEFAULT_MAX_GENERATIONS, max_completion=memory.DEFAULT_MAX_COMPLETION,
+                max_generations=planner.DEFAULT_MAX_GENERATIONS, max_completion=planner.DEFAULT_MAX_COMPLETION,
                 lora_rank=None, beta=0.0, optimizer="adamw_8bit", margin=0.10, table=False, json=False)
     return argparse.Namespace(**{**base, **kw})
 
@@ -380,7 +382,7 @@ def test_cli_parser_json_and_errors(capsys, tmp_path):
     assert data["fits"] and data["overrides"]["model.load_in_4bit"] is False
     assert planner_cli.run(_plan_args(model="nobody/unknown-model", vram_gb=8)) == 2
     assert "not a local config.json" in capsys.readouterr().err
-    (tmp_path / "config.json").write_text(json.dumps(memory.BUILTIN_CONFIGS["llama-3.2-1b"]))
+    (tmp_path / "config.json").write_text(json.dumps(architecture.BUILTIN_CONFIGS["llama-3.2-1b"]))
     assert planner_cli.run(_plan_args(model=str(tmp_path), vram_gb=8)) == 0
 
 
@@ -394,7 +396,7 @@ def test_the_advice_for_an_unknown_capability_is_a_command_line_the_parser_takes
     args = parser.parse_args(argv)
     assert args.func(args) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "compute_capability=" not in out  # the keyword argument of memory.plan, not a flag
+    assert "compute_capability=" not in out  # the keyword argument of planner.plan, not a flag
     advice = re.search(r"pass (--\S+ \S+) for a T4, or (--\S+ \S+)", out)
     assert advice, out
     for extra in advice.groups():  # each suggestion, typed as printed, plans for a T4 (fp16)
@@ -405,7 +407,7 @@ def test_the_advice_for_an_unknown_capability_is_a_command_line_the_parser_takes
 
 def test_cli_table(capsys):
     assert planner_cli.run(_plan_args(table=True)) == 0
-    assert capsys.readouterr().out.strip() == memory.preset_table_markdown()
+    assert capsys.readouterr().out.strip() == planner.preset_table_markdown()
 
 
 # ---------------------------------------------------------------- validation and hardware
@@ -425,7 +427,7 @@ def test_check_config_warns_above_the_card_with_the_plans_settings():
                          "fast_inference": "off", "max_seq_length": 2304},
                   training={"num_generations": 16, "per_device_train_batch_size": 16,
                             "max_completion_length": 2048})
-    problems = memory.check_config(cfg, gpu=T4)
+    problems = planner.check_config(cfg, gpu=T4)
     assert len(problems) == 1
     assert "exceeds the 13.5 GB budget of Tesla T4" in problems[0]
     assert "training.num_generations=8" in problems[0] and "model.load_in_4bit=true" in problems[0]
@@ -434,9 +436,9 @@ def test_check_config_warns_above_the_card_with_the_plans_settings():
 def test_check_config_passes_a_fitting_config_and_skips_unknown_models():
     ok = _recipe(model={"name": "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit", "backend": "unsloth",
                         "fast_inference": "off"}, training={"max_completion_length": 256})
-    assert memory.check_config(ok, gpu=T4) == []
+    assert planner.check_config(ok, gpu=T4) == []
     unknown = _recipe(model={"name": "someone/mystery-3B", "fast_inference": "off"})
-    (line,) = memory.check_config(unknown, gpu=T4)
+    (line,) = planner.check_config(unknown, gpu=T4)
     assert line.startswith("warning: memory not checked") and "config.json" in line
 
 
@@ -446,18 +448,18 @@ def test_check_config_without_gpu_checks_nothing():
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    assert memory.detect_gpu() is None
-    assert memory.check_config(_recipe()) == []
+    assert planner.detect_gpu() is None
+    assert planner.check_config(_recipe()) == []
 
 
 def test_plan_for_gpu_uses_the_cards_memory_and_capability():
-    p = memory.plan_for_gpu("qwen2.5-1.5b", gpu=T4)
+    p = planner.plan_for_gpu("qwen2.5-1.5b", gpu=T4)
     assert p.vram_gb == 15.0 and p.dtype == "fp16" and p.fits
     from unsloth_grpo.config import load_config
 
     cfg = load_config({"rewards": [{"name": "xml_count"}]}, overrides=p.override_list())
     assert cfg.training.num_generations == p.num_generations and cfg.model.dtype == "fp16"
-    assert memory.check_config(cfg, gpu=T4) == []
+    assert planner.check_config(cfg, gpu=T4) == []
 
 
 def test_benchmark_dry_mode_prints_the_estimates(capsys):

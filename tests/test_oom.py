@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from unsloth_grpo.hardware import memory
+from unsloth_grpo.hardware import memory, planner
 from unsloth_grpo.training import oom
 from unsloth_grpo.training.oom import OOM_EXIT_CODE, handle_oom, overrides_for, suggest_smaller
 
@@ -137,7 +137,7 @@ def test_handle_oom_saves_reports_and_returns_the_oom_code(tmp_path):
     report = json.loads((tmp_path / "oom_report.json").read_text())
     assert report["checkpoint"] == str(tmp_path / "checkpoint-7")
     assert report["overrides"] and report["overrides"][0].startswith("training.per_device_train_batch_size=")
-    est = memory.estimate_memory("qwen2.5-1.5b", **{**memory.settings_from_config(cfg, gpu),
+    est = memory.estimate_memory("qwen2.5-1.5b", **{**planner.settings_from_config(cfg, gpu),
                                                     **report["changes"]})
     assert est.total_gb <= 0.9 * 6.0  # the estimate said 8 x 1024 would not fit: the suggestion aims at the card
 

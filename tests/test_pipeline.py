@@ -241,7 +241,7 @@ def test_eval_cli_uses_the_named_tasks_loader_and_grader(tmp_path, monkeypatch):
 def test_preset_auto_plans_for_the_detected_gpu():
     t4 = {"name": "Tesla T4", "total_gb": 15.0, "compute_capability": (7, 5)}
     cfg = gsm8k.RECIPE.resolve(preset="auto", gpu=t4, overrides=["training.max_steps=7"])
-    from unsloth_grpo.hardware.memory import plan_for_gpu
+    from unsloth_grpo.hardware.planner import plan_for_gpu
 
     plan = plan_for_gpu(cfg.model.name, gpu=t4)
     assert cfg.model.dtype == "fp16"  # a T4 has no bf16
@@ -253,9 +253,9 @@ def test_preset_auto_plans_for_the_detected_gpu():
 
 def test_preset_auto_without_a_gpu_or_with_a_model_that_cannot_fit(monkeypatch):
     from unsloth_grpo.config import ConfigError
-    from unsloth_grpo.hardware import memory
+    from unsloth_grpo.hardware import planner
 
-    monkeypatch.setattr(memory, "detect_gpu", lambda: None)  # a machine without CUDA, also on a GPU runner
+    monkeypatch.setattr(planner, "detect_gpu", lambda: None)  # a machine without CUDA, also on a GPU runner
     with pytest.raises(ConfigError, match="no CUDA GPU detected.*--preset smoke"):
         gsm8k.RECIPE.resolve(preset="auto", gpu=None)
     tiny_card = {"name": "Small", "total_gb": 4.0, "compute_capability": (8, 6)}

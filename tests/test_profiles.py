@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from unsloth_grpo.config import ModelConfig, load_config
 from unsloth_grpo.cli import plan as planner_cli
-from unsloth_grpo.hardware import backend, doctor, memory, profiles
+from unsloth_grpo.hardware import architecture, backend, doctor, memory, planner, profiles
 from unsloth_grpo.hardware.profiles import CPU, GPU_PROFILES, PROFILES, vllm_choice
 from unsloth_grpo.recipes import gsm8k
 
@@ -98,7 +98,7 @@ def test_measuring_the_card_leaves_cuda_uninitialized(monkeypatch):
     monkeypatch.setattr(profiles, "_probe_in_child", lambda: asked.append(1) or h100, raising=False)
     monkeypatch.setattr(profiles, "_CUDA_DEVICES", None, raising=False)
     assert profiles.measure().compute_capability == (9, 0)
-    assert memory.detect_gpu()["name"] == "NVIDIA H100 80GB HBM3"
+    assert planner.detect_gpu()["name"] == "NVIDIA H100 80GB HBM3"
     info = doctor.probe_torch()
     assert info.cuda_available and info.gpus[0].compute_capability == (9, 0) and info.gpus[0].free_memory_bytes
     assert doctor.collect_report(check_hub=False).torch.gpus[0].name == "NVIDIA H100 80GB HBM3"  # the preflight's
@@ -357,7 +357,7 @@ def test_recipe_yamls_write_the_loss_settings():
 
 
 def _fits(cfg, p, vllm):
-    s = memory.settings_from_config(cfg, p.as_gpu(), vllm=vllm)
+    s = planner.settings_from_config(cfg, p.as_gpu(), vllm=vllm)
     s["backend"] = "unsloth"
     est = memory.estimate_memory(cfg.model.name, **s)
     return est.total_gb <= p.total_gb * BUDGET, est, s
@@ -390,7 +390,7 @@ def test_oom_advice_does_not_shrink_a_pool_standby_sets_itself():
 
 
 def test_standby_moves_the_pool_into_the_generation_phase():
-    shape = memory.model_shape("qwen2.5-1.5b")
+    shape = architecture.model_shape("qwen2.5-1.5b")
     kw = dict(use_vllm=True, gpu_memory_utilization=0.7, gpu_total_gb=8)
     plain = memory.estimate_memory(shape, **kw)
     standby = memory.estimate_memory(shape, vllm_standby=True, **kw)
@@ -423,7 +423,7 @@ def test_preset_auto_plans_with_the_runs_vllm_setting_and_fits(p, vllm):
         assert fast in ("auto", "off")
         if vllm[0] is None:
             assert fast == "off"
-        s = memory.settings_from_config(planned, p.as_gpu(), vllm=vllm)
+        s = planner.settings_from_config(planned, p.as_gpu(), vllm=vllm)
         assert s["use_vllm"] == (fast == "auto")
         est = memory.estimate_memory(model, **s)
         assert est.total_gb <= p.total_gb * BUDGET + 1e-9, (model, p.key, est.total_gb)

@@ -23,7 +23,7 @@ def test_reward_catalogue_is_generated_from_the_registry():
 
 
 def test_memory_table_is_the_planners_output():
-    from unsloth_grpo.hardware.memory import preset_table_markdown
+    from unsloth_grpo.hardware.planner import preset_table_markdown
 
     assert _block("planner.md", "memory table") == preset_table_markdown().strip(), \
         "regenerate with: python tools/update_readme.py"

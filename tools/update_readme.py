@@ -7,7 +7,7 @@ planner's table (docs/planner.md). A test fails when they drift.
 import re
 from pathlib import Path
 
-from unsloth_grpo.hardware.memory import preset_table_markdown
+from unsloth_grpo.hardware.planner import preset_table_markdown
 from unsloth_grpo.rewards import catalogue_markdown
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

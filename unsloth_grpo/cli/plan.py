@@ -18,8 +18,10 @@ import json
 import sys
 
 from unsloth_grpo.config import BACKENDS
-from unsloth_grpo.hardware import memory, profiles
-from unsloth_grpo.hardware.memory import BUILTIN_CONFIGS, estimate_memory, plan_for_choice, settings_from_config
+from unsloth_grpo.hardware import architecture, memory, planner, profiles
+from unsloth_grpo.hardware.architecture import BUILTIN_CONFIGS
+from unsloth_grpo.hardware.memory import estimate_memory
+from unsloth_grpo.hardware.planner import plan_for_choice, settings_from_config
 
 _TERM_HELP = {
     "weights": "base model weights",
@@ -38,7 +40,7 @@ _TERM_HELP = {
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("plan", help="Pick GRPO settings that fit a GPU, and show the memory breakdown.",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="Built-in name (" + ", ".join(sorted(memory.BUILTIN_CONFIGS)) + "), a hub id "
+    p.add_argument("--model", help="Built-in name (" + ", ".join(sorted(architecture.BUILTIN_CONFIGS)) + "), a hub id "
                    "of one of them, or a local model directory / config.json.")
     p.add_argument("--vram-gb", type=float, default=None, help="Card memory in GB (GiB). Default: the detected GPU.")
     card = p.add_argument("--card", choices=list(profiles.PROFILES)[1:], default=None,
@@ -59,9 +61,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--prompt-length", type=int, default=256, help="Longest prompt in tokens (data.max_prompt_tokens).")
     p.add_argument("--num-generations", type=int, default=None, help="Pin the group size instead of searching.")
     p.add_argument("--completion-length", type=int, default=None, help="Pin max_completion_length.")
-    p.add_argument("--max-generations", type=int, default=memory.DEFAULT_MAX_GENERATIONS,
+    p.add_argument("--max-generations", type=int, default=planner.DEFAULT_MAX_GENERATIONS,
                    help="Largest group size the search tries.")
-    p.add_argument("--max-completion", type=int, default=memory.DEFAULT_MAX_COMPLETION,
+    p.add_argument("--max-completion", type=int, default=planner.DEFAULT_MAX_COMPLETION,
                    help="Longest completion the search tries.")
     p.add_argument("--lora-rank", type=int, default=None, help="Pin the LoRA rank.")
     p.add_argument("--beta", type=float, default=0.0, help="KL coefficient (> 0 adds the reference term).")
@@ -72,7 +74,7 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _plan_dict(p: memory.Plan) -> dict:
+def _plan_dict(p: planner.Plan) -> dict:
     out = {"model": p.model, "vram_gb": p.vram_gb, "fits": p.fits, "budget_gb": round(p.budget_gb, 3),
            "overrides": p.overrides(), "estimate": p.estimate.to_dict(), "notes": p.notes}
     if not p.fits:
@@ -82,7 +84,7 @@ def _plan_dict(p: memory.Plan) -> dict:
     return out
 
 
-def _print_plan(p: memory.Plan, console, hint: str = "") -> None:
+def _print_plan(p: planner.Plan, console, hint: str = "") -> None:
     from rich.table import Table
 
     est = p.estimate
@@ -91,7 +93,7 @@ def _print_plan(p: memory.Plan, console, hint: str = "") -> None:
     settings.add_column("setting")
     settings.add_column("value", justify="right")
     for key, value in p.overrides().items():
-        settings.add_row(key, memory._yaml_scalar(value))
+        settings.add_row(key, planner._yaml_scalar(value))
     settings.add_row("backend", p.backend)
     console.print(settings)
 
@@ -113,7 +115,7 @@ def _print_plan(p: memory.Plan, console, hint: str = "") -> None:
         console.print(f"host RAM for Unsloth's offloaded checkpoints: {est.offloaded_gb:.2f} GB")
     for note in p.notes:
         console.print(f"note: {note}")
-        if note == memory.UNKNOWN_CAPABILITY_NOTE and hint:
+        if note == planner.UNKNOWN_CAPABILITY_NOTE and hint:
             console.print(f"      {hint}")
 
 
@@ -122,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     if getattr(args, "table", False):
-        print(memory.preset_table_markdown(backend=args.backend, max_prompt_length=args.prompt_length))
+        print(planner.preset_table_markdown(backend=args.backend, max_prompt_length=args.prompt_length))
         return 0
     if not args.model:
         print("error: --model is required (a built-in name such as qwen2.5-1.5b, or a path to a config.json)",
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: --standby needs --vllm", file=sys.stderr)
         return 2
     if vram is None:
-        gpu = memory.detect_gpu()
+        gpu = planner.detect_gpu()
         if gpu is None:
             print("error: no CUDA GPU detected; pass --vram-gb (and --compute-capability, e.g. 7.5 for a T4)",
                   file=sys.stderr)
@@ -148,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         cc = cc if cc is not None else gpu["compute_capability"]
         console.print(f"detected {gpu['name']}: {vram:.1f} GB, compute capability {gpu['compute_capability']:.1f}")
     try:
-        p = memory.plan(
+        p = planner.plan(
             args.model, vram, compute_capability=cc, backend=args.backend, load_in_4bit=args.load_in_4bit,
             use_vllm=args.use_vllm, vllm_standby=standby, max_prompt_length=args.prompt_length,
             num_generations=args.num_generations,
@@ -156,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
             max_completion=args.max_completion, lora_rank=args.lora_rank, beta=args.beta,
             optimizer=args.optimizer, margin=args.margin,
         )
-    except (memory.UnknownModelError, ValueError) as exc:
+    except (architecture.UnknownModelError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:
@@ -172,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"nearest alternative: {p.alternative_note}")
     if p.alternative is not None:
         console.print(f"its overrides: {p.alternative.overrides_text()}"
-                      + (f" model.name={memory.BUILTIN_HUB_IDS[p.alternative.model]}"
-                         if p.alternative.model in memory.BUILTIN_HUB_IDS and p.alternative.model != p.model else ""))
+                      + (f" model.name={architecture.BUILTIN_HUB_IDS[p.alternative.model]}"
+                         if p.alternative.model in architecture.BUILTIN_HUB_IDS and p.alternative.model != p.model else ""))
     return 1
 
 

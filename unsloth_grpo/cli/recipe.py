@@ -68,20 +68,20 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
     import sys
 
     from unsloth_grpo.config import parse_override
-    from unsloth_grpo.hardware import memory, profiles
+    from unsloth_grpo.hardware import architecture, planner, profiles
 
     here = gpu is None
-    gpu = gpu if gpu is not None else memory.detect_gpu()
+    gpu = gpu if gpu is not None else planner.detect_gpu()
     if gpu is None:
         raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use --preset smoke")
-    backend = memory.resolve_backend(cfg.model.backend, cfg.model.vllm_server)
+    backend = planner.resolve_backend(cfg.model.backend, cfg.model.vllm_server)
     choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm,
                                         env=dict(os.environ) if here else None,
                                         unsloth_imported=here and "unsloth" in sys.modules)
     try:
-        plan = memory.plan_for_choice(cfg.model.name, gpu, choice, backend=backend,
+        plan = planner.plan_for_choice(cfg.model.name, gpu, choice, backend=backend,
                                       max_prompt_length=cfg.data.max_prompt_tokens)
-    except memory.UnknownModelError as exc:
+    except architecture.UnknownModelError as exc:
         raise ConfigError(f"--preset auto: {exc}") from None
     except ValueError as exc:
         raise ConfigError(f"--preset auto: {exc}") from None

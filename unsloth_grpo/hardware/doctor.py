@@ -1129,7 +1129,7 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
         return out
     import difflib
 
-    from unsloth_grpo.hardware.memory import BUILTIN_HUB_IDS
+    from unsloth_grpo.hardware.architecture import BUILTIN_HUB_IDS
 
     known = _cached_repos(cache) + list(BUILTIN_HUB_IDS.values())
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)

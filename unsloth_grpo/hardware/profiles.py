@@ -106,7 +106,7 @@ class CardProfile:
         return tuple(b for b, cc in _ATTENTION_MIN_CC.items() if tuple(self.compute_capability) >= cc)
 
     def as_gpu(self) -> dict[str, Any] | None:
-        """The planner's ``gpu`` dict (:func:`unsloth_grpo.hardware.memory.detect_gpu`'s form)."""
+        """The planner's ``gpu`` dict (:func:`unsloth_grpo.hardware.planner.detect_gpu`'s form)."""
         if not self.cuda:
             return None
         return {"name": self.name, "total_gb": self.total_gb, "compute_capability": self.capability}

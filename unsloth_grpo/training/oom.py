@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from unsloth_grpo.hardware import memory
+from unsloth_grpo.hardware import architecture, memory, planner
 from unsloth_grpo.training.distributed import detect
 
 #: Exit status of a run that stopped on CUDA out-of-memory (distinct from 1 = error, 2 = bad config).
@@ -127,7 +127,7 @@ def suggest_smaller(settings: dict, *, model_config: Any = None, target_gb: floa
     changes: dict[str, Any] = {}
     estimate = None
     if model_config is not None:
-        shape = memory.model_shape(model_config)
+        shape = architecture.model_shape(model_config)
         estimate = lambda s: memory.estimate_memory(shape, **_estimate_kwargs(s)).total_gb  # noqa: E731
         now = estimate(current)
         # by default cut what the run allocates (not the fixed CUDA context) by a quarter
@@ -164,7 +164,7 @@ def overrides_for(changes: dict) -> list[str]:
     for key, value in changes.items():
         if key not in OVERRIDE_KEYS:
             raise KeyError(f"no recipe-config key for setting '{key}'; known: {', '.join(OVERRIDE_KEYS)}")
-        out.append(f"{OVERRIDE_KEYS[key]}={memory._yaml_scalar(value)}")
+        out.append(f"{OVERRIDE_KEYS[key]}={planner._yaml_scalar(value)}")
     return out
 
 
@@ -246,20 +246,20 @@ def handle_oom(trainer: Any, cfg: Any, exc: BaseException, estimate: memory.Memo
     """
     _free_memory(trainer)
     peak = measured_peak_gb()
-    gpu = gpu if gpu is not None else memory.detect_gpu()
+    gpu = gpu if gpu is not None else planner.detect_gpu()
     checkpoint = save_checkpoint(trainer, log)
     if checkpoint is not None and finalize is not None and Path(checkpoint).name.startswith("checkpoint-"):
         try:
             checkpoint = str(finalize(Path(checkpoint)))
         except OSError as err:  # the staged copy is still whole; say where it is
             log(f"could not move the checkpoint into place ({err}); it stays at {checkpoint}")
-    settings = memory.settings_from_config(cfg, gpu)
+    settings = planner.settings_from_config(cfg, gpu)
     model_config = None
     try:
-        model_config = memory.load_model_config(cfg.model.name)
+        model_config = architecture.load_model_config(cfg.model.name)
         if estimate is None:
             estimate = memory.estimate_memory(model_config, **settings)
-    except (memory.UnknownModelError, ValueError):
+    except (architecture.UnknownModelError, ValueError):
         model_config = None
     target = None
     if estimate is not None and gpu is not None and estimate.total_gb > 0.9 * gpu["total_gb"]:

@@ -302,7 +302,7 @@ def generation_round_steps(cfg: RecipeConfig) -> int:
 def _memory_warnings(cfg: RecipeConfig, log: Callable[[str], None]) -> None:
     """The memory planner's warnings for this config; the doctor's blocking checks ran before."""
     try:
-        from unsloth_grpo.hardware.memory import check_config
+        from unsloth_grpo.hardware.planner import check_config
 
         for warning in check_config(cfg):
             log(f"memory: {warning}")
@@ -591,10 +591,10 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         # bitsandbytes, Unsloth or vLLM raise instead
         if not oom.is_oom(exc):
             raise
-        from unsloth_grpo.hardware import memory
+        from unsloth_grpo.hardware import planner
 
         try:
-            estimate = memory.estimate_for_config(cfg)
+            estimate = planner.estimate_for_config(cfg)
         except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
             estimate = None
 
