@@ -13,13 +13,11 @@ import pytest
 
 from unsloth_grpo.config import load_config
 from unsloth_grpo.training.checks import config_problems as validate
+from unsloth_grpo.hardware.launch import Layout, detect, parse_vllm_server
 from unsloth_grpo.training.distributed import (
-    Layout,
     batch_problems,
     describe_layout,
-    detect,
     layout_problems,
-    parse_vllm_server,
     plan_batch,
     rank_log_callbacks,
     vllm_server_kwargs,

@@ -298,7 +298,7 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
             if smaller is None:
                 return exc.code
             cfg, resume, shrinks = smaller, True, shrinks + 1
-    from unsloth_grpo.training.distributed import detect
+    from unsloth_grpo.hardware.launch import detect
 
     if not detect().is_main:
         return 0

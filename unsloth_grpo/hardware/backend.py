@@ -86,26 +86,26 @@ def resolve_model_path(name: str) -> str:
     """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; anything else unchanged."""
     if name == TINY_MODEL:
         from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.training.distributed import node_lock
+        from unsloth_grpo.hardware.launch import node_lock
 
         # under torchrun every rank asks at once: one builds, the others wait and then read it
         with node_lock(cache_dir() / "tiny-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-model")
     if name == TINY_CODE_MODEL:
         from unsloth_grpo.models.builtin import CODE_TOKENS, build_tiny_model
-        from unsloth_grpo.training.distributed import node_lock
+        from unsloth_grpo.hardware.launch import node_lock
 
         with node_lock(cache_dir() / "tiny-code-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-code-model", extra_tokens=CODE_TOKENS)
     if name == TINY_TOOLS_MODEL:  # the same tiny model, its tokenizer able to write tool calls
         from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.training.distributed import node_lock
+        from unsloth_grpo.hardware.launch import node_lock
 
         with node_lock(cache_dir() / "tiny-tools-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-tools-model", tool_calling=True)
     if name == TINY_DIGITS_MODEL:  # a slightly larger tiny model whose tokenizer splits digits
         from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.training.distributed import node_lock
+        from unsloth_grpo.hardware.launch import node_lock
 
         with node_lock(cache_dir() / "tiny-digits-model.lock"):
             return build_tiny_model(cache_dir() / "tiny-digits-model", variant="digits")
@@ -160,7 +160,7 @@ def full_precision_name(name: str) -> str:
 
 
 def _world_size() -> int:
-    from unsloth_grpo.training.distributed import detect
+    from unsloth_grpo.hardware.launch import detect
 
     return detect().world_size
 
@@ -471,7 +471,7 @@ def _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpoin
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
             bnb_4bit_compute_dtype=compute,
         )
-        from unsloth_grpo.training.distributed import detect
+        from unsloth_grpo.hardware.launch import detect
 
         kwargs["device_map"] = {"": detect().local_rank}
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model_cfg.trust_remote_code)

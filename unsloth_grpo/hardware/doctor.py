@@ -584,7 +584,7 @@ def collect_report(
         found.update(given)
 
     torch = torch_info if torch_info is not None else probe_torch()
-    from unsloth_grpo.training.distributed import detect
+    from unsloth_grpo.hardware.launch import detect
 
     try:
         world_size = detect(env).world_size  # the one reader of the process layout
@@ -1296,7 +1296,7 @@ def run(args: argparse.Namespace) -> int:
     port = getattr(args, "vllm_server_port", None)
     server = (host or "localhost", port or DEFAULT_VLLM_PORT) if (host or port) else None
     if server is None and getattr(args, "config", None) and cfg.model.vllm_server:
-        from unsloth_grpo.training.distributed import parse_vllm_server
+        from unsloth_grpo.hardware.launch import parse_vllm_server
 
         server = parse_vllm_server(cfg.model.vllm_server)[1:]  # the server the recipe will generate on
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from unsloth_grpo.training.distributed import detect
+from unsloth_grpo.hardware.launch import detect
 
 CHECKPOINTS_DIR = "checkpoints"
 STAGES_DIR = "stages"

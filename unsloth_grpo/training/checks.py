@@ -304,7 +304,7 @@ def _stage_problems(cfg: RecipeConfig) -> list[str]:
 
 def _preflight(cfg: RecipeConfig, report=None) -> None:
     from unsloth_grpo.hardware.doctor import preflight
-    from unsloth_grpo.training.distributed import parse_vllm_server
+    from unsloth_grpo.hardware.launch import parse_vllm_server
 
     server = parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
     preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,

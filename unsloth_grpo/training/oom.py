@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.hardware import architecture, memory, planner
-from unsloth_grpo.training.distributed import detect
+from unsloth_grpo.hardware.launch import detect
 
 #: Exit status of a run that stopped on CUDA out-of-memory (distinct from 1 = error, 2 = bad config).
 OOM_EXIT_CODE = 3

@@ -302,7 +302,7 @@ class SampleRecorder:
                 self._record(step, kwargs)
 
     def _is_main_process(self) -> bool:
-        from unsloth_grpo.training.distributed import detect
+        from unsloth_grpo.hardware.launch import detect
 
         return detect().is_main
 

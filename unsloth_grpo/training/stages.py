@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.training import checkpoint as ckpt
-from unsloth_grpo.training.distributed import detect
+from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.config import RecipeConfig, StageConfig, STAGE_KINDS, config_from_dict, config_to_dict
 
 STAGE_COMPLETE = "stage_complete.json"

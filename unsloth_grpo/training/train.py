@@ -21,7 +21,7 @@ from typing import Callable
 from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
 from unsloth_grpo.data import DataError, looks_like_path
 from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
-from unsloth_grpo.training.distributed import detect
+from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.training.repro import package_versions
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
 from unsloth_grpo.training.trainer_args import grpo_args

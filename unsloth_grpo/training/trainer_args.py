@@ -206,7 +206,7 @@ def sft_args(cfg: RecipeConfig, info, *, checking: bool = False):
 
 def _build(kind: str, kwargs: dict[str, Any], checking: bool):
     if checking:
-        from unsloth_grpo.training.distributed import detect
+        from unsloth_grpo.hardware.launch import detect
 
         cls = _checked(kind, detect().world_size)
     else:
