@@ -42,7 +42,7 @@ def _run_config(model: str) -> dict | None:
     import yaml
 
     from unsloth_grpo.training.checkpoint import CHECKPOINTS_DIR, run_dir_of
-    from unsloth_grpo.training.repro import read_bundle
+    from unsloth_grpo.runs import read_bundle
 
     candidates = [p]
     if p.parent.name == CHECKPOINTS_DIR:

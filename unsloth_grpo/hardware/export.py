@@ -452,7 +452,7 @@ def _refuse_overwrite(out: Path, source: Path) -> None:
 
 
 def _write_export_bundle(result: ExportResult, quant: str, log) -> None:
-    from unsloth_grpo.training.repro import collect_bundle, read_bundle, write_bundle
+    from unsloth_grpo.runs import collect_bundle, read_bundle, write_bundle
 
     run_bundle = read_bundle(result.source) or {}
     bundle = collect_bundle()  # versions, git commit and command of the export itself

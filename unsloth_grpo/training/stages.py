@@ -195,7 +195,7 @@ def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list |
     from trl import SFTTrainer
 
     from unsloth_grpo.config import dump_config
-    from unsloth_grpo.training.repro import collect_bundle, write_bundle
+    from unsloth_grpo.runs import collect_bundle, write_bundle
     from unsloth_grpo.training.results import TrainResult, TrainingStopped
     from unsloth_grpo.training.trainer_args import sft_args
 
@@ -332,7 +332,7 @@ def run_stages(cfg: RecipeConfig, *, train: Callable, callbacks: list | None = N
     """
     from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.config import dump_config
-    from unsloth_grpo.training.repro import collect_bundle, write_bundle
+    from unsloth_grpo.runs import collect_bundle, write_bundle
     from unsloth_grpo.training.results import TrainResult
 
     run = Path(cfg.output_dir)

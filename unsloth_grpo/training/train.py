@@ -22,7 +22,7 @@ from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
 from unsloth_grpo.data import DataError, looks_like_path
 from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.hardware.launch import detect
-from unsloth_grpo.training.repro import package_versions
+from unsloth_grpo.runs import package_versions
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
 from unsloth_grpo.training.trainer_args import grpo_args
 
@@ -332,7 +332,7 @@ def _prepare_output_dir(cfg: RecipeConfig, resume_from, log: Callable[[str], Non
 
 def _write_run_info(cfg: RecipeConfig, loaded, dataset) -> None:
     """``run_info.json`` (backend, versions) and the reproducibility bundle."""
-    from unsloth_grpo.training.repro import collect_bundle, write_bundle
+    from unsloth_grpo.runs import collect_bundle, write_bundle
 
     out = Path(cfg.output_dir)
     (out / "run_info.json").write_text(json.dumps({

@@ -7,7 +7,7 @@ weights and parameters, the stages, and the dataset's source and a fingerprint o
 
 Example::
 
-    from unsloth_grpo.training.repro import collect_bundle, write_bundle
+    from unsloth_grpo.runs import collect_bundle, write_bundle
     write_bundle("outputs/run", collect_bundle(cfg, dataset=ds))
 """
 
