@@ -18,8 +18,8 @@ import pytest
 PACKAGE = "unsloth_grpo"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
-#: config, data and answers import only each other.
-GROUND_FLOOR = {f"{PACKAGE}.config", f"{PACKAGE}.data", f"{PACKAGE}.answers"}
+#: config, data, answers and runs import only each other.
+GROUND_FLOOR = {f"{PACKAGE}.config", f"{PACKAGE}.data", f"{PACKAGE}.answers", f"{PACKAGE}.runs"}
 
 
 def _modules(root: Path = ROOT) -> dict[str, Path]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from unsloth_grpo import runs
 from unsloth_grpo.training import checkpoint as ck
 
 
@@ -26,32 +27,32 @@ def test_finalize_moves_into_checkpoints_with_a_marker(tmp_path):
     final = ck.finalize_checkpoint(staged, tmp_path, step=10)
     assert final == tmp_path / "checkpoints" / "checkpoint-10"
     assert not staged.exists()
-    marker = ck.read_marker(final)
+    marker = runs.read_marker(final)
     assert marker["step"] == 10 and marker["stage"] == 0
     assert marker["files"] == {"adapter_model.safetensors": 100, "optimizer.pt": 200, "trainer_state.json": 19}
-    assert ck.check_checkpoint(final) == (True, "")
-    assert ck.latest_checkpoint(tmp_path) == final
+    assert runs.check_checkpoint(final) == (True, "")
+    assert runs.latest_checkpoint(tmp_path) == final
 
 
 def test_truncated_or_unmarked_checkpoints_are_never_chosen(tmp_path):
     good = ck.finalize_checkpoint(_staged(tmp_path, 10), tmp_path, step=10)
     newer = ck.finalize_checkpoint(_staged(tmp_path, 20), tmp_path, step=20)
-    assert ck.latest_checkpoint(tmp_path) == newer
+    assert runs.latest_checkpoint(tmp_path) == newer
     # a file cut short after the marker was written (disk full, interrupted copy)
     with (newer / "optimizer.pt").open("r+b") as fh:
         fh.truncate(50)
-    ok, why = ck.check_checkpoint(newer)
+    ok, why = runs.check_checkpoint(newer)
     assert not ok and "truncated" in why
-    assert ck.latest_checkpoint(tmp_path) == good
+    assert runs.latest_checkpoint(tmp_path) == good
     # a directory with the right name but no marker: a save that died before finishing
     half = tmp_path / "checkpoints" / "checkpoint-30"
     half.mkdir()
     (half / "adapter_model.safetensors").write_bytes(b"x")
-    assert ck.latest_checkpoint(tmp_path) == good
+    assert runs.latest_checkpoint(tmp_path) == good
     # a file listed in the marker is missing
     (good / "trainer_state.json").unlink()
-    assert ck.latest_checkpoint(tmp_path) is None
-    assert [c.step for c in ck.list_checkpoints(tmp_path)] == []
+    assert runs.latest_checkpoint(tmp_path) is None
+    assert [c.step for c in runs.list_checkpoints(tmp_path)] == []
 
 
 def test_explicit_resume_of_a_broken_checkpoint_names_the_good_one(tmp_path):
@@ -122,14 +123,14 @@ def test_resuming_an_earlier_checkpoint_sets_the_later_ones_aside(tmp_path):
     cfg = _smoke(tmp_path, "run.keep_last=1")
     info = _resume_point(cfg, str(tmp_path / "checkpoints" / "checkpoint-20"), 0)
     _prepare_output_dir(cfg, info, lines.append)
-    assert [c.step for c in ck.list_checkpoints(tmp_path)] == [10, 20]
+    assert [c.step for c in runs.list_checkpoints(tmp_path)] == [10, 20]
     aside = list((tmp_path / "abandoned").iterdir())
     assert len(aside) == 1 and sorted(p.name for p in aside[0].iterdir()) == ["checkpoint-30", "checkpoint-40"]
-    assert ck.check_checkpoint(aside[0] / "checkpoint-40") == (True, "")  # moved whole, not lost
+    assert runs.check_checkpoint(aside[0] / "checkpoint-40") == (True, "")  # moved whole, not lost
     assert any(str(aside[0]) in line and "abandoned" in line for line in lines)
     # the new branch saves step 30: it is the latest, and keep_last=1 keeps it
     ck.finalize_checkpoint(_staged(tmp_path, 30, b"new" * 10), tmp_path, step=30, keep_last=1)
-    assert ck.latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "checkpoint-30"
+    assert runs.latest_checkpoint(tmp_path) == tmp_path / "checkpoints" / "checkpoint-30"
     assert ck.resolve_resume(True, tmp_path).step == 30
 
 
@@ -227,12 +228,12 @@ def test_stage_checkpoints_sort_by_stage_then_step(tmp_path):
     s2 = tmp_path / "stages" / "02-format"
     ck.finalize_checkpoint(_staged(s1, 50), s1, step=50, stage=1, stage_name="sft")
     c2 = ck.finalize_checkpoint(_staged(s2, 10), s2, step=10, stage=2, stage_name="format")
-    found = ck.list_checkpoints(tmp_path)
+    found = runs.list_checkpoints(tmp_path)
     assert [(c.stage, c.step) for c in found] == [(1, 50), (2, 10)]
-    assert ck.latest_checkpoint(tmp_path) == c2
-    assert ck.run_dir_of(c2) == tmp_path
-    assert ck.run_dir_of(tmp_path / "checkpoints" / "checkpoint-3") == tmp_path
-    assert ck.stage_index_of("02-format") == 2 and ck.stage_index_of("format") is None
+    assert runs.latest_checkpoint(tmp_path) == c2
+    assert runs.run_dir_of(c2) == tmp_path
+    assert runs.run_dir_of(tmp_path / "checkpoints" / "checkpoint-3") == tmp_path
+    assert runs.stage_index_of("02-format") == 2 and runs.stage_index_of("format") is None
 
 
 def test_trim_metrics_drops_rows_after_the_checkpoint_and_torn_lines(tmp_path):
@@ -303,8 +304,8 @@ def test_resumed_run_matches_the_uninterrupted_run_step_for_step(tmp_path):
         train(_smoke_cfg(cut, 8, "training.save_steps=3"), callbacks=[_signal_at(4)], log=quiet)
     assert stop.value.code == 130 and "--resume" in str(stop.value)
     assert not (cut / "adapter_model.safetensors").exists()  # an interrupted run has no final adapter
-    saved = ck.latest_checkpoint(cut)
-    assert saved is not None and 4 <= ck.read_marker(saved)["step"] < 8
+    saved = runs.latest_checkpoint(cut)
+    assert saved is not None and 4 <= runs.read_marker(saved)["step"] < 8
 
     # a fresh start into a directory with checkpoints is refused rather than overwriting them
     with pytest.raises(ck.CheckpointError, match="--resume"):
@@ -322,7 +323,7 @@ def test_resumed_run_matches_the_uninterrupted_run_step_for_step(tmp_path):
     wb = load_file(str(cut / "adapter_model.safetensors"))
     assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-6
     # keep_last=2 (the default) rotated the older checkpoints away
-    assert sorted(c.step for c in ck.list_checkpoints(cut)) == [6, 8]
+    assert sorted(c.step for c in runs.list_checkpoints(cut)) == [6, 8]
     bundle = json.loads((cut / "reproducibility.json").read_text())
     assert bundle["seed"] == 0 and bundle["dataset"]["fingerprint"]["rows"] == 256
     assert [r["name"] for r in bundle["rewards"]] == ["xml_count", "correctness"]
@@ -354,7 +355,7 @@ def test_sigint_on_the_cli_saves_and_resume_finishes_the_run(tmp_path):
     assert proc.returncode == 130, output[-2000:]
     assert "Traceback" not in output
     assert f"resume with: unsloth-grpo train --config {run / 'config.yaml'} --resume" in output
-    stopped_at = ck.read_marker(ck.latest_checkpoint(run))["step"]
+    stopped_at = runs.read_marker(runs.latest_checkpoint(run))["step"]
     assert 3 <= stopped_at < 20
     assert not (run / "adapter_model.safetensors").exists()
 

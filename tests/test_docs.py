@@ -52,7 +52,7 @@ def test_every_docs_page_is_linked_from_the_readme():
 def test_commands_point_at_folders_a_run_writes():
     """A run keeps its adapter in the output directory itself (and checkpoints under checkpoints/,
     stages under stages/); a documented ``--model outputs/RUN/adapter`` names a folder no run has."""
-    from unsloth_grpo.training.checkpoint import CHECKPOINTS_DIR, STAGES_DIR
+    from unsloth_grpo.runs import CHECKPOINTS_DIR, STAGES_DIR
 
     wrong = []
     for page in PAGES:

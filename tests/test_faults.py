@@ -36,6 +36,7 @@ from pathlib import Path
 
 import pytest
 
+from unsloth_grpo import runs
 from unsloth_grpo.training import checkpoint as ck
 
 pytestmark = pytest.mark.faults
@@ -84,16 +85,16 @@ def _rows(run: Path) -> list[dict]:
 
 
 def _newest(run: Path) -> int:
-    found = ck.list_checkpoints(run)
+    found = runs.list_checkpoints(run)
     return found[-1].step if found else 0
 
 
 def _damage(run: Path) -> list[str]:
     """Why each directory under checkpoints/ is not whole (empty when all are)."""
-    root = run / ck.CHECKPOINTS_DIR
+    root = run / runs.CHECKPOINTS_DIR
     bad = []
     for d in sorted(root.iterdir()) if root.is_dir() else []:
-        ok, why = ck.check_checkpoint(d, contents=True)
+        ok, why = runs.check_checkpoint(d, contents=True)
         if not ok:
             bad.append(why)
     return bad
@@ -373,14 +374,14 @@ def test_truncated_and_corrupted_checkpoints_are_passed_over_with_a_reason(tmp_p
     proc.send_signal(signal.SIGCONT)
     rc, out = _finish(proc, log)
     assert rc == 130, out[-3000:]
-    found = [c.path for c in ck.list_checkpoints(run)]
-    assert len(found) == 3 and found[2].name == f"{ck.PREFIX}{stop_at}"
+    found = [c.path for c in runs.list_checkpoints(run)]
+    assert len(found) == 3 and found[2].name == f"{runs.PREFIX}{stop_at}"
     newest, middle, oldest = found[2], found[1], found[0]
-    victim = rng.choice(sorted(p.name for p in newest.iterdir() if p.name != ck.MARKER))
+    victim = rng.choice(sorted(p.name for p in newest.iterdir() if p.name != runs.MARKER))
     data = bytearray((newest / victim).read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size: only the checksum can tell
     (newest / victim).write_bytes(bytes(data))
-    cut = rng.choice(sorted(p.name for p in middle.iterdir() if p.name != ck.MARKER))
+    cut = rng.choice(sorted(p.name for p in middle.iterdir() if p.name != runs.MARKER))
     (middle / cut).write_bytes((middle / cut).read_bytes()[:-7])
     TABLE.append(("corrupted checkpoint file", f"{newest.name}/{victim}, one byte flipped", True, 0,
                   "passed over: checksum"))
@@ -414,7 +415,7 @@ def test_a_checkpoint_that_would_run_code_is_refused_unread(tmp_path, reference)
     shutil.copytree(ref_run, run)
     (run / ck.RUN_COMPLETE).unlink()
     (run / "adapter_model.safetensors").unlink()
-    target = ck.list_checkpoints(run)[0]
+    target = runs.list_checkpoints(run)[0]
     witness = tmp_path / "code-ran"
 
     class Payload:

@@ -234,6 +234,7 @@ def test_a_kernels_runtime_error_oom_stops_the_run_with_a_resumable_checkpoint(t
 
     from unsloth_grpo.config import load_config
     from unsloth_grpo.recipes import gsm8k
+    from unsloth_grpo import runs
     from unsloth_grpo.training import checkpoint as ck
     from unsloth_grpo.training.train import TrainingStopped, train
 
@@ -251,5 +252,5 @@ def test_a_kernels_runtime_error_oom_stops_the_run_with_a_resumable_checkpoint(t
     assert stop.value.code == OOM_EXIT_CODE
     report = json.loads((out / "oom_report.json").read_text())
     assert report["checkpoint"] == str(out / "checkpoints" / "checkpoint-2")
-    assert ck.check_checkpoint(report["checkpoint"]) == (True, "")
+    assert runs.check_checkpoint(report["checkpoint"]) == (True, "")
     assert ck.resolve_resume(True, out).step == 2

@@ -239,7 +239,7 @@ def test_the_trial_imports_nothing_that_must_come_after_unsloth():
 def test_a_reward_failing_mid_run_stops_cleanly_with_a_checkpoint_that_resumes(tmp_path, reward_module, capsys):
     # it used to end in a traceback from inside TRL, with nothing saved since the last periodic checkpoint
     from unsloth_grpo.recipes.gsm8k import main
-    from unsloth_grpo.training import checkpoint as ck
+    from unsloth_grpo import runs
 
     mod = reward_module("late_mod", '''
         def late(completions, trainer_state, **kwargs):
@@ -258,7 +258,7 @@ def test_a_reward_failing_mid_run_stops_cleanly_with_a_checkpoint_that_resumes(t
     checkpoint = run / "checkpoints" / "checkpoint-2"
     assert f"checkpoint {checkpoint} holds the run at step 2" in err
     assert f"resume with: unsloth-grpo train --config {run / 'config.yaml'} --resume" in err
-    assert ck.read_marker(checkpoint)["step"] == 2 and not (run / "adapter_model.safetensors").exists()
+    assert runs.read_marker(checkpoint)["step"] == 2 and not (run / "adapter_model.safetensors").exists()
 
     reward_module("late_mod", '''
         def late(completions, trainer_state, **kwargs):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from unsloth_grpo import runs
 from unsloth_grpo.training import checkpoint as ck
 from unsloth_grpo.training import stages as st
 from unsloth_grpo.config import ConfigError, load_config
@@ -200,7 +201,7 @@ def test_two_stages_in_order_then_resume_across_the_boundary(tmp_path):
     with pytest.raises(TrainingStopped) as stop:
         train(cfg, callbacks=[_StageSignal("02-format", 2)], log=quiet)
     assert stop.value.code == 130
-    assert ck.read_marker(ck.latest_checkpoint(run))["stage"] == 2
+    assert runs.read_marker(runs.latest_checkpoint(run))["stage"] == 2
     assert (run / "stages" / "01-preformat" / st.STAGE_COMPLETE).exists()
     assert not (run / "stages" / "02-format" / st.STAGE_COMPLETE).exists()
     first_pass = (run / "stages" / "01-preformat" / "metrics.jsonl").read_text()
@@ -256,8 +257,8 @@ def test_going_back_to_an_earlier_stage_sets_later_checkpoints_aside(tmp_path, m
     assert moved1.name.startswith("after-step-2-") and moved2.name.startswith("after-step-0-")
     assert sorted(c.name for c in moved1.iterdir()) == ["checkpoint-4"]
     assert sorted(c.name for c in moved2.iterdir()) == ["checkpoint-2", "checkpoint-4"]
-    assert all(ck.check_checkpoint(c, contents=True)[0] for m in (moved1, moved2) for c in m.iterdir())
-    assert [c.path for c in ck.list_checkpoints(cfg.output_dir)] == [s1 / "checkpoints" / "checkpoint-2"]
+    assert all(runs.check_checkpoint(c, contents=True)[0] for m in (moved1, moved2) for c in m.iterdir())
+    assert [c.path for c in runs.list_checkpoints(cfg.output_dir)] == [s1 / "checkpoints" / "checkpoint-2"]
     said = "\n".join(lines)
     assert f"stage 1: resuming from step 2: moved the later checkpoints of the abandoned branch (checkpoint-4) to {moved1}" in said
     assert (f"stage 2 (format) runs again from its start (the run resumes at stage 1): moved the later "

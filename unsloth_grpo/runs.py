@@ -1,4 +1,9 @@
-"""The reproducibility bundle: what it takes to rerun a training run or trace an exported model.
+"""What a run leaves on disk, read back: its checkpoints and its reproducibility bundle.
+
+Training writes run directories (:mod:`unsloth_grpo.training.checkpoint`); resuming, export,
+inference and evaluation read them, through this module, which imports nothing but the config.
+
+The reproducibility bundle is what it takes to rerun a training run or trace an exported model.
 
 Every run directory and every export carries ``reproducibility.json`` with the resolved config,
 the seed, package versions, Python and platform, the git commit of the project the command ran
@@ -17,9 +22,11 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,8 +141,6 @@ def write_bundle(directory: str | os.PathLike, bundle: dict) -> Path:
 
 def read_bundle(directory: str | os.PathLike) -> dict | None:
     """The bundle of a run, checkpoint or export directory (or of the run above a checkpoint)."""
-    from unsloth_grpo.training.checkpoint import CHECKPOINTS_DIR, run_dir_of
-
     directory = Path(directory)
     candidates = [directory]
     if directory.parent.name == CHECKPOINTS_DIR:  # RUN[/stages/NN-x]/checkpoints/checkpoint-N
@@ -150,5 +155,148 @@ def read_bundle(directory: str | os.PathLike) -> dict | None:
     return None
 
 
-__all__ = ["BUNDLE_FILE", "collect_bundle", "dataset_fingerprint", "git_info", "package_versions",
-           "read_bundle", "write_bundle"]
+# ---------------------------------------------------------------- where a run keeps its checkpoints
+#
+# Layout of a run directory (training writes it: :mod:`unsloth_grpo.training.checkpoint`)::
+#
+#     RUN/checkpoints/checkpoint-20/                      # single-stage run
+#     RUN/stages/02-format/checkpoints/checkpoint-10/     # multi-stage run
+#
+# A checkpoint is complete when its marker lists every file with its size and checksum.
+
+CHECKPOINTS_DIR = "checkpoints"
+STAGES_DIR = "stages"
+PREFIX = "checkpoint-"
+MARKER = "checkpoint_complete.json"
+#: The name of a checkpoint directory: ``checkpoint-<step>``.
+CHECKPOINT_NAME = re.compile(rf"^{PREFIX}(\d+)$")
+_STAGE_NAME = re.compile(r"^(\d+)-")
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    path: Path
+    step: int
+    stage: int  # 0 for a single-stage run; 1, 2, ... for the stages of a multi-stage run
+    stage_name: str | None
+    created: float
+
+    def describe(self) -> str:
+        where = f"stage {self.stage} ({self.stage_name}) " if self.stage_name else ""
+        return f"{where}step {self.step}: {self.path}"
+
+
+def sha256_of(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def checkpoints_root(run_dir: str | os.PathLike) -> Path:
+    return Path(run_dir) / CHECKPOINTS_DIR
+
+
+def read_marker(directory: str | os.PathLike) -> dict | None:
+    try:
+        return json.loads((Path(directory) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def check_checkpoint(directory: str | os.PathLike, *, contents: bool = False) -> tuple[bool, str]:
+    """(True, "") for a complete checkpoint; (False, why) otherwise.
+
+    Checks the marker and every file's size; with ``contents=True`` also every file's SHA-256
+    (reads the whole checkpoint: done once, for the checkpoint a run resumes from).
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return False, f"'{directory}' is not a directory"
+    info = read_marker(directory)
+    if info is None:
+        return False, f"'{directory}' has no readable {MARKER}: it was being written when the run stopped"
+    files = info.get("files")
+    if not isinstance(files, dict) or not files:
+        return False, f"'{directory}/{MARKER}' lists no files"
+    for rel, size in files.items():
+        p = directory / rel
+        if not p.is_file():
+            return False, f"'{directory}' lacks {rel}, which its marker lists"
+        if p.stat().st_size != size:
+            return False, f"'{directory}/{rel}' is {p.stat().st_size} bytes, its marker says {size}: truncated"
+    if contents:
+        for rel, digest in (info.get("sha256") or {}).items():
+            try:
+                actual = sha256_of(directory / rel)
+            except OSError as exc:
+                return False, f"'{directory}/{rel}' cannot be read ({exc})"
+            if actual != digest:
+                return False, f"'{directory}/{rel}' does not match the checksum its marker recorded: corrupted"
+    return True, ""
+
+
+def checkpoint_info(directory: Path) -> CheckpointInfo | None:
+    ok, _ = check_checkpoint(directory)
+    if not ok:
+        return None
+    m = read_marker(directory) or {}
+    return CheckpointInfo(directory, int(m.get("step", 0)), int(m.get("stage", 0)), m.get("stage_name"),
+                          float(m.get("created", 0.0)))
+
+
+def list_checkpoints(run_dir: str | os.PathLike) -> list[CheckpointInfo]:
+    """Complete checkpoints of a run, oldest first: by stage, then step. Broken ones are skipped."""
+    run_dir = Path(run_dir)
+    roots = [checkpoints_root(run_dir)]
+    stages = run_dir / STAGES_DIR
+    if stages.is_dir():
+        roots += [checkpoints_root(d) for d in sorted(stages.iterdir()) if d.is_dir()]
+    found = []
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for d in root.iterdir():
+            if d.is_dir() and CHECKPOINT_NAME.match(d.name):
+                info = checkpoint_info(d)
+                if info is not None:
+                    found.append(info)
+    found.sort(key=lambda c: (c.stage, c.step, c.created))
+    return found
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint of ``run_dir`` (last stage, highest step), or None."""
+    found = list_checkpoints(run_dir)
+    return found[-1].path if found else None
+
+
+def is_checkpoint_dir(path: str | os.PathLike) -> bool:
+    p = Path(path)
+    return bool(CHECKPOINT_NAME.match(p.name)) or (p / MARKER).exists() or (p / "trainer_state.json").exists()
+
+
+def _run_of(checkpoint: Path) -> Path:
+    """RUN for RUN/checkpoints/checkpoint-N and for RUN/stages/NN-x/checkpoints/checkpoint-N."""
+    parent = checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINTS_DIR else checkpoint.parent
+    if parent.parent.name == STAGES_DIR:
+        return parent.parent.parent
+    return parent
+
+
+def run_dir_of(checkpoint: str | os.PathLike) -> Path:
+    return _run_of(Path(checkpoint))
+
+
+def stage_index_of(dirname: str) -> int | None:
+    m = _STAGE_NAME.match(dirname)
+    return int(m.group(1)) if m else None
+
+
+__all__ = ["BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "MARKER", "STAGES_DIR", "CheckpointInfo", "check_checkpoint",
+           "checkpoint_info", "checkpoints_root", "collect_bundle", "dataset_fingerprint", "git_info", "is_checkpoint_dir",
+           "latest_checkpoint", "list_checkpoints", "package_versions", "read_bundle", "read_marker", "run_dir_of",
+           "sha256_of", "stage_index_of", "write_bundle"]

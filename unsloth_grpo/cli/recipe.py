@@ -233,7 +233,7 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
         raise CheckpointError(no_such_resume_path(resume))
     config = args.config
     if resume is not None and config is None and args.preset is None:
-        from unsloth_grpo.training.checkpoint import is_checkpoint_dir, run_dir_of
+        from unsloth_grpo.runs import is_checkpoint_dir, run_dir_of
 
         run = args.output_dir if resume is True else \
             (run_dir_of(resume) if is_checkpoint_dir(resume) else resume)

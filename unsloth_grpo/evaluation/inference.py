@@ -41,7 +41,7 @@ def _run_config(model: str) -> dict | None:
         return None
     import yaml
 
-    from unsloth_grpo.training.checkpoint import CHECKPOINTS_DIR, run_dir_of
+    from unsloth_grpo.runs import CHECKPOINTS_DIR, run_dir_of
     from unsloth_grpo.runs import read_bundle
 
     candidates = [p]

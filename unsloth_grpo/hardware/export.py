@@ -74,7 +74,7 @@ class ExportResult:
 
 def resolve_source(model: str | os.PathLike) -> tuple[Path, Path | None]:
     """(directory to export, its adapter directory or None for an already merged/base model)."""
-    from unsloth_grpo.training.checkpoint import latest_checkpoint
+    from unsloth_grpo.runs import latest_checkpoint
 
     p = Path(model).expanduser()
     if not p.exists():

@@ -18,33 +18,44 @@ the run prints the command that resumes it. A second Ctrl-C aborts at once.
 
 Example::
 
-    from unsloth_grpo.training.checkpoint import latest_checkpoint
-    latest_checkpoint("outputs/smoke")   # Path('outputs/smoke/checkpoints/checkpoint-40') or None
+    from unsloth_grpo.training.checkpoint import resolve_resume
+    resolve_resume(True, "outputs/smoke")   # the newest intact checkpoint to resume from, or None
+
+Reading a run directory back (its layout, the completeness markers, the newest complete
+checkpoint) is :mod:`unsloth_grpo.runs`'s: export and inference read runs too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.hardware.launch import detect
+from unsloth_grpo.runs import (
+    CHECKPOINT_NAME,
+    CHECKPOINTS_DIR,
+    MARKER,
+    PREFIX,
+    STAGES_DIR,
+    CheckpointInfo,
+    check_checkpoint,
+    checkpoint_info,
+    checkpoints_root,
+    is_checkpoint_dir,
+    latest_checkpoint,
+    list_checkpoints,
+    run_dir_of,
+    sha256_of,
+)
 
-CHECKPOINTS_DIR = "checkpoints"
-STAGES_DIR = "stages"
-PREFIX = "checkpoint-"
-MARKER = "checkpoint_complete.json"
 #: Written into a run directory when its training finished (the final adapter is in place).
 RUN_COMPLETE = "run_complete.json"
 LOCK_FILE = ".run.lock"
-_NAME = re.compile(rf"^{PREFIX}(\d+)$")
-_STAGE_NAME = re.compile(r"^(\d+)-")
 
 #: Exit codes a shell expects after SIGINT / SIGTERM (128 + signal number).
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
@@ -52,19 +63,6 @@ EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 
 class CheckpointError(ValueError):
     """A checkpoint path cannot be resumed from; the message says which one to use instead."""
-
-
-@dataclass(frozen=True)
-class CheckpointInfo:
-    path: Path
-    step: int
-    stage: int  # 0 for a single-stage run; 1, 2, ... for the stages of a multi-stage run
-    stage_name: str | None
-    created: float
-
-    def describe(self) -> str:
-        where = f"stage {self.stage} ({self.stage_name}) " if self.stage_name else ""
-        return f"{where}step {self.step}: {self.path}"
 
 
 # ---------------------------------------------------------------- writing
@@ -92,16 +90,6 @@ def _manifest(directory: Path) -> dict[str, int]:
     return files
 
 
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def write_marker(directory: str | os.PathLike, *, step: int, stage: int = 0, stage_name: str | None = None,
                  extra: dict | None = None) -> Path:
     """Write the completeness marker (file list with sizes) into ``directory``, flushed to disk."""
@@ -115,7 +103,7 @@ def write_marker(directory: str | os.PathLike, *, step: int, stage: int = 0, sta
                 pass
     files = _manifest(directory)
     info = {"step": int(step), "stage": int(stage), "stage_name": stage_name, "created": time.time(),
-            "files": files, "sha256": {rel: _sha256(directory / rel) for rel in files}, **(extra or {})}
+            "files": files, "sha256": {rel: sha256_of(directory / rel) for rel in files}, **(extra or {})}
     marker = directory / MARKER
     tmp = directory / (MARKER + ".tmp")
     with tmp.open("w") as fh:
@@ -125,10 +113,6 @@ def write_marker(directory: str | os.PathLike, *, step: int, stage: int = 0, sta
     os.replace(tmp, marker)
     _fsync_dir(directory)
     return marker
-
-
-def checkpoints_root(run_dir: str | os.PathLike) -> Path:
-    return Path(run_dir) / CHECKPOINTS_DIR
 
 
 def finalize_checkpoint(staged: str | os.PathLike, run_dir: str | os.PathLike, *, step: int, stage: int = 0,
@@ -175,12 +159,12 @@ def rotate(run_dir: str | os.PathLike, keep_last: int, *, keep: Path | None = No
     for d in root.iterdir():
         if not d.is_dir():
             continue
-        if _NAME.match(d.name):
+        if CHECKPOINT_NAME.match(d.name):
             ok, _ = check_checkpoint(d)
             (complete if ok else broken).append(d)
         elif d.name.startswith(".replaced-"):
             broken.append(d)
-    complete.sort(key=lambda d: int(_NAME.match(d.name).group(1)))
+    complete.sort(key=lambda d: int(CHECKPOINT_NAME.match(d.name).group(1)))
     doomed = [d for d in complete[:-keep_last] + broken if keep is None or d != keep]
     for d in doomed:
         shutil.rmtree(d, ignore_errors=True)
@@ -207,9 +191,9 @@ def set_aside_later(run_dir: str | os.PathLike, resume_step: int, log: Callable[
     root = checkpoints_root(run_dir)
     if not root.is_dir():
         return None
-    later = sorted((d for d in root.iterdir() if d.is_dir() and _NAME.match(d.name)
-                    and int(_NAME.match(d.name).group(1)) > resume_step),
-                   key=lambda d: int(_NAME.match(d.name).group(1)))
+    later = sorted((d for d in root.iterdir() if d.is_dir() and CHECKPOINT_NAME.match(d.name)
+                    and int(CHECKPOINT_NAME.match(d.name).group(1)) > resume_step),
+                   key=lambda d: int(CHECKPOINT_NAME.match(d.name).group(1)))
     if not later:
         return None
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -230,96 +214,17 @@ def set_aside_later(run_dir: str | os.PathLike, resume_step: int, log: Callable[
 # ---------------------------------------------------------------- reading
 
 
-def read_marker(directory: str | os.PathLike) -> dict | None:
-    try:
-        return json.loads((Path(directory) / MARKER).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def check_checkpoint(directory: str | os.PathLike, *, contents: bool = False) -> tuple[bool, str]:
-    """(True, "") for a complete checkpoint; (False, why) otherwise.
-
-    Checks the marker and every file's size; with ``contents=True`` also every file's SHA-256
-    (reads the whole checkpoint: done once, for the checkpoint a run resumes from).
-    """
-    directory = Path(directory)
-    if not directory.is_dir():
-        return False, f"'{directory}' is not a directory"
-    info = read_marker(directory)
-    if info is None:
-        return False, f"'{directory}' has no readable {MARKER}: it was being written when the run stopped"
-    files = info.get("files")
-    if not isinstance(files, dict) or not files:
-        return False, f"'{directory}/{MARKER}' lists no files"
-    for rel, size in files.items():
-        p = directory / rel
-        if not p.is_file():
-            return False, f"'{directory}' lacks {rel}, which its marker lists"
-        if p.stat().st_size != size:
-            return False, f"'{directory}/{rel}' is {p.stat().st_size} bytes, its marker says {size}: truncated"
-    if contents:
-        for rel, digest in (info.get("sha256") or {}).items():
-            try:
-                actual = _sha256(directory / rel)
-            except OSError as exc:
-                return False, f"'{directory}/{rel}' cannot be read ({exc})"
-            if actual != digest:
-                return False, f"'{directory}/{rel}' does not match the checksum its marker recorded: corrupted"
-    return True, ""
-
-
-def _info(directory: Path) -> CheckpointInfo | None:
-    ok, _ = check_checkpoint(directory)
-    if not ok:
-        return None
-    m = read_marker(directory) or {}
-    return CheckpointInfo(directory, int(m.get("step", 0)), int(m.get("stage", 0)), m.get("stage_name"),
-                          float(m.get("created", 0.0)))
-
-
-def list_checkpoints(run_dir: str | os.PathLike) -> list[CheckpointInfo]:
-    """Complete checkpoints of a run, oldest first: by stage, then step. Broken ones are skipped."""
-    run_dir = Path(run_dir)
-    roots = [checkpoints_root(run_dir)]
-    stages = run_dir / STAGES_DIR
-    if stages.is_dir():
-        roots += [checkpoints_root(d) for d in sorted(stages.iterdir()) if d.is_dir()]
-    found = []
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for d in root.iterdir():
-            if d.is_dir() and _NAME.match(d.name):
-                info = _info(d)
-                if info is not None:
-                    found.append(info)
-    found.sort(key=lambda c: (c.stage, c.step, c.created))
-    return found
-
-
-def latest_checkpoint(run_dir: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint of ``run_dir`` (last stage, highest step), or None."""
-    found = list_checkpoints(run_dir)
-    return found[-1].path if found else None
-
-
-def is_checkpoint_dir(path: str | os.PathLike) -> bool:
-    p = Path(path)
-    return bool(_NAME.match(p.name)) or (p / MARKER).exists() or (p / "trainer_state.json").exists()
-
-
 def newest_intact(run_dir: str | os.PathLike) -> tuple[CheckpointInfo | None, list[str]]:
     """The newest checkpoint of ``run_dir`` whose files match their checksums, and why each newer
     one was passed over (truncated, corrupted, half-written)."""
     skipped = []
     root = checkpoints_root(run_dir)
     if root.is_dir():  # broken directories are not listed as checkpoints, but the user must hear of them
-        for d in sorted(root.iterdir(), key=lambda d: -int(_NAME.match(d.name).group(1)) if _NAME.match(d.name) else 0):
-            if d.is_dir() and _NAME.match(d.name):
+        for d in sorted(root.iterdir(), key=lambda d: -int(CHECKPOINT_NAME.match(d.name).group(1)) if CHECKPOINT_NAME.match(d.name) else 0):
+            if d.is_dir() and CHECKPOINT_NAME.match(d.name):
                 ok, why = check_checkpoint(d)
                 if not ok:
-                    skipped.append((int(_NAME.match(d.name).group(1)), why))
+                    skipped.append((int(CHECKPOINT_NAME.match(d.name).group(1)), why))
     for info in reversed(list_checkpoints(run_dir)):
         ok, why = check_checkpoint(info.path, contents=True)
         if ok:
@@ -350,11 +255,11 @@ def resolve_resume(resume: bool | str | os.PathLike | None, run_dir: str | os.Pa
     if is_checkpoint_dir(p):
         ok, why = check_checkpoint(p, contents=True)
         if not ok:
-            hint, _ = newest_intact(_run_of(p))
+            hint, _ = newest_intact(run_dir_of(p))
             raise CheckpointError(f"--resume {p}: {why}. "
                                   + (f"The newest intact checkpoint is {hint.path}" if hint else
                                      "This run has no intact checkpoint; start without --resume"))
-        return _info(p)
+        return checkpoint_info(p)
     return _newest_or_refuse(p, log, missing_ok=False)
 
 
@@ -399,23 +304,6 @@ def _newest_or_refuse(run_dir: Path, log: Callable[[str], None], *, missing_ok: 
     for why in skipped:
         log(f"resume: passing over a damaged checkpoint: {why}")
     return info
-
-
-def _run_of(checkpoint: Path) -> Path:
-    """RUN for RUN/checkpoints/checkpoint-N and for RUN/stages/NN-x/checkpoints/checkpoint-N."""
-    parent = checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINTS_DIR else checkpoint.parent
-    if parent.parent.name == STAGES_DIR:
-        return parent.parent.parent
-    return parent
-
-
-def run_dir_of(checkpoint: str | os.PathLike) -> Path:
-    return _run_of(Path(checkpoint))
-
-
-def stage_index_of(dirname: str) -> int | None:
-    m = _STAGE_NAME.match(dirname)
-    return int(m.group(1)) if m else None
 
 
 def trim_metrics(path: str | os.PathLike, last_step: int) -> int:
@@ -674,15 +562,14 @@ def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         return []
-    gone = [d for d in run_dir.iterdir() if d.is_dir() and _NAME.match(d.name)]
+    gone = [d for d in run_dir.iterdir() if d.is_dir() and CHECKPOINT_NAME.match(d.name)]
     for d in gone:
         shutil.rmtree(d, ignore_errors=True)
     return gone
 
 
 __all__ = [
-    "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "CHECKPOINTS_DIR", "EXIT_CODES", "MARKER", "CheckpointError", "CheckpointInfo", "check_checkpoint",
-    "clean_staging", "finalize_checkpoint", "latest_checkpoint", "list_checkpoints", "make_checkpoint_callback",
-    "newest_intact", "read_marker", "resolve_resume", "resume_hint", "rotate", "run_dir_of", "set_aside_later", "trim_metrics",
-    "write_marker",
+    "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "EXIT_CODES", "CheckpointError",
+    "clean_staging", "finalize_checkpoint", "make_checkpoint_callback", "newest_intact", "resolve_resume",
+    "resume_hint", "rotate", "set_aside_later", "trim_metrics", "write_marker",
 ]
