@@ -1,6 +1,6 @@
 """The package's shape: no import cycles, a ground floor that imports nothing above it, pure rewards,
 a hardware wing that imports nothing from training, modules found by name only in the registries,
-and no file longer than a reader can hold.
+every subcommand in cli/, and no file longer than a reader can hold.
 
 Every ``import`` and ``from ... import`` statement counts, including those inside functions (an
 import deferred into a function still ties the two modules together). The graph is read with
@@ -213,6 +213,25 @@ def test_modules_are_found_by_name_only_in_the_registries():
     assert run_time_imports() == []
 
 
+def subcommands_outside_cli(root: Path = ROOT) -> list[str]:
+    """``module:line`` for each subcommand parser (``subparsers.add_parser(...)``) outside ``cli/``."""
+    found = []
+    for module, path in sorted(_modules(root).items()):
+        if _under(module, f"{PACKAGE}.cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_parser":
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_every_subcommand_is_defined_in_cli():
+    from unsloth_grpo.cli.main import COMMAND_MODULES
+
+    assert subcommands_outside_cli() == []
+    assert all(_under(m, f"{PACKAGE}.cli") for m in COMMAND_MODULES)
+
+
 def test_no_package_file_is_longer_than_a_reader_can_hold():
     assert long_files() == []
 
@@ -280,6 +299,12 @@ def test_the_hardware_wing_reaching_above_its_floor_is_found(tmp_path, source, t
     })
     assert upward_imports(import_graph(pkg)) == [
         f"{PACKAGE}.hardware.backend (hardware: the card, the loader, export) imports {PACKAGE}.{target}"]
+
+
+def test_a_subcommand_outside_cli_is_found(tmp_path):
+    pkg = _write(tmp_path, {"__init__.py": "", "cli/__init__.py": "", "cli/plan.py": "def f(s):\n    s.add_parser('plan')\n",
+                            "hardware/__init__.py": "", "hardware/doctor.py": "def f(s):\n    s.add_parser('doctor')\n"})
+    assert subcommands_outside_cli(pkg) == [f"{PACKAGE}.hardware.doctor:2"]
 
 
 def test_a_long_file_and_a_stale_allowance_are_found(tmp_path):

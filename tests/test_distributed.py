@@ -241,7 +241,7 @@ def test_doctor_checks_the_configs_vllm_server(tmp_path, capsys):
     import argparse
     import socket
 
-    from unsloth_grpo.hardware import doctor
+    from unsloth_grpo.cli import doctor
 
     with socket.socket() as sock:  # a port nothing listens on once this closes
         sock.bind(("127.0.0.1", 0))

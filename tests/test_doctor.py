@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from unsloth_grpo.cli import doctor as doctor_cli
 from unsloth_grpo.hardware import doctor
 from unsloth_grpo.hardware.doctor import (
     ERROR,
@@ -464,7 +465,7 @@ def test_render_wraps_a_long_range_between_specifiers_never_inside_one():
 
 def _parse(argv):
     parser = argparse.ArgumentParser()
-    doctor.add_parser(parser.add_subparsers(dest="command"))
+    doctor_cli.add_parser(parser.add_subparsers(dest="command"))
     return parser.parse_args(["doctor", *argv])
 
 
@@ -479,11 +480,11 @@ def test_cli_exit_code_follows_blocking_problems(monkeypatch, capsys):
 
     monkeypatch.setattr(doctor, "collect_report", fake_collect)
     args = _parse(["--output-dir", "bad", "--no-network", "--vllm-server-port", "9000"])
-    assert args.func is doctor.run
-    assert doctor.run(args) == 1
+    assert args.func is doctor_cli.run
+    assert doctor_cli.run(args) == 1
     assert seen["check_hub"] is False and seen["vllm_server"] == ("localhost", 9000)
     assert 'pip install "trl>=1.14,<1.15"' in capsys.readouterr().out
-    assert doctor.run(_parse(["--output-dir", "good", "--json"])) == 0
+    assert doctor_cli.run(_parse(["--output-dir", "good", "--json"])) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["problems"] == []
     assert data["report"]["torch"]["gpus"][0]["bf16"] is True
@@ -494,7 +495,7 @@ def test_cli_takes_intentions_from_a_recipe_config(monkeypatch, tmp_path, capsys
     cfg.write_text(f"output_dir: {tmp_path / 'out'}\nmodel:\n  backend: unsloth\n  dtype: bf16\n")
     t4 = make_report(torch_info=TorchInfo("2.14.1+cu128", "12.8", True, (T4,)))
     monkeypatch.setattr(doctor, "collect_report", lambda **kw: t4)
-    assert doctor.run(_parse(["--config", str(cfg)])) == 1
+    assert doctor_cli.run(_parse(["--config", str(cfg)])) == 1
     assert "bf16 was requested" in capsys.readouterr().out
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from unsloth_grpo.cli import export as export_cli
 from unsloth_grpo.hardware import export as ex
 
 
@@ -100,7 +101,7 @@ def test_verify_exits_1_naming_the_difference_when_the_merge_is_off(adapter_dir,
     import shutil
 
     parser = argparse.ArgumentParser()
-    ex.add_parser(parser.add_subparsers())
+    export_cli.add_parser(parser.add_subparsers())
     run = _run_copy(adapter_dir, tmp_path / "run", "fp32")
     args = parser.parse_args(["export", "--model", str(run), "--merged", str(tmp_path / "m"), "--verify"])
     assert args.func(args) == 0
@@ -140,7 +141,7 @@ def test_fp16_export_halves_the_weights(adapter_dir, tmp_path):
 
 def test_cli_export_and_clear_errors(adapter_dir, tmp_path, capsys, monkeypatch):
     parser = argparse.ArgumentParser()
-    ex.add_parser(parser.add_subparsers())
+    export_cli.add_parser(parser.add_subparsers())
     args = parser.parse_args(["export", "--model", str(adapter_dir), "--merged", str(tmp_path / "m")])
     assert args.func(args) == 0
     assert "AutoModelForCausalLM.from_pretrained" in capsys.readouterr().out

@@ -435,7 +435,9 @@ def test_export_of_a_4bit_run_says_it_needs_the_16bit_base_and_never_tracebacks(
     monkeypatch.setattr(export, "_load_unsloth", lambda source: loads.append(source) or (_MergeFails(), None))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert export.run(_export_args(run, tmp_path / "merged")) == 2
+    from unsloth_grpo.cli import export as export_cli
+
+    assert export_cli.run(_export_args(run, tmp_path / "merged")) == 2
     err = capsys.readouterr().err
     assert "16-bit weights of unsloth/Qwen2.5-1.5B-Instruct" in err and "offline mode is on" in err
     assert loads == []  # said before any model is loaded
@@ -443,7 +445,7 @@ def test_export_of_a_4bit_run_says_it_needs_the_16bit_base_and_never_tracebacks(
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr(doctor, "tcp_probe", lambda *a: (True, "connected"))
-    assert export.run(_export_args(run, tmp_path / "merged2")) == 2
+    assert export_cli.run(_export_args(run, tmp_path / "merged2")) == 2
     err = capsys.readouterr().err
     assert "Unsloth's 16-bit merge failed: RuntimeError: Unsloth: Model unsloth/Qwen2.5-1.5B-Instruct" in err
     assert "Traceback" not in err and len(loads) == 1

@@ -533,7 +533,9 @@ def test_doctor_config_reports_the_missing_gpu(monkeypatch, capsys):
     args = argparse.Namespace(config=str(ROOT / "recipes" / "gsm8k.yaml"), backend=None, bf16=None,
                               fast_inference=None, output_dir=None, cache_dir=None, no_network=True,
                               vllm_server_host=None, vllm_server_port=None, json=True)
-    assert doctor.run(args) == 1
+    from unsloth_grpo.cli import doctor as doctor_cli
+
+    assert doctor_cli.run(args) == 1
     assert "no CUDA GPU: this recipe needs one" in capsys.readouterr().out
 
 

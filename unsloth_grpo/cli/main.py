@@ -19,8 +19,8 @@ COMMAND_MODULES = [
     "unsloth_grpo.cli.evaluate",
     "unsloth_grpo.cli.plot",
     "unsloth_grpo.cli.plan",
-    "unsloth_grpo.hardware.doctor",
-    "unsloth_grpo.hardware.export",
+    "unsloth_grpo.cli.doctor",
+    "unsloth_grpo.cli.export",
     "unsloth_grpo.cli.generate",
 ]
 
