@@ -41,8 +41,7 @@ def _run_config(model: str) -> dict | None:
         return None
     import yaml
 
-    from unsloth_grpo.runs import CHECKPOINTS_DIR, run_dir_of
-    from unsloth_grpo.runs import read_bundle
+    from unsloth_grpo.runs import CHECKPOINTS_DIR, read_bundle, run_dir_of
 
     candidates = [p]
     if p.parent.name == CHECKPOINTS_DIR:
