@@ -128,11 +128,25 @@ class TrainingConfig:
     save_steps: int = _f(100, help="Save a resumable checkpoint every N steps (0 = only on SIGINT/SIGTERM).")
     gradient_checkpointing: bool = _f(True, help="Recompute activations in backward to save memory.")
     report_to: list[str] = _f(help="TRL/transformers loggers: wandb, tensorboard, trackio.", factory=list)
+    # -- the toolkit's own training options (TOOLKIT_TRAINING_FIELDS): not GRPOConfig fields, never passed to TRL
+    dynamic_sampling: str = _f(
+        "off", help="Groups whose rewards all agree teach nothing: 'off' trains on them (TRL's behaviour), 'drop' "
+                    "leaves them out of the loss, 'refill' also generates for further prompts until the batch is full "
+                    "of informative groups (DAPO's dynamic sampling). See docs/dynamic-sampling.md.")
+    max_sampling_rounds: int = _f(
+        3, help="dynamic_sampling=refill: most generation rounds per step, the first included; a batch still "
+                "short after them trains on the informative groups it has.")
     passthrough: dict[str, Any] = _f(
         help="Every other field of the installed TRL's GRPOConfig, written under training: by its own name "
              "(e.g. training.epsilon_high: 0.28); checked against GRPOConfig before any model loads.",
         factory=dict)
 
+
+#: ``training:`` options that belong to the toolkit, not to TRL's GRPOConfig (never passed to TRL).
+TOOLKIT_TRAINING_FIELDS = ("dynamic_sampling", "max_sampling_rounds")
+
+#: Values of ``training.dynamic_sampling`` (unsloth_grpo.training.dynamic_sampling.MODES).
+DYNAMIC_SAMPLING_MODES = ("off", "drop", "refill")
 
 #: GRPOConfig/SFTConfig fields the toolkit sets itself, and the config key that decides each.
 TRAINER_FIELDS_OWNED_ELSEWHERE = {
@@ -561,6 +575,11 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append(f"training.beta={t.beta} must be >= 0")
     if t.temperature <= 0:
         p.append(f"training.temperature={t.temperature} must be > 0 for GRPO sampling")
+    if t.dynamic_sampling not in DYNAMIC_SAMPLING_MODES:
+        p.append(f"training.dynamic_sampling='{t.dynamic_sampling}' is not one of {', '.join(DYNAMIC_SAMPLING_MODES)}")
+    if t.max_sampling_rounds < 1:
+        p.append(f"training.max_sampling_rounds={t.max_sampling_rounds}: a step needs at least 1 generation round "
+                 "(3 is typical for refill)")
     if not cfg.rewards and not (cfg.stages and all(s.rewards or s.kind == "sft" for s in cfg.stages)):
         p.append("rewards: the list is empty; add at least one, e.g. {name: correctness, weight: 2.0}")
     if cfg.run.keep_last is not None and cfg.run.keep_last < 1:

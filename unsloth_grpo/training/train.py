@@ -427,6 +427,12 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    if cfg.training.dynamic_sampling != "off":
+        from unsloth_grpo.training import dynamic_sampling
+
+        dynamic_sampling.attach(trainer, cfg.training.dynamic_sampling, max_rounds=cfg.training.max_sampling_rounds)
+        if main_process:
+            log(dynamic_sampling.describe(cfg.training.dynamic_sampling, cfg.training.max_sampling_rounds))
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
         from unsloth_grpo.evaluation.evaluate import make_eval_callback
