@@ -427,6 +427,10 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    if loaded.info.backend == "transformers" or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
+        from unsloth_grpo.training import shared_prefill
+
+        shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions
     if cfg.training.dynamic_sampling != "off":
         from unsloth_grpo.training import dynamic_sampling
 
