@@ -151,10 +151,13 @@ def table(rows: dict[str, dict], n_seeds: int, n_problems: int) -> str:
              f"{'':26s} {'steps':>6s} {'train s':>8s} {'gen tokens':>11s} {'strict':>7s} {'lenient':>8s} "
              f"{'vs plain':>9s} {'flat':>5s}  reached plain's final at"]
     for arm, r in rows.items():
-        delta = "" if arm == next(iter(rows)) else f"{100 * statistics.fmean(r['delta_vs_plain']):+8.1f}"
+        base = arm == next(iter(rows))
+        delta = "" if base else f"{100 * statistics.fmean(r['delta_vs_plain']):+8.1f}"
         reached = [s for s in r["reach_share"] if s is not None]
-        share = (f"{100 * statistics.fmean(reached):.0f}% of its time ({len(reached)}/{len(r['reach_share'])} seeds; "
-                 f"each: {', '.join('-' if s is None else f'{100 * s:.0f}%' for s in r['reach_share'])})")
+        share = "" if base else (
+            f"{100 * statistics.median(reached) if reached else float('nan'):.0f}% of its time, median "
+            f"({len(reached)}/{len(r['reach_share'])} seeds; each: "
+            f"{', '.join('never' if s is None else f'{100 * s:.0f}%' for s in r['reach_share'])})")
         lines.append(f"{LABELS[arm]:26s} {r['steps']:6.0f} {r['seconds']:8.0f} {r['tokens']:11.0f} "
                      f"{100 * r['accuracy']:6.1f}% {100 * r['lenient_accuracy']:7.1f}% {delta:>9s} "
                      f"{100 * r['frac_reward_zero_std']:4.0f}%  {share}")
@@ -182,22 +185,26 @@ def plot(runs: list[dict], arms: list[str], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     base = arms[0]
-    grid = [i / 100 for i in range(0, 101, 2)]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), dpi=90, sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=90, sharey=True)
     for ax, x, name in zip(axes, ("seconds", "tokens"), ("training wall time", "generated completion tokens")):
+        end = max(r["arms"][a][x] / (r["arms"][base][x] or 1.0) for r in runs for a in arms)
+        grid = [end * i / 100 for i in range(101)]
         for arm in arms:
-            ax.plot([100 * g for g in grid], _mean_curve(runs, arm, base, x, "accuracy", grid), color=COLORS[arm],
+            stop = min(r["arms"][arm][x] / (r["arms"][base][x] or 1.0) for r in runs)  # where every seed has data
+            xs = [g for g in grid if g <= stop + 1e-9]
+            ax.plot([100 * g for g in xs], _mean_curve(runs, arm, base, x, "accuracy", xs), color=COLORS[arm],
                     label=f"{LABELS[arm]} (strict)", drawstyle="steps-post")
-            ax.plot([100 * g for g in grid], _mean_curve(runs, arm, base, x, "lenient_accuracy", grid),
+            ax.plot([100 * g for g in xs], _mean_curve(runs, arm, base, x, "lenient_accuracy", xs),
                     color=COLORS[arm], linestyle=":", label=f"{LABELS[arm]} (lenient)", drawstyle="steps-post")
         mean_total = statistics.fmean(r["arms"][base][x] for r in runs)
         ax.set_xlabel(f"{name}, % of plain GRPO's (mean {mean_total:,.0f} {'s' if x == 'seconds' else 'tokens'})",
                       fontsize=8)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("held-out accuracy (%), mean over seeds", fontsize=8)
-    axes[1].legend(fontsize=7, loc="lower right")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=3)
     fig.suptitle(f"Arith: plain GRPO vs dynamic sampling, same start, {len(runs)} seed(s)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.savefig(path)
     plt.close(fig)
     return path
