@@ -191,7 +191,7 @@ def plot(runs: list[dict], arms: list[str], path: Path) -> Path:
         grid = [end * i / 100 for i in range(101)]
         for arm in arms:
             stop = min(r["arms"][arm][x] / (r["arms"][base][x] or 1.0) for r in runs)  # where every seed has data
-            xs = [g for g in grid if g <= stop + 1e-9]
+            xs = [g for g in grid if g < stop - 1e-9] + [stop]
             ax.plot([100 * g for g in xs], _mean_curve(runs, arm, base, x, "accuracy", xs), color=COLORS[arm],
                     label=f"{LABELS[arm]} (strict)", drawstyle="steps-post")
             ax.plot([100 * g for g in xs], _mean_curve(runs, arm, base, x, "lenient_accuracy", xs),

@@ -253,3 +253,22 @@ def test_two_processes_train_the_same_refilled_batch(tmp_path):
     ends = [json.loads((ranks / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ends[0]["trainable_sha256"] == ends[1]["trainable_sha256"]
     assert "dynamic sampling: refill" in proc.stdout + proc.stderr
+
+
+def test_batches_it_cannot_regroup_switch_it_off_with_one_line(tiny_model_dir, tmp_path):
+    """A batch holding a key the sampler does not know how to regroup (a multimodal model's image tensors,
+    say) is trained as TRL built it, and the run says once that dynamic sampling is off."""
+    trainer, seen = _trainer(tiny_model_dir, tmp_path, "refill", steps=2)
+    said = []
+    trainer.dynamic_sampler.log = said.append
+    inner = trainer.dynamic_sampler._generate
+
+    def with_pixels(inputs):
+        out = inner(inputs)
+        out["per_row_extra"] = out["advantages"].new_zeros(len(out["advantages"]), 1)
+        return out
+
+    trainer.dynamic_sampler._generate = with_pixels
+    trainer.train()
+    assert [len(b["prompts"]) for b in seen] == [8, 8] and not _logged(trainer, "dynamic_sampling/rounds")
+    assert said == ["dynamic sampling: off for this run (its batches hold per_row_extra, which it cannot regroup)"]

@@ -113,8 +113,15 @@ class DynamicSampler:
                 raise DynamicSamplingError(f"dynamic sampling needs TRL's GRPOTrainer; {type(trainer).__name__} has "
                                            f"no {name}. Set training.dynamic_sampling: off")
         self.trainer, self.mode = trainer, mode
-        self.max_rounds = max_rounds if mode == "refill" else 1
         self.log = log
+        self.disabled = False
+        data = getattr(trainer, "train_dataset", None)
+        if mode == "refill" and not (hasattr(data, "__getitem__") and hasattr(data, "__len__")):
+            # refill draws further prompts by index; a streamed dataset has none
+            self._say("dynamic sampling: refill needs a map-style training set (prompts drawn by index); "
+                      "this run drops flat groups without refilling (drop)")
+            self.mode = mode = "drop"
+        self.max_rounds = max_rounds if mode == "refill" else 1
         self._generate = trainer._generate_and_score_completions
         self._rewards_of = trainer._calculate_rewards
         self._last_rewards = None
@@ -133,7 +140,7 @@ class DynamicSampler:
 
     def generate_and_score(self, inputs):
         t = self.trainer
-        if not t.model.training:  # evaluation batches are scored as TRL scores them
+        if not t.model.training or self.disabled:  # evaluation batches are scored as TRL scores them
             return self._generate(inputs)
         step = t.state.global_step
         self._where = (step, self._where[1] + 1 if self._where[0] == step else 0)
@@ -144,7 +151,12 @@ class DynamicSampler:
         for r in range(self.max_rounds):
             batch = inputs if r == 0 else self._refill_rows(r, target, len(inputs))
             out = self._generate(batch)
-            self._check_keys(out)
+            unknown = sorted(k for k, v in out.items() if k not in _KNOWN and v is not None)
+            if unknown:  # images or other per-sample inputs this cannot regroup: TRL's batch, from now on
+                self.disabled = True
+                self._say(f"dynamic sampling: off for this run (its batches hold {', '.join(unknown)}, which it "
+                          "cannot regroup)")
+                return out
             agree = agreeing_groups(self._last_rewards, t.reward_weights, G,
                                     getattr(t, "multi_objective_aggregation", "sum_then_normalize")).tolist()
             prompts += target
@@ -168,9 +180,6 @@ class DynamicSampler:
         repeated ``num_generations`` times, split across processes as TRL's sampler splits a batch."""
         t = self.trainer
         data = t.train_dataset
-        if not hasattr(data, "__getitem__") or not hasattr(data, "__len__"):
-            raise DynamicSamplingError("training.dynamic_sampling: refill draws further prompts from the training "
-                                       "set by index, and a streamed dataset has none; use drop, or a map-style dataset")
         rng = random.Random(f"dynamic-sampling-{t.args.seed}-{self._where[0]}-{self._where[1]}-{round_index}")
         n = len(data)
         picks = rng.sample(range(n), prompts) if prompts <= n else [rng.randrange(n) for _ in range(prompts)]
@@ -186,12 +195,9 @@ class DynamicSampler:
             return int(value)
         return int(acc.gather(torch.tensor([value], device=acc.device)).sum().item())
 
-    def _check_keys(self, out: dict[str, Any]) -> None:
-        unknown = sorted(k for k, v in out.items() if k not in _KNOWN and v is not None)
-        if unknown:
-            raise DynamicSamplingError(
-                f"training.dynamic_sampling cannot regroup batches holding {', '.join(unknown)} (images or "
-                "other per-sample inputs); set training.dynamic_sampling: off for this run")
+    def _say(self, message: str) -> None:
+        if self.log is not None and self.trainer.accelerator.is_main_process:
+            self.log(message)
 
     def _layout(self, key: str, tensor) -> str:
         """``prompt`` (left-padded tokens), ``completion`` (right-padded tokens) or ``row`` (one value a row)."""

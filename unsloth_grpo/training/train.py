@@ -434,9 +434,14 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     if cfg.training.dynamic_sampling != "off":
         from unsloth_grpo.training import dynamic_sampling
 
-        dynamic_sampling.attach(trainer, cfg.training.dynamic_sampling, max_rounds=cfg.training.max_sampling_rounds)
-        if main_process:
-            log(dynamic_sampling.describe(cfg.training.dynamic_sampling, cfg.training.max_sampling_rounds))
+        try:
+            dynamic_sampling.attach(trainer, cfg.training.dynamic_sampling, max_rounds=cfg.training.max_sampling_rounds,
+                                    log=log)
+            if main_process:
+                log(dynamic_sampling.describe(cfg.training.dynamic_sampling, cfg.training.max_sampling_rounds))
+        except dynamic_sampling.DynamicSamplingError as exc:  # a trainer class without TRL's methods
+            if main_process:
+                log(f"dynamic sampling: off for this run ({exc})")
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
         from unsloth_grpo.evaluation.evaluate import make_eval_callback
