@@ -4,6 +4,7 @@
     python benchmarks/learning_efficiency.py --seeds 0 1 2 3 4          # the documented run (docs/dynamic-sampling.md)
     python benchmarks/learning_efficiency.py --arms off refill --eval-every 10 training.max_sampling_rounds=4
     python benchmarks/learning_efficiency.py --steps 40 --seeds 0       # a quick look (no claim)
+    python benchmarks/learning_efficiency.py --combine a/results.json b/results.json --out both   # seeds run apart
 
 For each seed the arith recipe's SFT stage is trained once. From that adapter each arm trains the
 GRPO stage: ``off`` (plain GRPO, the stage's steps), then ``drop`` and ``refill``
@@ -210,6 +211,37 @@ def plot(runs: list[dict], arms: list[str], path: Path) -> Path:
     return path
 
 
+def report(runs: list[dict], arms: list[str], out: Path, n_problems: int, **info) -> None:
+    """Print the table, write results.json and the plot to ``out``."""
+    rows = summarize(runs, arms)
+    print()
+    print(table(rows, len(runs), n_problems))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({**info, "arms": arms, "n_problems": n_problems, "summary": rows,
+                                                  "runs": runs}, indent=2))
+    print(f"wrote {out / 'results.json'} and {plot(runs, arms, out / 'efficiency.png')}")
+
+
+def combine(paths: list[Path], out: Path) -> int:
+    """The seeds of several runs of this benchmark as one table and plot (each run's settings must match)."""
+    parts = [json.loads(p.read_text()) for p in paths]
+    keys = ("arms", "steps", "eval_every", "config_overrides")
+    differ = [k for k in keys if any(part.get(k) != parts[0].get(k) for part in parts)]
+    if differ:
+        print(f"error: the runs differ in {', '.join(differ)}; combine runs of the same settings", file=sys.stderr)
+        return 2
+    runs = [r for part in parts for r in part["runs"]]
+    seeds = [r["seed"] for r in runs]
+    if len(set(seeds)) != len(seeds):
+        print(f"error: a seed appears twice ({seeds}); combine runs of different seeds", file=sys.stderr)
+        return 2
+    report(runs, parts[0]["arms"], out, parts[0].get("n_problems", 500), seeds=seeds,
+           **{k: parts[0].get(k) for k in keys if k != "arms"}, combined_from=[str(p) for p in paths],
+           wall_seconds=sum(part.get("wall_seconds", 0) for part in parts),
+           platforms=sorted({part.get("platform") for part in parts}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="Seeds (5 for the documented claim).")
@@ -221,9 +253,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="The later arms stop at the first arm's wall time, or at this many times its steps.")
     p.add_argument("--config", help="Arith recipe YAML (default: the recipe's built-in settings).")
     p.add_argument("--out", default="outputs/learning-efficiency", help="Where results.json and efficiency.png go.")
+    p.add_argument("--combine", nargs="+", metavar="RESULTS_JSON",
+                   help="Train nothing: print and plot the seeds of several earlier runs' results.json together "
+                        "(same arms, steps and settings).")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Config overrides, as for the recipe.")
     args = p.parse_args(argv)
     out = Path(args.out)
+    if args.combine:
+        return combine([Path(f) for f in args.combine], out)
     try:
         cfgs = [RECIPE.resolve(config=args.config, output_dir=str(out / f"seed{s}"),
                                overrides=[*args.overrides, f"seed={s}"]) for s in args.seeds]
@@ -242,19 +279,12 @@ def main(argv: list[str] | None = None) -> int:
     runs = [run_seed(cfg, args.arms, every=args.eval_every, steps=steps, max_step_factor=args.max_step_factor)
             for cfg in cfgs]
     wall = time.time() - start
-    rows = summarize(runs, args.arms)
     n_problems = cfgs[0].evaluation.limit
-    print()
-    print(table(rows, len(runs), n_problems))
+    report(runs, args.arms, out, n_problems, seeds=args.seeds, steps=steps, eval_every=args.eval_every,
+           config_overrides=args.overrides, wall_seconds=round(wall, 1),
+           platform=platform.platform())
     print(f"total wall time {wall / 60:.1f} min on {platform.machine()} ({platform.processor() or 'cpu'}), "
           f"python {platform.python_version()}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({
-        "seeds": args.seeds, "arms": args.arms, "steps": steps, "eval_every": args.eval_every,
-        "summary": rows, "runs": runs, "wall_seconds": round(wall, 1), "platform": platform.platform(),
-        "config_overrides": args.overrides,
-    }, indent=2))
-    print(f"wrote {out / 'results.json'} and {plot(runs, args.arms, out / 'efficiency.png')}")
     return 0
 
 

@@ -272,3 +272,57 @@ def test_batches_it_cannot_regroup_switch_it_off_with_one_line(tiny_model_dir, t
     trainer.train()
     assert [len(b["prompts"]) for b in seen] == [8, 8] and not _logged(trainer, "dynamic_sampling/rounds")
     assert said == ["dynamic sampling: off for this run (its batches hold per_row_extra, which it cannot regroup)"]
+
+
+# ------------------------------------------------------------------ the learning-efficiency benchmark
+
+def _benchmark():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("learning_efficiency", REPO / "benchmarks" / "learning_efficiency.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_reads_time_to_plain_grpos_final_accuracy_and_the_gain_at_equal_time():
+    bench = _benchmark()
+
+    def arm(points, seconds):
+        return {"points": [{"step": s, "seconds": t, "tokens": 10 * s, "accuracy": a, "lenient_accuracy": a + 0.01}
+                           for s, t, a in points], "steps": points[-1][0], "seconds": seconds,
+                "tokens": 10 * points[-1][0], "frac_reward_zero_std": 0.4}
+
+    runs = [{"seed": 0, "arms": {"off": arm([(0, 0, 0.3), (10, 50, 0.4), (20, 100, 0.5)], 100),
+                                 "refill": arm([(0, 0, 0.3), (8, 60, 0.5), (14, 100, 0.56)], 100)}},
+            {"seed": 1, "arms": {"off": arm([(0, 0, 0.3), (10, 50, 0.45), (20, 100, 0.6)], 100),
+                                 "refill": arm([(0, 0, 0.3), (8, 60, 0.55), (14, 100, 0.58)], 100)}}]
+    rows = bench.summarize(runs, ["off", "refill"])
+    assert rows["refill"]["reach_share"] == [0.6, None]  # seed 1 never reached 0.6
+    assert rows["refill"]["delta_vs_plain"] == pytest.approx([0.06, -0.02])
+    assert rows["refill"]["lenient_accuracy"] == pytest.approx(0.58)
+    text = bench.table(rows, 2, 500)
+    assert "60% of its time, median (1/2 seeds; each: 60%, never)" in text and "+2.0" in text
+
+
+@pytest.mark.slow
+def test_benchmark_trains_every_arm_from_one_start_and_plots(tmp_path):
+    import subprocess
+    import sys
+
+    stages = ("stages=[{name: sft, kind: sft, max_steps: 8, learning_rate: 0.003, num_examples: 32},"
+              " {name: grpo, kind: grpo, max_steps: 4}]")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "learning_efficiency.py"), "--seeds", "0",
+                           "--eval-every", "2", "--out", str(tmp_path / "out"), stages, "evaluation.limit=40",
+                           "data.num_synthetic=64", "training.per_device_train_batch_size=32"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    arms = result["runs"][0]["arms"]
+    assert list(arms) == ["off", "drop", "refill"] and arms["off"]["steps"] == 4
+    for name, a in arms.items():
+        assert a["points"][0]["step"] == 0 and a["points"][0]["accuracy"] == arms["off"]["points"][0]["accuracy"]
+        assert a["seconds"] > 0 and a["tokens"] > 0
+    assert (tmp_path / "out" / "efficiency.png").stat().st_size > 10_000
+    assert "reached plain's final at" in proc.stdout
