@@ -11,9 +11,12 @@ GRPO stage: ``off`` (plain GRPO, the stage's steps), then ``drop`` and ``refill`
 (``training.dynamic_sampling``), each given the same training wall time as ``off`` took for that
 seed (they stop when their summed step time reaches it; at most ``--max-step-factor`` times the
 steps). Every ``--eval-every`` steps and at the end, the adapter is graded greedily on the same
-held-out problems, strict and lenient. Times are the trainer's own ``step_time`` (generation,
-scoring, backward and optimizer; evaluation is not counted); tokens are the completion tokens
-generated, refill rounds included.
+held-out problems, strict and lenient. Time is the CPU time the process spends in training steps
+(generation, scoring, backward and optimizer; evaluation is not counted): with one torch thread it
+equals the wall time on an idle machine, and unlike wall time it does not grow when other jobs share
+the cores (on a shared 2-core machine the same 200 steps took from 105 to 175 wall seconds). The
+wall time of the same steps is recorded beside it. Tokens are the completion tokens generated,
+refill rounds included.
 
 It prints, per arm: steps, training seconds, generated tokens, final strict and lenient accuracy
 (mean over seeds), the difference from plain GRPO at the same wall time, and the share of plain
@@ -55,20 +58,29 @@ def _curve_callback(start, arm_cfg, *, every: int, budget: float | None, max_ste
 
     class Curve(TrainerCallback):
         def __init__(self) -> None:
-            self.seconds, self.tokens, self.points, self.flat = 0.0, 0.0, [], []
+            self.seconds, self.wall, self.tokens, self.points, self.flat = 0.0, 0.0, 0.0, [], []
+            self._begin = None
 
         def grade(self, step: int, model, tokenizer) -> None:
             result = evaluate(model, tokenizer, start.held_out, **kwargs)
-            self.points.append({"step": step, "seconds": round(self.seconds, 2), "tokens": int(self.tokens),
-                                "accuracy": result["accuracy"], "lenient_accuracy": result["lenient_accuracy"]})
+            self.points.append({"step": step, "seconds": round(self.seconds, 2), "wall": round(self.wall, 2),
+                                "tokens": int(self.tokens), "accuracy": result["accuracy"],
+                                "lenient_accuracy": result["lenient_accuracy"]})
 
         def on_train_begin(self, args, state, control, model=None, processing_class=None, **kw):
             self.grade(0, model, processing_class)
 
+        def on_step_begin(self, args, state, control, **kw):
+            self._begin = (time.process_time(), time.perf_counter())
+
+        def on_step_end(self, args, state, control, **kw):
+            cpu, wall = self._begin
+            self.seconds += time.process_time() - cpu
+            self.wall += time.perf_counter() - wall
+
         def on_log(self, args, state, control, logs=None, model=None, processing_class=None, **kw):
-            if not logs or "step_time" not in logs:
+            if not logs or ("loss" not in logs and "reward" not in logs):  # a training step's log
                 return control
-            self.seconds += logs["step_time"]
             if "dynamic_sampling/generated_tokens" in logs:
                 self.tokens += logs["dynamic_sampling/generated_tokens"]
             elif "completions/mean_length" in logs:
@@ -104,12 +116,14 @@ def run_seed(cfg, arms: list[str], *, every: int, steps: int, max_step_factor: f
         result = train(arm_cfg, loaded=start.loaded, dataset=start.train_rows, callbacks=[curve],
                        log=lambda _m: None)
         out[arm] = {"points": curve.points, "steps": result.global_step, "seconds": round(curve.seconds, 2),
-                    "tokens": int(curve.tokens), "wall_seconds": round(time.perf_counter() - t0, 1),
+                    "train_wall_seconds": round(curve.wall, 2), "tokens": int(curve.tokens),
+                    "wall_seconds": round(time.perf_counter() - t0, 1),
                     "frac_reward_zero_std": statistics.fmean(curve.flat) if curve.flat else None}
         if budget is None:
-            budget = curve.seconds  # the first arm (plain GRPO) sets the wall time the others get
+            budget = curve.seconds  # the first arm (plain GRPO) sets the training time the others get
         last = curve.points[-1]
-        log(f"seed {cfg.seed} {arm}: {result.global_step} steps, {curve.seconds:.0f}s training, "
+        log(f"seed {cfg.seed} {arm}: {result.global_step} steps, {curve.seconds:.0f} CPU s training "
+            f"({curve.wall:.0f} s wall), "
             f"{curve.tokens:.0f} tokens -> {last['accuracy']:.3f} strict, {last['lenient_accuracy']:.3f} lenient "
             f"(flat groups {out[arm]['frac_reward_zero_std']:.0%})")
     import shutil
@@ -136,6 +150,7 @@ def summarize(runs: list[dict], arms: list[str]) -> dict[str, dict]:
         rows[arm] = {
             "steps": statistics.fmean(r["arms"][arm]["steps"] for r in runs),
             "seconds": statistics.fmean(r["arms"][arm]["seconds"] for r in runs),
+            "train_wall_seconds": statistics.fmean(r["arms"][arm].get("train_wall_seconds", 0.0) for r in runs),
             "tokens": statistics.fmean(r["arms"][arm]["tokens"] for r in runs),
             "accuracy": statistics.fmean(p["accuracy"] for p in finals),
             "lenient_accuracy": statistics.fmean(p["lenient_accuracy"] for p in finals),
@@ -148,9 +163,10 @@ def summarize(runs: list[dict], arms: list[str]) -> dict[str, dict]:
 
 
 def table(rows: dict[str, dict], n_seeds: int, n_problems: int) -> str:
-    lines = [f"held-out accuracy after the same training wall time, {n_problems} problems, greedy, {n_seeds} seed(s)",
-             f"{'':26s} {'steps':>6s} {'train s':>8s} {'gen tokens':>11s} {'strict':>7s} {'lenient':>8s} "
-             f"{'vs plain':>9s} {'flat':>5s}  reached plain's final at"]
+    lines = [f"held-out accuracy after the same training time, {n_problems} problems, greedy, {n_seeds} seed(s); "
+             "train s: CPU seconds of the training steps (one thread), wall s: their wall time",
+             f"{'':26s} {'steps':>6s} {'train s':>8s} {'wall s':>7s} {'gen tokens':>11s} {'strict':>7s} "
+             f"{'lenient':>8s} {'vs plain':>9s} {'flat':>5s}  reached plain's final at"]
     for arm, r in rows.items():
         base = arm == next(iter(rows))
         delta = "" if base else f"{100 * statistics.fmean(r['delta_vs_plain']):+8.1f}"
@@ -159,7 +175,8 @@ def table(rows: dict[str, dict], n_seeds: int, n_problems: int) -> str:
             f"{100 * statistics.median(reached) if reached else float('nan'):.0f}% of its time, median "
             f"({len(reached)}/{len(r['reach_share'])} seeds; each: "
             f"{', '.join('never' if s is None else f'{100 * s:.0f}%' for s in r['reach_share'])})")
-        lines.append(f"{LABELS[arm]:26s} {r['steps']:6.0f} {r['seconds']:8.0f} {r['tokens']:11.0f} "
+        lines.append(f"{LABELS[arm]:26s} {r['steps']:6.0f} {r['seconds']:8.0f} {r['train_wall_seconds']:7.0f} "
+                     f"{r['tokens']:11.0f} "
                      f"{100 * r['accuracy']:6.1f}% {100 * r['lenient_accuracy']:7.1f}% {delta:>9s} "
                      f"{100 * r['frac_reward_zero_std']:4.0f}%  {share}")
     return "\n".join(lines)
@@ -187,7 +204,8 @@ def plot(runs: list[dict], arms: list[str], path: Path) -> Path:
 
     base = arms[0]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=90, sharey=True)
-    for ax, x, name in zip(axes, ("seconds", "tokens"), ("training wall time", "generated completion tokens")):
+    for ax, x, name in zip(axes, ("seconds", "tokens"), ("training time (CPU s, one thread)",
+                                                        "generated completion tokens")):
         end = max(r["arms"][a][x] / (r["arms"][base][x] or 1.0) for r in runs for a in arms)
         grid = [end * i / 100 for i in range(101)]
         for arm in arms:
