@@ -20,7 +20,9 @@ Modes (``training.dynamic_sampling``):
 
 Whatever the mode leaves short of a full batch is trained as it is (a smaller batch); when no group
 of the first round is informative and no refill found one, the step runs on TRL's batch unchanged
-(its advantages are all zero, as without this option).
+(its advantages are all zero, as without this option). A batch holding inputs it cannot regroup
+(a multimodal model's image tensors) switches the option off for the run, with one log line; under
+``refill`` a streamed training set (no index to draw from) makes it ``drop``.
 
 How it works. Two of the trainer's methods are wrapped on the instance, nothing is subclassed:
 ``_calculate_rewards`` (to see the rewards of every completion on every process, the tensor TRL
@@ -61,7 +63,7 @@ _KNOWN = set(_PROMPT_KEYS) | set(_COMPLETION_KEYS) | _ROW_KEYS | {"num_items_in_
 
 
 class DynamicSamplingError(RuntimeError):
-    """A run this option cannot serve (multimodal batches, a streamed dataset, an unknown trainer)."""
+    """A trainer this option cannot wrap (one without TRL's GRPOTrainer methods)."""
 
 
 def attach(trainer, mode: str, *, max_rounds: int = 3, log=None) -> "DynamicSampler | None":
