@@ -165,8 +165,8 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
     from unsloth_grpo.training.train import train
 
     cfg = config_for(run, backend, overrides)
-    cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, max_steps=steps + warmup,
-                                                                save_steps=0, logging_steps=1))
+    cfg = dataclasses.replace(cfg, training=cfg.training.updated(max_steps=steps + warmup, save_steps=0,
+                                                                 logging_steps=1))
     shutil.rmtree(cfg.output_dir, ignore_errors=True)
     timers = []
     import trl

@@ -98,9 +98,10 @@ class SftStart:
     graded: dict[str, Any]  # the SFT adapter's held-out evaluation (see _graded)
 
     def sub(self, scfg: RecipeConfig, name: str, **training) -> RecipeConfig:
-        """``scfg`` writing under ``cfg.output_dir/name``, with ``training`` fields replaced."""
-        t = dataclasses.replace(scfg.training, **training)
-        return dataclasses.replace(scfg, output_dir=str(Path(self.cfg.output_dir) / name), training=t)
+        """``scfg`` writing under ``cfg.output_dir/name``, with ``training`` keys replaced (the toolkit's
+        own options by field, TRL's in ``trl``)."""
+        return dataclasses.replace(scfg, output_dir=str(Path(self.cfg.output_dir) / name),
+                                   training=scfg.training.updated(**training))
 
     def reset(self) -> None:
         """Put the SFT adapter back, for the next arm."""
