@@ -125,7 +125,7 @@ def config_for(run: str, backend: str, overrides: list[str]):
     from unsloth_grpo.recipes.gsm8k import RECIPE
 
     return RECIPE.resolve(preset="smoke", output_dir="outputs/step-time/smoke",
-                          overrides=[f"model.backend={backend}", "training.samples_every=0", *overrides])
+                          overrides=[f"model.backend={backend}", "run.samples_every=0", *overrides])
 
 
 def ab_generation(trainer, reps: int) -> dict:
