@@ -50,6 +50,11 @@ def test_config_refuses_unknown_modes_and_rounds_below_one():
     assert any("training.max_sampling_rounds=0" in p for p in problems)
     # YAML reads a bare off as false; the field keeps what was typed
     assert load_config({}, overrides=["training.dynamic_sampling=off"]).training.dynamic_sampling == "off"
+    # the toolkit's options are typed fields, never among the TRL fields handed to GRPOConfig
+    t = load_config({"training": {"dynamic_sampling": "refill", "max_steps": 5}}).training
+    assert (t.dynamic_sampling, t.max_steps) == ("refill", 5) and "dynamic_sampling" not in t.trl
+    u = t.updated(dynamic_sampling="drop", max_steps=7)
+    assert (u.dynamic_sampling, u.max_steps, t.max_steps) == ("drop", 7, 5) and "dynamic_sampling" not in u.trl
 
 
 # ------------------------------------------------------------------ a real trainer on the tiny model
