@@ -56,7 +56,10 @@ WARNING_NAMES = ("mode_collapse", "no_signal", "kl_blowup", "flat_reward", "leng
 
 #: What training.dynamic_sampling did where it was measured (docs/dynamic-sampling.md); the
 #: ``wasted_groups`` warning quotes it.
-DYNAMIC_SAMPLING_EFFECT = "see docs/dynamic-sampling.md for what it did on the arith demo"
+DYNAMIC_SAMPLING_EFFECT = (
+    "on the arith demo (5 seeds, half the groups flat, the same training time as plain GRPO) refill ended "
+    "1.8 points higher in held-out accuracy on average (-2.6 to +5.8 by seed) and drop level (-5.6 to +4.4): "
+    "within the spread between seeds, so measure it on your run (docs/dynamic-sampling.md)")
 
 HEALTH_FILE = "health.jsonl"
 
