@@ -106,6 +106,7 @@ def _logged(trainer, key):
     return [h[key] for h in trainer.state.log_history if key in h]
 
 
+@pytest.mark.slow
 def test_refill_drops_groups_with_equal_rewards_and_fills_the_batch_from_further_prompts(tiny_model_dir, tmp_path):
     trainer, seen = _trainer(tiny_model_dir, tmp_path, "refill")
     trainer.train()
@@ -123,6 +124,7 @@ def test_refill_drops_groups_with_equal_rewards_and_fills_the_batch_from_further
     assert max(_logged(trainer, "frac_reward_zero_std")) > 0
 
 
+@pytest.mark.slow
 def test_drop_trains_on_the_informative_groups_only(tiny_model_dir, tmp_path):
     trainer, seen = _trainer(tiny_model_dir, tmp_path, "drop", steps=4)
     trainer.train()
@@ -136,6 +138,7 @@ def test_drop_trains_on_the_informative_groups_only(tiny_model_dir, tmp_path):
     assert 1.0 in kept  # a step with one flat and one varied group trained on the varied one alone
 
 
+@pytest.mark.slow
 def test_a_batch_that_cannot_split_evenly_is_topped_up_with_masked_rows(tiny_model_dir, tmp_path):
     """3 completions per prompt and 2 micro-batches per generation: one informative group (3 rows) is
     padded to 4 with a dropped row whose loss mask is zero, so no micro-batch is lost or uneven."""
@@ -261,6 +264,7 @@ def test_two_processes_train_the_same_refilled_batch(tmp_path):
     assert "dynamic sampling: refill" in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_batches_it_cannot_regroup_switch_it_off_with_one_line(tiny_model_dir, tmp_path):
     """A batch holding a key the sampler does not know how to regroup (a multimodal model's image tensors,
     say) is trained as TRL built it, and the run says once that dynamic sampling is off."""

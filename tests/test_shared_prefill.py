@@ -65,6 +65,7 @@ def test_nothing_to_share_or_an_unusual_call_falls_back(tiny):
         model.eval()
 
 
+@pytest.mark.slow
 def test_grpo_training_with_the_shared_prefill_is_the_training_without_it(tiny_model_dir, tmp_path, monkeypatch):
     """A few GRPO steps on the tiny model, with and without the shared prefill, from the same seed: the same
     completions, rewards, losses and gradient norms; and the shared path did run."""
