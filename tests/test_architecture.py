@@ -173,7 +173,7 @@ LONG_FILES = {
     "answers.py": "the grader; issue 24's branch edits it, split into a grading room once it has landed",
     "hardware/doctor.py": "five jobs in one file; issue 24's branch edits it, split by job once it has landed",
     "hardware/export.py": "issue 24's branch edits it; its subcommand moves to cli/ once it has landed",
-    "config.py": "the recipe config classes with a help text per field; issue 26's branch adds fields to it",
+    "config.py": "the recipe config: its sections with a help text per field, YAML in and out, the shape checks",
     "training/train.py": "the GRPO run; issue 27's trainer-loop branch reshapes it",
 }
 
