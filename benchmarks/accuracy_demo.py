@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from unsloth_grpo.config import ConfigError  # noqa: E402
 from unsloth_grpo.recipes.arith import RECIPE  # noqa: E402
-from unsloth_grpo.training.controls import ARMS, check_two_stage, run_controls, wilson_interval  # noqa: E402
+from unsloth_grpo.experiments.controls import ARMS, check_two_stage, run_controls, wilson_interval  # noqa: E402
 
 LABELS = {"sft": "after SFT (start)", "grpo": "after GRPO", "extra_sft": "after extra SFT (control)",
           "shuffled_grpo": "after shuffled-gold GRPO (control)"}

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from unsloth_grpo.config import DYNAMIC_SAMPLING_MODES, ConfigError  # noqa: E402
 from unsloth_grpo.recipes.arith import RECIPE  # noqa: E402
-from unsloth_grpo.training.controls import check_two_stage  # noqa: E402
+from unsloth_grpo.experiments.controls import check_two_stage  # noqa: E402
 
 COLORS = {"off": "#2a7ab0", "drop": "#d98c2b", "refill": "#3a9a4a"}
 LABELS = {"off": "plain GRPO", "drop": "dynamic sampling: drop", "refill": "dynamic sampling: refill"}
@@ -99,7 +99,7 @@ def _curve_callback(start, arm_cfg, *, every: int, budget: float | None, max_ste
 
 def run_seed(cfg, arms: list[str], *, every: int, steps: int, max_step_factor: float, log=print) -> dict:
     """One seed: the SFT start, then each arm from it; their accuracy curves."""
-    from unsloth_grpo.training.controls import train_sft_start
+    from unsloth_grpo.experiments.controls import train_sft_start
     from unsloth_grpo.training.train import train
 
     start = train_sft_start(cfg, log=log)

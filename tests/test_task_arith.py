@@ -9,7 +9,7 @@ from unsloth_grpo.data import DataError
 from unsloth_grpo.recipes.arith import RECIPE
 from unsloth_grpo.tasks import arith
 from unsloth_grpo.evaluation.evaluate import wilson_interval
-from unsloth_grpo.training.controls import check_two_stage, shuffled_gold
+from unsloth_grpo.experiments.controls import check_two_stage, shuffled_gold
 
 
 def test_train_and_held_out_problems_never_overlap():
@@ -158,7 +158,7 @@ def test_run_controls_trains_every_arm_from_one_sft_start(tmp_path):
 
     This checks the machinery, not the learning claim (docs/accuracy_demo.md has the measured table).
     """
-    from unsloth_grpo.training.controls import ARMS, run_controls
+    from unsloth_grpo.experiments.controls import ARMS, run_controls
 
     cfg = RECIPE.resolve(output_dir=str(tmp_path / "run"), overrides=[
         "evaluation.limit=40", "training.per_device_train_batch_size=16", "data.num_synthetic=64",
