@@ -581,7 +581,7 @@ class _IgnoreAdapter:
 
 
 def _smoke_run(tmp_path, callbacks):
-    from unsloth_grpo.training.monitor import read_health
+    from unsloth_grpo.runs import read_health
     from unsloth_grpo.training.train import train
 
     cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"),

@@ -8,12 +8,12 @@ from dataclasses import fields
 
 import pytest
 
+from unsloth_grpo.runs import read_health
 from unsloth_grpo.training.monitor import (
     WARNING_NAMES,
     HealthChecker,
     HealthThresholds,
     make_health_callback,
-    read_health,
 )
 
 # Short windows keep the streams readable; the defaults get their own healthy-run test.

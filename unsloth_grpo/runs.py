@@ -1,7 +1,8 @@
 """What a run leaves on disk, read back: its checkpoints and its reproducibility bundle.
 
-Training writes run directories (:mod:`unsloth_grpo.training.checkpoint`); resuming, export,
-inference and evaluation read them, through this module, which imports nothing but the config.
+Training writes run directories (:mod:`unsloth_grpo.training.checkpoint`, the health monitor);
+resuming, export, inference, evaluation and the plots read them, through this module, which imports
+nothing but the config.
 
 The reproducibility bundle is what it takes to rerun a training run or trace an exported model.
 
@@ -155,6 +156,20 @@ def read_bundle(directory: str | os.PathLike) -> dict | None:
     return None
 
 
+# ---------------------------------------------------------------- the health warnings
+
+#: Where the health monitor (:mod:`unsloth_grpo.training.monitor`) records its warnings, one JSON line each.
+HEALTH_FILE = "health.jsonl"
+
+
+def read_health(output_dir: str | Path) -> list[dict[str, Any]]:
+    """The warnings recorded in ``OUTPUT_DIR/health.jsonl`` (empty list when there are none)."""
+    path = Path(output_dir) / HEALTH_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 # ---------------------------------------------------------------- where a run keeps its checkpoints
 #
 # Layout of a run directory (training writes it: :mod:`unsloth_grpo.training.checkpoint`)::
@@ -296,7 +311,7 @@ def stage_index_of(dirname: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-__all__ = ["BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "MARKER", "STAGES_DIR", "CheckpointInfo", "check_checkpoint",
-           "checkpoint_info", "checkpoints_root", "collect_bundle", "dataset_fingerprint", "git_info", "is_checkpoint_dir",
-           "latest_checkpoint", "list_checkpoints", "package_versions", "read_bundle", "read_marker", "run_dir_of",
-           "sha256_of", "stage_index_of", "write_bundle"]
+__all__ = ["BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "HEALTH_FILE", "MARKER", "STAGES_DIR", "CheckpointInfo",
+           "check_checkpoint", "checkpoint_info", "checkpoints_root", "collect_bundle", "dataset_fingerprint", "git_info",
+           "is_checkpoint_dir", "latest_checkpoint", "list_checkpoints", "package_versions", "read_bundle", "read_health",
+           "read_marker", "run_dir_of", "sha256_of", "stage_index_of", "write_bundle"]

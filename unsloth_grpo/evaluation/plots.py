@@ -156,7 +156,7 @@ def plot_run(output_dir: str | Path, *, out_dir: str | Path | None = None) -> li
     ran; a plot whose metric was never logged is skipped. Health warnings from ``health.jsonl``
     are dashed red lines labelled with their name.
     """
-    from unsloth_grpo.training.monitor import read_health
+    from unsloth_grpo.runs import read_health
 
     rows = read_metrics(output_dir)
     target = Path(out_dir) if out_dir is not None else Path(output_dir) / "plots"

@@ -47,6 +47,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from unsloth_grpo.runs import HEALTH_FILE
+
 #: Reward names treated as format rewards (a key matches when it contains one of them).
 DEFAULT_FORMAT_REWARDS = ("strict_format", "soft_format", "xml_count")
 
@@ -61,7 +63,6 @@ DYNAMIC_SAMPLING_EFFECT = (
     "1.8 points higher in held-out accuracy on average (-2.6 to +5.8 by seed) and drop level (-5.6 to +4.4): "
     "within the spread between seeds, so measure it on your run (docs/dynamic-sampling.md)")
 
-HEALTH_FILE = "health.jsonl"
 
 
 def _h(default: Any = dataclasses.MISSING, *, help: str, factory: Any = None):
@@ -442,14 +443,6 @@ class HealthChecker:
         for i, logs in enumerate(stream):
             out.extend(self.update(int(logs.get("step", i + 1)), logs))
         return out
-
-
-def read_health(output_dir: str | Path) -> list[dict[str, Any]]:
-    """The warnings recorded in ``OUTPUT_DIR/health.jsonl`` (empty list when there are none)."""
-    path = Path(output_dir) / HEALTH_FILE
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _print_warning(console, w: HealthWarning) -> None:
