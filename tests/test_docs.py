@@ -61,3 +61,38 @@ def test_commands_point_at_folders_a_run_writes():
             if len(parts) > 2 and parts[2] not in (CHECKPOINTS_DIR, STAGES_DIR):
                 wrong.append(f"{page.relative_to(ROOT)}: {path}")
     assert not wrong, f"--model paths no run writes: {wrong}"
+
+
+#: ``from unsloth_grpo.x import a, b`` and ``unsloth_grpo.x.name`` written in prose: what a reader copies.
+_FROM_IMPORT = re.compile(r"from (unsloth_grpo(?:\.\w+)*) import ([\w, ]+)")
+_DOTTED = re.compile(r"`(unsloth_grpo(?:\.\w+)+)(?:\([^`]*\))?`")
+
+
+def _named_in(text: str):
+    for module, names in _FROM_IMPORT.findall(text):
+        for name in names.split(","):
+            if name.strip():
+                yield module, name.strip()
+    for dotted in _DOTTED.findall(text):
+        yield dotted.rpartition(".")[0], dotted.rpartition(".")[2]
+
+
+@pytest.mark.parametrize("page", [*PAGES, *sorted((ROOT / "notebooks").glob("*.ipynb"))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_name_of_the_package_the_docs_and_notebooks_use_exists(page):
+    # a module or a function that moved must take its docs and notebooks with it
+    import importlib
+
+    missing = []
+    for module, name in sorted(set(_named_in(page.read_text()))):
+        try:
+            found = importlib.import_module(module)
+        except ModuleNotFoundError:
+            missing.append(f"{module} (module)")
+            continue
+        if not hasattr(found, name):
+            try:
+                importlib.import_module(f"{module}.{name}")
+            except ModuleNotFoundError:
+                missing.append(f"{module}.{name}")
+    assert not missing, f"{page.relative_to(ROOT)} names what the package does not have: {missing}"
