@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from unsloth_grpo.answers import _read_short  # noqa: E402
+from unsloth_grpo.grading.numbers import _read_short  # noqa: E402
 from unsloth_grpo.rewards import REGISTRY, available_rewards, get_reward, validated  # noqa: E402
 
 #: Parameters for rewards that need some to be built at all.

@@ -1,14 +1,16 @@
-"""Answer extraction and numeric equivalence (unsloth_grpo.answers), on literal strings."""
+"""Answer extraction and numeric equivalence (unsloth_grpo.grading), on literal strings."""
 
 from __future__ import annotations
 
 import doctest
+import importlib
+import pkgutil
 from fractions import Fraction
 
 import pytest
 
-from unsloth_grpo import answers
-from unsloth_grpo.answers import (
+from unsloth_grpo import grading
+from unsloth_grpo.grading import (
     answers_match,
     completion_text,
     extract_answer,
@@ -112,7 +114,7 @@ def test_numbers_not_equal(a, b):
 def test_several_answer_blocks_must_agree():
     text = "<reasoning>r</reasoning><answer>5</answer> then <answer> 7 </answer>"
     assert extract_answer(text) is None
-    assert answers.find_answer(text) == (None, "several_answers")
+    assert grading.find_answer(text) == (None, "several_answers")
     assert extract_answer("<answer>7</answer> so <answer> 7 </answer>") == "7"
 
 
@@ -235,7 +237,11 @@ def test_completion_text_shapes():
 
 
 def test_module_doctests():
-    assert doctest.testmod(answers).failed == 0
+    modules = [grading] + [importlib.import_module(f"unsloth_grpo.grading.{m.name}")
+                           for m in pkgutil.iter_modules(grading.__path__)]
+    results = [doctest.testmod(module) for module in modules]
+    assert [r.failed for r in results] == [0] * len(modules)
+    assert sum(r.attempted for r in results) >= 14  # the examples did not get lost in the split
 
 
 # ---------------------------------------------------------------- lenient (evaluation only)
@@ -256,20 +262,20 @@ def test_module_doctests():
     ],
 )
 def test_lenient_answer_is_the_last_number_anywhere(text, expected):
-    assert answers.lenient_answer(text) == expected
+    assert grading.lenient_answer(text) == expected
 
 
 def test_lenient_counts_a_right_answer_out_of_format_and_strict_does_not():
     text = "Ann has 3 + 15 = 18 apples."
-    assert not answers.grade(text, "18").correct
-    verdict = answers.lenient(text, "18")
+    assert not grading.grade(text, "18").correct
+    verdict = grading.lenient(text, "18")
     assert verdict.correct and verdict.source == "lenient" and verdict.answer == "18"
-    assert answers.lenient("<answer>0049</answer>", "49").correct  # numbers compare as the grader compares them
-    assert answers.lenient("18.00", "18").correct
-    assert answers.lenient("18 or 20", "18").status == "wrong"  # the last number, 20
-    assert answers.lenient("nothing", "18").status == "missing"
-    assert answers.lenient("18 apples ...", "18").status == "wrong"
-    assert "lenient" in answers.RULES
+    assert grading.lenient("<answer>0049</answer>", "49").correct  # numbers compare as the grader compares them
+    assert grading.lenient("18.00", "18").correct
+    assert grading.lenient("18 or 20", "18").status == "wrong"  # the last number, 20
+    assert grading.lenient("nothing", "18").status == "missing"
+    assert grading.lenient("18 apples ...", "18").status == "wrong"
+    assert "lenient" in grading.RULES
 
 
 @pytest.mark.parametrize("name, params", [("correctness", {}), ("exact_match", {}), ("arith_correct", {}),
@@ -279,6 +285,6 @@ def test_no_numeric_reward_pays_what_only_lenient_grading_accepts(name, params):
     from unsloth_grpo.rewards import get_reward
 
     gamed = "<reasoning>maybe 16, 17, 19</reasoning><answer>0</answer> 18"
-    assert answers.lenient(gamed, "18").correct and not answers.grade(gamed, "18").correct
+    assert grading.lenient(gamed, "18").correct and not grading.grade(gamed, "18").correct
     gamed_score, right_score = get_reward(name, **params)([gamed, "<answer>18</answer>"], answer=["18", "18"])
     assert gamed_score == 0.0 < right_score

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from unsloth_grpo import answers
-from unsloth_grpo.answers import grade, numbers_equal, read_answer
+from unsloth_grpo import grading
+from unsloth_grpo.grading import grade, numbers_equal, read_answer
 from unsloth_grpo.rewards import REGISTRY, build_reward_functions, get_reward
 from unsloth_grpo.tasks import available_tasks, get_task
 
@@ -114,10 +114,10 @@ def test_several_blocks_nested_blocks_and_reasoning_only_answers_are_refused():
 
 
 def test_module_docstring_states_the_rules():
-    doc = answers.__doc__
+    doc = grading.__doc__
     for heading in ("Where the answer is", "What counts as a number", "What does not", "Comparison", "Cost"):
         assert heading in doc
-    assert set(answers.RULES) >= {"hedge", "negation", "several_answers", "several_numbers", "scale", "too_long"}
+    assert set(grading.RULES) >= {"hedge", "negation", "several_answers", "several_numbers", "scale", "too_long"}
 
 
 # --- one grader: reward and evaluation agree under every parameter of every task ----------
@@ -275,9 +275,9 @@ def test_no_completion_up_to_32k_characters_raises_or_takes_a_millisecond(text, 
     for fallback in (False, True):
         verdict = grade(text, gold, fallback=fallback)
         assert verdict.status in ("correct", "wrong", "unparseable", "missing")
-        assert verdict.rule.split("+")[0] in answers.RULES or verdict.rule in answers.RULES
+        assert verdict.rule.split("+")[0] in grading.RULES or verdict.rule in grading.RULES
         assert cpu_ms(grade, text, gold) < 1.0
-    found = answers.extract_answer(text, fallback=True)
+    found = grading.extract_answer(text, fallback=True)
     if found is not None:
         assert cpu_ms(read_answer, found) < 1.0
     for name, params in FUZZED_REWARDS:
@@ -322,7 +322,7 @@ def test_the_grading_page_names_every_rule():
     reading = {"tag", "boxed", "hashes", "answer_is", "same_text", "text", "math_verify", "mismatch", "label",
                "unit", "sign_word", "scale", "percent", "boxed_answer", "equation", "number", "no_answer",
                "too_many_answers"}
-    missing = [rule for rule in answers.RULES if f"`{rule}" not in page and rule not in reading]
+    missing = [rule for rule in grading.RULES if f"`{rule}" not in page and rule not in reading]
     assert missing == []
 
 

@@ -34,7 +34,7 @@ def custom_rewards(tmp_path, monkeypatch):
         textwrap.dedent(
             """
             import time
-            from unsloth_grpo.answers import is_correct, completion_text
+            from unsloth_grpo.grading import is_correct, completion_text
 
             def always_one(completions, **kw):
                 return [1.0] * len(completions)

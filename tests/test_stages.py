@@ -77,7 +77,7 @@ def test_stage_problems_name_the_stage_and_the_fix(tmp_path):
 
 
 def test_sft_examples_are_in_the_answer_format(tmp_path):
-    from unsloth_grpo.answers import extract_answer, matches_format
+    from unsloth_grpo.grading import extract_answer, matches_format
     from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT, make_synthetic_problems, parse_gold
 
     cfg = _cfg(tmp_path, STAGES)

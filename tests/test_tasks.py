@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-from unsloth_grpo.answers import Verdict
+from unsloth_grpo.grading import Verdict
 from unsloth_grpo.config import ConfigError
 from unsloth_grpo.tasks import Task, available_tasks, get_task
 

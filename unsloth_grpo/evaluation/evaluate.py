@@ -6,7 +6,7 @@
   correctness reward pays on, so evaluation and training cannot disagree about what a right answer
   is; each record keeps the rule that decided (``grader_rule``). Lenient accuracy counts the right
   final number anywhere in the completion (lm-evaluation-harness's GSM8K flexible extraction,
-  :func:`unsloth_grpo.answers.lenient`): beside strict accuracy it says whether training moved the
+  :func:`unsloth_grpo.grading.lenient`): beside strict accuracy it says whether training moved the
   format or the answers. It is measured, never rewarded.
 * :func:`compare` - two evaluations on the same problems: a metric table with differences and the
   problems that flipped either way.
@@ -121,9 +121,9 @@ def evaluate(
     ``tokenizer`` to count tokens when one is given.
 
     ``accuracy`` is strict: ``is_correct`` (the task's grader, the one its reward pays on; by default
-    :func:`unsloth_grpo.answers.grade`). ``lenient_accuracy`` counts a problem right when the strict
+    :func:`unsloth_grpo.grading.grade`). ``lenient_accuracy`` counts a problem right when the strict
     grader does or ``lenient_correct`` does (by default, with the default grader,
-    :func:`unsloth_grpo.answers.lenient`: the last number anywhere in the completion); it is None
+    :func:`unsloth_grpo.grading.lenient`: the last number anywhere in the completion); it is None
     for a task with no lenient reading (pass ``lenient_correct`` for one that has it).
 
     The result holds ``n``, ``accuracy``, ``lenient_accuracy``, ``format_compliance``, ``mean_completion_chars``,
@@ -137,12 +137,12 @@ def evaluate(
     if samples > 1 and temperature <= 0:
         raise ValueError(f"samples={samples} needs temperature > 0 (pass@k from greedy copies means nothing)")
     if is_correct is None or matches_format is None:
-        from unsloth_grpo import answers
+        from unsloth_grpo import grading
 
         if is_correct is None and lenient_correct is None:
-            lenient_correct = answers.lenient  # the default grader's numbers, read leniently
-        is_correct = is_correct or answers.grade
-        matches_format = matches_format or answers.matches_format
+            lenient_correct = grading.lenient  # the default grader's numbers, read leniently
+        is_correct = is_correct or grading.grade
+        matches_format = matches_format or grading.matches_format
     phase_progress = {}
     if generate_fn is None:
         from unsloth_grpo.evaluation.generation import generate_detailed

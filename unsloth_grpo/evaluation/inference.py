@@ -4,7 +4,7 @@ The model may be a run directory, a checkpoint, a LoRA adapter, a merged export,
 model or ``builtin:tiny``. The prompt is built the way training built it: the system prompt of
 the run's recipe (read from the run's ``config.yaml`` or ``reproducibility.json``; the task's
 default for a model without one) plus the question, through the tokenizer's chat template.
-The answer is extracted with :func:`unsloth_grpo.answers.extract_answer`, the function the
+The answer is extracted with :func:`unsloth_grpo.grading.extract_answer`, the function the
 correctness reward and evaluation use.
 
     unsloth-grpo generate --model outputs/smoke "What is 15 + 27?"
@@ -98,7 +98,7 @@ def answer_questions(model: Any, questions: list[str], *, system_prompt: str | N
     already loaded ``LoadedModel`` as ``loaded`` to skip loading (the path then only serves to
     find the run's system prompt).
     """
-    from unsloth_grpo.answers import extract_answer
+    from unsloth_grpo.grading import extract_answer
     from unsloth_grpo.evaluation.generation import generate_detailed
 
     if not questions:

@@ -120,7 +120,7 @@ def evaluate_with_tools(model, tokenizer, dataset, *, tools_cfg, is_correct: Cal
     from unsloth_grpo.tools import build_tools
 
     if is_correct is None:  # the library's grader, on the model's last turn
-        from unsloth_grpo.answers import is_correct as grade
+        from unsloth_grpo.grading import is_correct as grade
 
         def is_correct(completion, gold):
             return grade(tr.final_text(completion), gold)

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..answers import completion_text
+from ..grading import completion_text
 
 RewardFunc = Callable[..., list]
 

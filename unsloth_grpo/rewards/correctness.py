@@ -1,7 +1,7 @@
 """Correctness rewards: is the final answer right, and is it a number at all.
 
 Each reward is the grader's verdict turned into a number: ``correctness`` builds
-:func:`unsloth_grpo.answers.make_grader` from its own parameters and scores what it decides,
+:func:`unsloth_grpo.grading.make_grader` from its own parameters and scores what it decides,
 and the same grader is ``fn.grader`` on the returned function, which evaluation, ``compare``
 and the reward lab call (a task's ``grader(cfg)``, :class:`unsloth_grpo.tasks.Task`). So training cannot pay
 for an answer evaluation counts as wrong.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Sequence
 
-from ..answers import (
+from ..grading import (
     DEFAULT_IGNORE_INSIDE,
     Verdict,
     extract_answer,
@@ -94,7 +94,7 @@ def correctness(
 ) -> RewardFunc:
     """`reward` when the final answer equals the gold `answer` column (numerically where it is a number).
 
-    The grader (:func:`unsloth_grpo.answers.grade`) is strict: one final answer, no hedges,
+    The grader (:func:`unsloth_grpo.grading.grade`) is strict: one final answer, no hedges,
     negations or scale slips. ``wrong`` for a different answer, ``missing`` when no answer is
     found, ``unparseable`` for an answer that is not a number when the gold is one (default:
     ``wrong``). ``partial`` grants credit for near misses, as pairs ``[relative_tolerance,

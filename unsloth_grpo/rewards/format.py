@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..answers import _markers, matches_format
+from ..grading import matches_format, tag_markers
 from ._registry import RewardFunc, register, texts
 
 
@@ -35,10 +35,10 @@ def strict_format(
     """`reward` when the completion is exactly one reasoning block then one answer block.
 
     Only whitespace may surround the blocks, both must be non-empty and each tag appears
-    once (see :func:`~unsloth_grpo.answers.matches_format`).
+    once (see :func:`~unsloth_grpo.grading.matches_format`).
     """
     reasoning, answer = _tag(reasoning_tag), _tag(answer_tag)
-    _markers(reasoning), _markers(answer)  # reject malformed tags at construction
+    tag_markers(reasoning), tag_markers(answer)  # reject malformed tags at construction
 
     def reward_fn(completions, **kwargs) -> list[float | None]:
         return [
@@ -60,7 +60,7 @@ def soft_format(
 
     Text before, between (whitespace or not) and after the blocks is allowed.
     """
-    markers = (*_markers(_tag(reasoning_tag)), *_markers(_tag(answer_tag)))
+    markers = (*tag_markers(_tag(reasoning_tag)), *tag_markers(_tag(answer_tag)))
 
     def in_order(text: str) -> bool:
         # the earliest occurrence of each marker after the previous one: found iff any order exists
@@ -95,7 +95,7 @@ def xml_count(
     With ``once=False`` a tag earns its credit whenever it is present, repeated or not: a
     denser signal for a model that has never seen the format (it cannot discourage repeats).
     """
-    markers = (*_markers(_tag(reasoning_tag)), *_markers(_tag(answer_tag)))
+    markers = (*tag_markers(_tag(reasoning_tag)), *tag_markers(_tag(answer_tag)))
     answer_close = markers[3]
 
     def score(text: str) -> float:

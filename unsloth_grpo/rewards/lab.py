@@ -28,7 +28,7 @@ Example line: ``{"group": 0, "prompt": "2+2?", "completion": "<reasoning>..</rea
 For every reward that decides correct-or-not (``correctness``, ``countdown_equation``, ...) the
 lab also shows what its grader paid and why: the completions grouped by verdict and by the rule
 that decided (``label+number+unit``, ``hedge``, ``several_answers``, ...; see
-:data:`unsloth_grpo.answers.RULES`), with an example answer for each, so a reward hack is visible
+:data:`unsloth_grpo.grading.RULES`), with an example answer for each, so a reward hack is visible
 before training on it.
 
 Rewards are called exactly as training calls them (:mod:`unsloth_grpo.rewards.calling`): every

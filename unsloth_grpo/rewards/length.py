@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from ..answers import DEFAULT_IGNORE_INSIDE, is_correct
+from ..grading import DEFAULT_IGNORE_INSIDE, is_correct
 from ._registry import RewardFunc, per_sample, register, texts
 
 UNITS = ("tokens", "chars", "words")

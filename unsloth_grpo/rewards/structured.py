@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..answers import extract_tag
+from ..grading import extract_tag
 from ._registry import RewardFunc, register, texts
 
 _FENCE = re.compile(r"```(?:json)?\s*\n?(.*?)```", re.DOTALL | re.IGNORECASE)

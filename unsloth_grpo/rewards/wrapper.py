@@ -24,7 +24,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..answers import completion_text
+from ..grading import completion_text
 from .calling import call_reward, one_sample
 
 ON_ERROR_CHOICES = ("raise", "zero")

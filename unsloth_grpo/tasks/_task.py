@@ -4,7 +4,7 @@ A task owns its data (:meth:`Task.load`), its prompt (:attr:`Task.system_prompt`
 format (:meth:`Task.matches_format`), its grader (:meth:`Task.grade`), its rewards
 (:attr:`Task.default_rewards`, and the ``@register`` factories of its module) and its evaluation
 (:meth:`Task.evaluate`). ``grade`` means one thing in every task: the verdict on one completion
-against its gold answer, an :class:`~unsloth_grpo.answers.Verdict` (true when right; ``value`` is
+against its gold answer, an :class:`~unsloth_grpo.grading.Verdict` (true when right; ``value`` is
 the score where a task gives partial credit). The task's correctness reward is built on ``grade``
 and pays on its verdict, and evaluation grades with that same reward's grader
 (:meth:`Task.grader`), so training and evaluation cannot measure different things.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from unsloth_grpo.answers import Verdict
+from unsloth_grpo.grading import Verdict
 
 #: ``grader(completion, gold) -> Verdict``: one task's verdict with one recipe's settings.
 Grader = Callable[[Any, Any], Verdict]
@@ -162,13 +162,13 @@ class Task:
 
     def lenient(self, cfg) -> Grader | None:
         """Evaluation's lenient reading (never a reward), or None for a task without one: only a
-        task whose answer is one number has it (:func:`unsloth_grpo.answers.lenient`)."""
+        task whose answer is one number has it (:func:`unsloth_grpo.grading.lenient`)."""
         return None
 
     def matches_format(self, completion: Any) -> bool:
         """Whether ``completion`` is in the task's answer format (evaluation's format compliance);
         by default a reasoning block then an answer block."""
-        from unsloth_grpo.answers import matches_format
+        from unsloth_grpo.grading import matches_format
 
         return matches_format(completion)
 

@@ -31,8 +31,8 @@ import re
 import zlib
 from typing import Any, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, completion_text, extract_answer, lenient
 from unsloth_grpo.data import DataError, chat_prompt
+from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, completion_text, extract_answer, lenient, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.tasks._task import Task
 
@@ -126,7 +126,7 @@ def grade(text: Any, gold: Any, *, tag: str | tuple[str, str] = "answer",
 def matches_format(completion: Any, *, tag: str | tuple[str, str] = "answer") -> bool:
     """This task's format: one answer block holding an integer and nothing around it."""
     text = completion_text(completion).strip()
-    opening, closing = _markers(tag)
+    opening, closing = tag_markers(tag)
     if not (text.startswith(opening) and text.endswith(closing)) or text.count(opening) != 1:
         return False
     return _INTEGER.fullmatch(text[len(opening): len(text) - len(closing)]) is not None
@@ -139,7 +139,7 @@ def arith_correct(*, reward: float = 1.0, tag: str | Sequence[str] = "answer") -
     The gold ``answer`` column holds the sum as text (``"432"``).
     """
     key = tuple(tag) if not isinstance(tag, str) else tag
-    _markers(key)  # a malformed tag fails here, not at the first training step
+    tag_markers(key)  # a malformed tag fails here, not at the first training step
 
     def grader(completion: Any, gold: Any) -> Verdict:
         return grade(completion, gold, tag=key)

@@ -40,8 +40,8 @@ import random
 import re
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import Verdict, completion_text
 from unsloth_grpo.data import DataError, chat_prompt, load_table, looks_like_path
+from unsloth_grpo.grading import Verdict, completion_text
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.tasks._task import Task
 

@@ -36,8 +36,8 @@ import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, find_answer
 from unsloth_grpo.data import DataError, chat_prompt, load_table, synthetic_dataset
+from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, find_answer, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.rewards.correctness import below_reward
 from unsloth_grpo.tasks._task import Task, reasoned_completion
@@ -203,7 +203,7 @@ def countdown_equation(
     anything that is not plain arithmetic scores 0.
     """
     key = tuple(tag) if not isinstance(tag, str) else tag
-    _markers(key)  # a malformed tag fails here, not at the first training step
+    tag_markers(key)  # a malformed tag fails here, not at the first training step
     below_reward("countdown_equation", reward, partial=partial)
     scores = {"correct": reward, "wrong_value": partial, "wrong_numbers": partial, "malformed": 0.0, "missing": 0.0}
 

@@ -30,16 +30,16 @@ import string
 from collections import Counter
 from typing import Any, Sequence
 
-from unsloth_grpo.answers import (
+from unsloth_grpo.data import DataError, load_qa_dataset, synthetic_dataset
+from unsloth_grpo.grading import (
     DEFAULT_IGNORE_INSIDE,
     Verdict,
-    _markers,
     answers_match,
     find_answer,
     lenient,
     parse_number,
+    tag_markers,
 )
-from unsloth_grpo.data import DataError, load_qa_dataset, synthetic_dataset
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
@@ -135,7 +135,7 @@ def qa_correctness(
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; choose one of {', '.join(MODES)}")
     key = tag if isinstance(tag, str) else tuple(tag)
-    _markers(key)  # a malformed tag fails here, not at the first training step
+    tag_markers(key)  # a malformed tag fails here, not at the first training step
 
     def grader(completion: Any, gold: Any) -> Verdict:
         return grade(completion, gold, mode=mode, tag=key)

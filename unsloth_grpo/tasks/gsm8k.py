@@ -18,8 +18,8 @@ import random
 import re
 from decimal import Decimal
 
-from unsloth_grpo.answers import Verdict, grade, lenient
 from unsloth_grpo.data import DataError, load_table, synthetic_dataset, to_prompt_dataset
+from unsloth_grpo.grading import Verdict, grade, lenient
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
 SYSTEM_PROMPT = (
@@ -154,7 +154,7 @@ class Gsm8k(Task):
     named_columns = True
 
     def grade(self, completion, gold, **settings) -> Verdict:
-        """The library's grader (:func:`unsloth_grpo.answers.grade`), on which ``correctness`` pays."""
+        """The library's grader (:func:`unsloth_grpo.grading.grade`), on which ``correctness`` pays."""
         return grade(completion, gold, **settings)
 
     def lenient(self, cfg):

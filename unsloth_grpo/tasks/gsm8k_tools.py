@@ -23,7 +23,7 @@ import difflib
 import inspect
 from typing import Any, Sequence
 
-from unsloth_grpo.answers import Verdict, lenient
+from unsloth_grpo.grading import Verdict, lenient
 from unsloth_grpo.rewards._registry import RewardFunc, register
 from unsloth_grpo.tasks import gsm8k
 from unsloth_grpo.tasks._task import Grader

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import random
 
-from unsloth_grpo.answers import Verdict, grade
 from unsloth_grpo.data import DataError, chat_prompt, split_seed
+from unsloth_grpo.grading import Verdict, grade
 from unsloth_grpo.rewards._registry import RewardFunc, register
 from unsloth_grpo.tasks._task import Task
 

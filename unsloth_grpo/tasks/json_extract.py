@@ -33,8 +33,8 @@ import random
 import re
 from typing import Any, Sequence
 
-from unsloth_grpo.answers import DEFAULT_IGNORE_INSIDE, Verdict, _markers, completion_text, extract_tag
 from unsloth_grpo.data import DataError, chat_prompt, load_table, synthetic_dataset, to_prompt_dataset
+from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, completion_text, extract_tag, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
@@ -172,7 +172,7 @@ def _tag(tag: str | Sequence[str] | None) -> str | tuple[str, str] | None:
     """The ``tag`` parameter as extraction takes it; a malformed tag fails here, at construction."""
     key = tag if tag is None or isinstance(tag, str) else tuple(tag)
     if key is not None:
-        _markers(key)
+        tag_markers(key)
     return key
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from unsloth_grpo.answers import _content_text as _text  # one reader of a message's content
+from unsloth_grpo.grading import content_text as _text  # one reader of a message's content
 
 #: How TRL writes a failed call into the tool turn (``str({"error": message})``).
 _ERROR_PREFIX = "{'error': "
