@@ -9,8 +9,9 @@ For each seed the arith recipe's SFT stage is trained once; from that same adapt
 are trained (GRPO with the correctness reward; as many extra SFT steps instead; GRPO with the
 gold answers shuffled across prompts) and each is graded greedily on the same 500 held-out
 problems with the task's own grader (the function its reward calls). It prints one row per arm:
-mean accuracy over the seeds, the spread (min..max and standard deviation), the pooled 95%
-Wilson interval, the change from the SFT start and the wall time, then writes ``results.json``
+mean strict accuracy over the seeds, the spread (min..max and standard deviation), the pooled 95%
+Wilson interval, the change from the SFT start, the mean lenient accuracy (the right sum anywhere
+in the completion, not only in the answer block) and the wall time, then writes ``results.json``
 and ``accuracy.png`` to ``--out``. See docs/accuracy_demo.md.
 """
 
@@ -50,18 +51,24 @@ def summarize(runs: list[dict]) -> dict[str, dict]:
             "delta_vs_sft": [r["accuracy"][arm] - r["accuracy"]["sft"] for r in runs],
             "seconds_mean": statistics.fmean(r["seconds"][arm] for r in runs),
         }
+        lenient = [r.get("lenient_accuracy", {}).get(arm) for r in runs]
+        if None not in lenient:
+            rows[arm]["lenient_mean"] = statistics.fmean(lenient)
+            rows[arm]["lenient_per_seed"] = lenient
     return rows
 
 
 def table(rows: dict[str, dict], n_seeds: int, n_problems: int) -> str:
-    lines = [f"held-out accuracy, {n_problems} problems, greedy, {n_seeds} seeds",
-             f"{'':38s} {'mean':>6s} {'min..max':>13s} {'sd':>5s} {'pooled 95% CI':>14s} "
-             f"{'vs SFT':>7s} {'wall s':>7s}"]
+    lines = [f"held-out accuracy, {n_problems} problems, greedy, {n_seeds} seeds "
+             "(strict: the sum in the answer block; lenient: the sum as the last number anywhere)",
+             f"{'':38s} {'strict':>6s} {'min..max':>13s} {'sd':>5s} {'pooled 95% CI':>14s} "
+             f"{'vs SFT':>7s} {'lenient':>7s} {'wall s':>7s}"]
     for arm, r in rows.items():
         delta = "" if arm == "sft" else f"{100 * statistics.fmean(r['delta_vs_sft']):+6.1f}"
+        lenient = f"{100 * r['lenient_mean']:6.1f}%" if "lenient_mean" in r else ""
         lines.append(f"{LABELS[arm]:38s} {100 * r['mean']:5.1f}% {100 * r['min']:5.1f}..{100 * r['max']:5.1f}% "
                      f"{100 * r['stdev']:5.1f} {100 * r['ci95_pooled'][0]:6.1f}..{100 * r['ci95_pooled'][1]:5.1f}% "
-                     f"{delta:>7s} {r['seconds_mean']:7.0f}")
+                     f"{delta:>7s} {lenient:>7s} {r['seconds_mean']:7.0f}")
     return "\n".join(lines)
 
 

@@ -236,3 +236,49 @@ def test_completion_text_shapes():
 
 def test_module_doctests():
     assert doctest.testmod(answers).failed == 0
+
+
+# ---------------------------------------------------------------- lenient (evaluation only)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # lm-evaluation-harness's flexible extraction: the last number anywhere, tags or not
+        ("<reasoning>3 + 15 = 18</reasoning><answer>18</answer>", "18"),
+        ("so Ann has 18 apples.", "18"),
+        ("The answer is $1,200.", "1200"),
+        ("-7 degrees", "-7"),
+        ("18 apples, found in 2 steps", "2"),  # a stray number at the end is what it reads
+        ("18 apples ...", ".."),  # the lone ellipsis is the last match, and no number
+        ("no digits here", None),
+        ([{"role": "assistant", "content": "it is 42"}], "42"),  # a chat completion, as TRL passes it
+    ],
+)
+def test_lenient_answer_is_the_last_number_anywhere(text, expected):
+    assert answers.lenient_answer(text) == expected
+
+
+def test_lenient_counts_a_right_answer_out_of_format_and_strict_does_not():
+    text = "Ann has 3 + 15 = 18 apples."
+    assert not answers.grade(text, "18").correct
+    verdict = answers.lenient(text, "18")
+    assert verdict.correct and verdict.source == "lenient" and verdict.answer == "18"
+    assert answers.lenient("<answer>0049</answer>", "49").correct  # numbers compare as the grader compares them
+    assert answers.lenient("18.00", "18").correct
+    assert answers.lenient("18 or 20", "18").status == "wrong"  # the last number, 20
+    assert answers.lenient("nothing", "18").status == "missing"
+    assert answers.lenient("18 apples ...", "18").status == "wrong"
+    assert "lenient" in answers.RULES
+
+
+@pytest.mark.parametrize("name, params", [("correctness", {}), ("exact_match", {}), ("arith_correct", {}),
+                                          ("qa_correctness", {"mode": "numeric"})])
+def test_no_numeric_reward_pays_what_only_lenient_grading_accepts(name, params):
+    """Lenient grading is gamed by ending with a list of numbers; the rewards stay strict."""
+    from unsloth_grpo.rewards import get_reward
+
+    gamed = "<reasoning>maybe 16, 17, 19</reasoning><answer>0</answer> 18"
+    assert answers.lenient(gamed, "18").correct and not answers.grade(gamed, "18").correct
+    gamed_score, right_score = get_reward(name, **params)([gamed, "<answer>18</answer>"], answer=["18", "18"])
+    assert gamed_score == 0.0 < right_score

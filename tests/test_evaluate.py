@@ -72,6 +72,8 @@ def test_scripted_eval_exact_metrics():
                    generate_fn=gen)
     assert res["n"] == 4
     assert res["accuracy"] == 0.5  # q0, q1 (no tag fallback: q3's "The answer is 100" does not count)
+    # lenient: q3's right answer out of format counts too (the last number anywhere)
+    assert res["lenient_accuracy"] == 0.75
     assert res["format_compliance"] == 0.5  # q0, q2
     assert res["pass@1"] == pytest.approx((2 / 4 + 0 + 1 + 1 / 4) / 4)
     assert res["pass@2"] == pytest.approx((5 / 6 + 0 + 1 + 1 / 2) / 4)
@@ -79,6 +81,7 @@ def test_scripted_eval_exact_metrics():
     assert res["mean_completion_chars"] == sum(len(t) for t in GREEDY.values()) / 4
     assert res["mean_completion_tokens"] is None and res["truncated_ratio"] is None  # no tokenizer, plain strings
     assert [r["correct"] for r in res["records"]] == [True, True, False, False]
+    assert [r["lenient_correct"] for r in res["records"]] == [True, True, False, True]
     assert [sum(r["samples_correct"]) for r in res["records"]] == [2, 0, 4, 1]
     assert gen.calls == [
         dict(n=4, num_samples=1, temperature=0.0, seed=3, max_new_tokens=64, batch_size=8),
@@ -92,6 +95,23 @@ def test_single_sample_eval_has_no_pass_at_k_and_honours_limit():
     assert res["n"] == 2 and res["accuracy"] == 1.0 and res["format_compliance"] == 0.5
     assert not [k for k in res if k.startswith("pass@")]
     assert len(gen.calls) == 1
+
+
+def test_right_answer_out_of_format_counts_as_lenient_not_strict():
+    """The issue's case: the model says the right number but not where the format puts it."""
+    rows = [problem("q0", "18"), problem("q1", "5")]
+    outs = {"q0": "Ann has 3 + 15 = 18 apples.", "q1": R + "<answer>5</answer>"}
+    gen = lambda prompts, **kw: [[outs[p[-1]["content"]]] for p in prompts]  # noqa: E731
+    res = evaluate(None, None, rows, generate_fn=gen)
+    assert (res["accuracy"], res["lenient_accuracy"], res["format_compliance"]) == (0.5, 1.0, 0.5)
+    assert [(r["correct"], r["lenient_correct"]) for r in res["records"]] == [(False, True), (True, True)]
+    # a task with its own grader and no lenient reading (countdown, code, JSON) reports none
+    res = evaluate(None, None, rows, generate_fn=gen, is_correct=lambda c, g: g in c)
+    assert res["lenient_accuracy"] is None and res["records"][0]["lenient_correct"] is None
+    assert "lenient_accuracy" not in {row["metric"] for row in compare(res, res)["metrics"]}
+    # lenient never counts less than strict: a strict verdict the last number would miss stays right
+    res = evaluate(None, None, [problem("q0", "18000")], generate_fn=lambda p, **kw: [["<answer>18 thousand</answer>"]])
+    assert res["accuracy"] == res["lenient_accuracy"] == 1.0
 
 
 def test_eval_checks_its_inputs():
@@ -125,13 +145,18 @@ def test_compare_lists_flips_both_ways(tmp_path):
     table = {row["metric"]: row for row in report["metrics"]}
     assert table["accuracy"]["baseline"] == 0.5 and table["accuracy"]["trained"] == 0.75
     assert table["accuracy"]["diff"] == 0.25 and table["format_compliance"]["diff"] == 0.5
+    # strict rose, lenient did not: the trained model only moved q3's right answer into the tags
+    assert (table["lenient_accuracy"]["baseline"], table["lenient_accuracy"]["trained"]) == (0.75, 0.75)
     md = report_markdown(report)
-    assert "| accuracy | 0.500 | 0.750 | +0.250 |" in md
+    assert "| accuracy (strict) | 0.500 | 0.750 | +0.250 |" in md
+    assert "| accuracy (lenient) | 0.750 | 0.750 | +0.000 |" in md
+    assert "Lenient accuracy 95% interval" in md and "never a reward" in md
     # each side's accuracy carries its 95% Wilson interval (2 of 4 right: 0.150..0.850)
     assert base["accuracy_ci95"] == pytest.approx([0.1500, 0.8500], abs=1e-4)
     assert report["accuracy_ci95"]["trained"] == trained["accuracy_ci95"]
     assert "baseline 0.150..0.850, trained 0.301..0.954" in md
-    assert "## Fixed (baseline wrong, trained right): 2" in md and "## Broken (baseline right, trained wrong): 1" in md
+    assert "## Fixed (baseline wrong, trained right; strict): 2" in md
+    assert "## Broken (baseline right, trained wrong; strict): 1" in md
     md_path, json_path = write_report(report, tmp_path)
     assert json.loads(json_path.read_text())["fixed"][0]["trained_completion"] == R + "<answer>7</answer>"
     with pytest.raises(ValueError, match="different problems"):
@@ -262,6 +287,7 @@ def test_eval_and_compare_cli_on_the_tiny_model_and_an_adapter(tiny, tmp_path):
     assert summary["n"] == len(rows) == 16
     assert summary["accuracy"] == sum(r["correct"] for r in rows) / 16
     assert summary["format_compliance"] == sum(r["format_ok"] for r in rows) / 16
+    assert summary["lenient_accuracy"] == sum(r["lenient_correct"] for r in rows) / 16 >= summary["accuracy"]
     assert 0 < summary["mean_completion_tokens"] <= 12 and "pass@2" in summary
     assert summary["model"] == path and summary["dataset"] == str(data)
 
@@ -282,6 +308,7 @@ def test_eval_and_compare_cli_on_the_tiny_model_and_an_adapter(tiny, tmp_path):
     assert [f["index"] for f in report["fixed"]] == [
         i for i, (b, t) in enumerate(zip(base_rows, trained_rows)) if t["correct"] and not b["correct"]]
     assert (cmp_dir / "report.md").read_text().startswith("# Before / after")
+    assert [m["metric"] for m in report["metrics"]][:2] == ["accuracy", "lenient_accuracy"]
 
 
 def test_eval_cli_reports_bad_inputs(tmp_path, capsys):
@@ -336,8 +363,48 @@ def test_periodic_and_before_after_evaluation_do_not_change_the_training_run(tmp
     plain = run("plain")
     evaluated = run("evaluated", "evaluation.every=2", "evaluation.before_after=true", "evaluation.samples=2",
                     "evaluation.limit=4", "evaluation.max_new_tokens=6")
-    assert (tmp_path / "evaluated" / "report.md").exists()
+    assert "| accuracy (lenient) |" in (tmp_path / "evaluated" / "report.md").read_text()  # before/after
+    logged = [json.loads(x) for x in (tmp_path / "evaluated" / "metrics.jsonl").read_text().splitlines()]
+    assert any("eval/lenient_accuracy" in m for m in logged)  # periodic
     assert [m["step"] for m in plain] == [m["step"] for m in evaluated] == list(range(1, 7))
     for a, b in zip(plain, evaluated):
         for key in ("reward", "completions/mean_length", "loss", "grad_norm", "entropy"):
             assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-7), (a["step"], key)
+
+
+def test_tasks_with_one_numeric_answer_have_a_lenient_reading_and_the_others_none():
+    import importlib
+
+    from unsloth_grpo.tasks import available_tasks, lenient_grader
+
+    def grader(task, *overrides):
+        cfg = importlib.import_module(f"unsloth_grpo.recipes.{task}").RECIPE.resolve(output_dir="unused",
+                                                                                   overrides=list(overrides))
+        return lenient_grader(importlib.import_module(f"unsloth_grpo.tasks.{task}"), cfg)
+
+    have = {t for t in available_tasks() if grader(t) is not None}
+    assert have == {"arith", "gsm8k", "gsm8k_tools"}  # custom's default mode is exact text
+    out_of_format = "so the total is 18"
+    for task in have:
+        assert grader(task)(out_of_format, "18") and not grader(task)(out_of_format, "17")
+    numeric = 'rewards=[{name: qa_correctness, params: {mode: numeric}}]'
+    assert grader("custom", numeric)(out_of_format, "18")
+    # a tool transcript is read on the model's last turn, not on the tool's result
+    transcript = [{"role": "assistant", "content": "let me add"}, {"role": "tool", "content": "18"},
+                  {"role": "assistant", "content": "it is 17"}]
+    assert not grader("gsm8k_tools")(transcript, "18")
+
+
+def test_report_and_model_card_show_strict_and_lenient_accuracy(tmp_path):
+    """The before/after report (report.md, report.json) and the model card read from it both show
+    strict and lenient accuracy, and say what each measures."""
+    from unsloth_grpo.hardware.export import model_card
+
+    base = evaluate(None, None, DATASET, generate_fn=Scripted())
+    trained = evaluate(None, None, DATASET, generate_fn=Scripted(greedy=dict(GREEDY, q3=R + "<answer>100</answer>")))
+    md_path, _ = write_report(compare(base, trained), tmp_path)
+    (tmp_path / "config.yaml").write_text("task: gsm8k\nmodel: {name: 'builtin:tiny'}\n")
+    for text in (md_path.read_text(), model_card(tmp_path)):
+        assert "| accuracy (strict) | 0.500 | 0.750 | +0.250 |" in text
+        assert "| accuracy (lenient) | 0.750 | 0.750 | +0.000 |" in text
+        assert "a gain in strict accuracy alone is a gain in format" in text.lower()

@@ -180,6 +180,26 @@ def test_training_evaluation_grades_and_checks_format_with_the_task():
     kwargs = _eval_kwargs(RECIPE.resolve())
     assert kwargs["matches_format"]("<answer>0049</answer>") and not kwargs["matches_format"]("49")
     assert kwargs["is_correct"]("<answer>0049</answer>", "49")
+    # lenient accuracy beside it: the right sum out of format counts there, not in strict accuracy
+    assert kwargs["lenient_correct"]("0049", "49") and not kwargs["is_correct"]("0049", "49")
+
+
+def test_accuracy_demo_table_shows_strict_and_lenient_accuracy():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy_demo.py"
+    spec = importlib.util.spec_from_file_location("accuracy_demo", path)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    runs = [{"accuracy": {"sft": s, "grpo": g}, "lenient_accuracy": {"sft": ls, "grpo": lg},
+             "evals": {"sft": {"correct": int(500 * s), "n": 500}, "grpo": {"correct": int(500 * g), "n": 500}},
+             "seconds": {"sft": 10, "grpo": 20}} for s, g, ls, lg in ((0.2, 0.4, 0.5, 0.5), (0.3, 0.5, 0.6, 0.7))]
+    rows = demo.summarize(runs)
+    assert rows["grpo"]["lenient_mean"] == pytest.approx(0.6) and rows["sft"]["lenient_per_seed"] == [0.5, 0.6]
+    text = demo.table(rows, 2, 500)
+    assert "strict" in text.splitlines()[1] and "lenient" in text.splitlines()[1]
+    assert text.splitlines()[3].split()[-2] == "60.0%"  # the GRPO row's lenient mean
 
 
 @pytest.mark.slow

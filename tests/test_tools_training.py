@@ -266,7 +266,7 @@ def test_evaluation_reports_accuracy_with_and_without_tools_and_calls_per_proble
 
     from unsloth_grpo.config import ToolsConfig
     from unsloth_grpo.evaluation.tool_eval import evaluate_with_tools
-    from unsloth_grpo.tasks.gsm8k_tools import SYSTEM_PROMPT, is_correct
+    from unsloth_grpo.tasks.gsm8k_tools import SYSTEM_PROMPT, is_correct, lenient_correct
     from unsloth_grpo.testing import build_tokenizer
 
     build_tokenizer(tmp_path, tool_calling=True)
@@ -274,8 +274,10 @@ def test_evaluation_reports_accuracy_with_and_without_tools_and_calls_per_proble
     prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "37 * 91?"}]
     dataset = datasets.Dataset.from_list([{"prompt": prompt, "answer": "3367"}, {"prompt": prompt, "answer": "1"}])
     result = evaluate_with_tools(ScriptedModel(tok), tok, dataset, tools_cfg=ToolsConfig(functions=["calculate"]),
-                                 is_correct=is_correct, max_new_tokens=24, batch_size=2)
+                                 is_correct=is_correct, lenient_correct=lenient_correct, max_new_tokens=24,
+                                 batch_size=2)
     assert result["accuracy"] == 0.5 and result["accuracy_without_tools"] == 0.5  # 3367 via the tool; "1" without
+    assert result["lenient_accuracy"] == 0.5 and [r["lenient_correct"] for r in result["records"]] == [True, False]
     assert result["calls_per_problem"] == 1.0 and result["tool_use_share"] == 1.0 and result["tool_error_share"] == 0
     first = result["records"][0]
     assert first["correct"] and not first["correct_without_tools"]

@@ -85,6 +85,8 @@ __all__ = [
     "make_grader",
     "is_correct",
     "matches_format",
+    "lenient_answer",
+    "lenient",
 ]
 
 #: Reasoning blocks whose inner ``<answer>`` tags do not count as the final answer.
@@ -133,6 +135,8 @@ RULES = {
     "wrong_expression": "an equation whose arithmetic does not give its result",
     "not_a_number": "no number this reader accepts (words, other text around it, LaTeX it cannot read)",
     "mismatch": "a readable answer that differs from the gold (after the rules that read it)",
+    # evaluation only (lenient accuracy), never a reward
+    "lenient": "lenient grading: the last number anywhere in the completion (lm-eval's flexible extraction)",
 }
 
 
@@ -1105,3 +1109,61 @@ def matches_format(
         and bool(text[len(r_open) : r_end].strip())
         and bool(text[a_start + len(a_open) : len(text) - len(a_close)].strip())
     )
+
+
+# ---------------------------------------------------------------- lenient (evaluation only)
+
+#: lm-evaluation-harness's GSM8K "flexible-extract" pattern: a run of two or more characters of
+#: digits, ``$``, ``.`` and ``,``, or a single digit, each with an optional leading minus. Its
+#: filter keeps the *last* match in the whole response (``group_select: -1``).
+_FLEXIBLE = re.compile(r"(-?[$0-9.,]{2,})|(-?[0-9]+)")
+
+
+def lenient_answer(text: Any) -> str | None:
+    """The final answer as a lenient reader takes it: the last number anywhere in the completion.
+
+    The extraction of lm-evaluation-harness's GSM8K ``flexible-extract`` filter: the last match of
+    ``-?[$0-9.,]{2,}`` or ``-?[0-9]+``, with the characters its exact-match metric ignores
+    removed (``,`` and ``$``) and one trailing period dropped. Tags, reasoning blocks and words do
+    not matter; a completion that ends in a stray number (``... in 2 steps``) yields that number,
+    and one that ends in a lone ``...`` yields ``..``, which is no number, as it is there.
+
+    >>> lenient_answer("Tom has 3 + 15 = 18 apples.")
+    '18'
+    >>> lenient_answer("<answer>$1,200.</answer>"), lenient_answer("no digits") is None
+    ('1200', True)
+    """
+    last = None
+    for last in _FLEXIBLE.finditer(completion_text(text)):
+        pass
+    if last is None:
+        return None
+    found = last.group(0).strip().replace(",", "").replace("$", "")
+    return found[:-1] if found.endswith(".") else found
+
+
+def lenient(text: Any, gold: Any) -> Verdict:
+    """Lenient verdict (evaluation only): is the last number anywhere in ``text`` equal to ``gold``?
+
+    The answer is :func:`lenient_answer`'s, compared with ``gold`` as :func:`grade` compares
+    numbers (``0049`` = ``49``, ``18.00`` = ``18``). ``source`` is ``lenient``.
+
+    This is how a right answer written out of format is still counted (the answer without its
+    ``<answer>`` tags, or after them), so that a before/after report can tell a gain in format
+    from a gain in answers. It is never a reward: a policy paid this way learns to end every
+    completion with a list of likely numbers, and the last one is right often enough.
+
+    >>> lenient("3 + 15 = 18, so she has 18 apples", "18").correct
+    True
+    >>> grade("3 + 15 = 18, so she has 18 apples", "18").correct
+    False
+    """
+    answer = lenient_answer(text)
+    if answer is None:
+        return Verdict("missing", "no_answer", "lenient")
+    if gold is None:
+        return Verdict("wrong", "mismatch", "lenient", answer)
+    status, rule, value = _judge(answer, gold, False)
+    if status == "unparseable":
+        status = "wrong"
+    return Verdict(status, rule, "lenient", answer, value)

@@ -1,10 +1,13 @@
 """Held-out evaluation and before/after comparison, graded exactly like the correctness reward.
 
-* :func:`evaluate` - greedy accuracy, format compliance, completion length and, with ``samples=K``
+* :func:`evaluate` - greedy accuracy (strict and lenient), format compliance, completion length and, with ``samples=K``
   (K > 1), pass@k from K sampled completions per problem (the unbiased estimator of Chen et al.,
   2021). Correctness is the task's grader (``grader_for(cfg)``), the very function the recipe's
   correctness reward pays on, so evaluation and training cannot disagree about what a right answer
-  is; each record keeps the rule that decided (``grader_rule``).
+  is; each record keeps the rule that decided (``grader_rule``). Lenient accuracy counts the right
+  final number anywhere in the completion (lm-evaluation-harness's GSM8K flexible extraction,
+  :func:`unsloth_grpo.answers.lenient`): beside strict accuracy it says whether training moved the
+  format or the answers. It is measured, never rewarded.
 * :func:`compare` - two evaluations on the same problems: a metric table with differences and the
   problems that flipped either way.
 * :func:`make_eval_callback` - evaluation on a small held-out slice every N training steps, logged
@@ -33,8 +36,19 @@ from unsloth_grpo.config import BACKENDS
 EVAL_FILE = "eval.json"
 EVAL_SAMPLES_FILE = "eval_samples.jsonl"
 
+#: What the table calls each compared metric, where the key alone would not say it.
+METRIC_LABELS = {"accuracy": "accuracy (strict)", "lenient_accuracy": "accuracy (lenient)"}
+
+#: How a report explains strict against lenient accuracy.
+STRICT_VS_LENIENT = (
+    "Strict accuracy is the task's grader, the one the reward pays on: the answer where the format puts it. "
+    "Lenient accuracy also counts the right final number anywhere in the completion (the last number, as "
+    "lm-evaluation-harness's GSM8K flexible extraction reads it). A gain in strict accuracy alone is a gain "
+    "in format; a gain in lenient accuracy is a gain in answers. Lenient is never a reward: a policy paid "
+    "for the last number learns to end with a list of numbers.")
+
 #: Metrics compared by :func:`compare` (those present in both results), in table order.
-COMPARED = ("accuracy", "format_compliance", "mean_completion_tokens", "mean_completion_chars", "truncated_ratio",
+COMPARED = ("accuracy", "lenient_accuracy", "format_compliance", "mean_completion_tokens", "mean_completion_chars", "truncated_ratio",
             "accuracy_without_tools", "calls_per_problem", "tool_use_share")  # the last three: tool_eval
 
 
@@ -94,6 +108,7 @@ def evaluate(
     generate_fn: Callable[..., list[list[str]]] | None = None,
     is_correct: Callable[[str, Any], bool] | None = None,
     matches_format: Callable[[str], bool] | None = None,
+    lenient_correct: Callable[[str, Any], bool] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Evaluate on ``dataset`` (rows with ``prompt`` and ``answer``); returns metrics and per-problem records.
@@ -107,7 +122,13 @@ def evaluate(
     generated token count and whether generation ended at eos); strings are re-tokenized with
     ``tokenizer`` to count tokens when one is given.
 
-    The result holds ``n``, ``accuracy``, ``format_compliance``, ``mean_completion_chars``,
+    ``accuracy`` is strict: ``is_correct`` (the task's grader, the one its reward pays on; by default
+    :func:`unsloth_grpo.answers.grade`). ``lenient_accuracy`` counts a problem right when the strict
+    grader does or ``lenient_correct`` does (by default, with the default grader,
+    :func:`unsloth_grpo.answers.lenient`: the last number anywhere in the completion); it is None
+    for a task with no lenient reading (pass ``lenient_correct`` for one that has it).
+
+    The result holds ``n``, ``accuracy``, ``lenient_accuracy``, ``format_compliance``, ``mean_completion_chars``,
     ``mean_completion_tokens`` and ``truncated_ratio`` (share of greedy completions cut at
     ``max_new_tokens``; None when unknown), ``pass@k`` keys when K > 1, ``settings``,
     ``seconds`` and ``records`` (one dict per problem; :func:`write_eval` stores them apart).
@@ -120,6 +141,8 @@ def evaluate(
     if is_correct is None or matches_format is None:
         from unsloth_grpo import answers
 
+        if is_correct is None and lenient_correct is None:
+            lenient_correct = answers.lenient  # the default grader's numbers, read leniently
         is_correct = is_correct or answers.grade
         matches_format = matches_format or answers.matches_format
     phase_progress = {}
@@ -157,6 +180,7 @@ def evaluate(
             "gold": gold,
             "correct": bool(verdict),
             "grader_rule": getattr(verdict, "rule", None),
+            "lenient_correct": None if lenient_correct is None else bool(verdict) or bool(lenient_correct(text, gold)),
             "format_ok": bool(matches_format(text)),
             "completion_chars": len(text),
             "completion_tokens": num_tokens,
@@ -175,6 +199,7 @@ def evaluate(
         "n": n,
         "accuracy": sum(r["correct"] for r in records) / n,
         "accuracy_ci95": list(wilson_interval(sum(r["correct"] for r in records), n)),
+        "lenient_accuracy": None if lenient_correct is None else sum(r["lenient_correct"] for r in records) / n,
         "format_compliance": sum(r["format_ok"] for r in records) / n,
         "mean_completion_chars": sum(r["completion_chars"] for r in records) / n,
         "mean_completion_tokens": None if None in tokens else sum(tokens) / n,
@@ -185,7 +210,8 @@ def evaluate(
             result[f"pass@{k}"] = sum(pass_at_k(samples, sum(r["samples_correct"]), k) for r in records) / n
     result["settings"] = {"samples": samples, "max_new_tokens": max_new_tokens, "temperature": temperature,
                           "top_p": top_p, "batch_size": batch_size, "seed": seed, "limit": limit,
-                          "greedy": "accuracy and format_compliance use one greedy completion per problem"}
+                          "greedy": "accuracy, lenient_accuracy and format_compliance use one greedy completion "
+                                    "per problem"}
     result["seconds"] = round(seconds, 3)
     result["records"] = records
     return result
@@ -244,7 +270,8 @@ def compare(baseline: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]
 
     Both must cover the same problems in the same order (same prompts and gold answers);
     ``fixed`` lists problems the trained model gets right and the baseline wrong, ``broken`` the
-    reverse (greedy correctness).
+    reverse (greedy strict correctness). ``accuracy`` (strict) and ``lenient_accuracy`` are both in
+    the table when both evaluations have them, each with its Wilson interval.
     """
     b_recs, t_recs = baseline["records"], trained["records"]
     if len(b_recs) != len(t_recs) or any(
@@ -254,8 +281,8 @@ def compare(baseline: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]
                          "limit and order (compare does this for you)")
     keys = [k for k in COMPARED if baseline.get(k) is not None and trained.get(k) is not None]
     keys += sorted(k for k in baseline if k.startswith("pass@") and trained.get(k) is not None)
-    table = [{"metric": k, "baseline": baseline[k], "trained": trained[k], "diff": trained[k] - baseline[k]}
-             for k in keys]
+    table = [{"metric": k, "label": METRIC_LABELS.get(k, k), "baseline": baseline[k], "trained": trained[k],
+              "diff": trained[k] - baseline[k]} for k in keys]
     fixed, broken = [], []
     for b, t in zip(b_recs, t_recs):
         if b["correct"] == t["correct"]:
@@ -263,11 +290,15 @@ def compare(baseline: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]
         item = {"index": b["index"], "question": _question(b["prompt"]), "gold": b["gold"],
                 "baseline_completion": b["completion"], "trained_completion": t["completion"]}
         (fixed if t["correct"] else broken).append(item)
-    intervals = None
+    intervals = lenient_intervals = None
     if len(b_recs):
         intervals = {name: list(wilson_interval(sum(r["correct"] for r in recs), len(recs)))
                      for name, recs in (("baseline", b_recs), ("trained", t_recs))}
+        if all(r.get("lenient_correct") is not None for r in (*b_recs, *t_recs)):
+            lenient_intervals = {name: list(wilson_interval(sum(r["lenient_correct"] for r in recs), len(recs)))
+                                 for name, recs in (("baseline", b_recs), ("trained", t_recs))}
     return {"n": len(b_recs), "metrics": table, "fixed": fixed, "broken": broken, "accuracy_ci95": intervals,
+            "lenient_accuracy_ci95": lenient_intervals, "note": STRICT_VS_LENIENT if lenient_intervals else None,
             "baseline": {k: baseline.get(k) for k in ("model", "dataset")},
             "trained": {k: trained.get(k) for k in ("model", "dataset")},
             "settings": trained.get("settings")}
@@ -287,13 +318,17 @@ def report_markdown(report: dict[str, Any], *, max_listed: int = 20) -> str:
                  "sampling settings for both.")
     lines += ["", "| metric | baseline | trained | difference |", "|---|---:|---:|---:|"]
     for row in report["metrics"]:
-        lines.append(f"| {row['metric']} | {row['baseline']:.3f} | {row['trained']:.3f} | {row['diff']:+.3f} |")
-    if report.get("accuracy_ci95"):
-        b, t = report["accuracy_ci95"]["baseline"], report["accuracy_ci95"]["trained"]
-        lines.append(f"\nAccuracy 95% intervals (Wilson, {report['n']} problems): baseline {b[0]:.3f}..{b[1]:.3f}, "
-                     f"trained {t[0]:.3f}..{t[1]:.3f}.")
-    for key, title in (("fixed", "Fixed (baseline wrong, trained right)"),
-                       ("broken", "Broken (baseline right, trained wrong)")):
+        lines.append(f"| {row.get('label', row['metric'])} | {row['baseline']:.3f} | "
+                     f"{row['trained']:.3f} | {row['diff']:+.3f} |")
+    for key, what in (("accuracy_ci95", "Strict accuracy"), ("lenient_accuracy_ci95", "Lenient accuracy")):
+        if report.get(key):
+            b, t = report[key]["baseline"], report[key]["trained"]
+            lines.append(f"\n{what} 95% interval (Wilson, {report['n']} problems): baseline {b[0]:.3f}..{b[1]:.3f}, "
+                         f"trained {t[0]:.3f}..{t[1]:.3f}.")
+    if report.get("note"):
+        lines += ["", report["note"]]
+    for key, title in (("fixed", "Fixed (baseline wrong, trained right; strict)"),
+                       ("broken", "Broken (baseline right, trained wrong; strict)")):
         items = report[key]
         lines += ["", f"## {title}: {len(items)}", ""]
         if not items:
@@ -322,11 +357,12 @@ def write_report(report: dict[str, Any], output_dir: str | Path) -> tuple[Path, 
 def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_new_tokens: int = 256,
                        temperature: float = 0.7, batch_size: int = 16, seed: int = 0, prefix: str = "eval/",
                        is_correct: Callable[[str, Any], bool] | None = None,
-                       matches_format: Callable[[str], bool] | None = None):
+                       matches_format: Callable[[str], bool] | None = None,
+                       lenient_correct: Callable[[str, Any], bool] | None = None):
     """A ``TrainerCallback`` evaluating ``dataset`` (keep it small) every ``every`` optimizer steps.
 
-    The metrics are logged through the trainer's callbacks as ``eval/accuracy``,
-    ``eval/format_compliance``, ``eval/mean_completion_tokens`` (and ``eval/pass@k``), so they reach
+    The metrics are logged through the trainer's callbacks as ``eval/accuracy``, ``eval/lenient_accuracy``
+    (with ``lenient_correct``, or with the default grader), ``eval/format_compliance``, ``eval/mean_completion_tokens`` (and ``eval/pass@k``), so they reach
     ``metrics.jsonl``, the progress line and ``report_to`` loggers beside the training metrics.
     Add it with ``trainer.add_callback(make_eval_callback(trainer, held_out, every=50))``.
     """
@@ -348,7 +384,7 @@ def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_ne
             tokenizer = getattr(trainer, "processing_class", None) or kwargs.get("processing_class")
             result = evaluate(model, tokenizer, rows, samples=samples, max_new_tokens=max_new_tokens,
                               temperature=temperature, batch_size=batch_size, seed=seed, is_correct=is_correct,
-                              matches_format=matches_format)
+                              matches_format=matches_format, lenient_correct=lenient_correct)
             logs = {f"{prefix}{k}": v for k, v in result.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("n", "seconds")}
             self.history.append({"step": state.global_step, **logs})
@@ -367,16 +403,18 @@ def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_ne
 # ---------------------------------------------------------------------------- CLI
 
 def _task_setup(args):
-    """The task's held-out rows and its grader (the function its correctness reward uses)."""
+    """The task's held-out rows, its grader (the function its correctness reward uses) and its lenient
+    grader (None for a task without one)."""
     import importlib
 
     from unsloth_grpo.config import load_config
+    from unsloth_grpo.tasks import lenient_grader
 
     recipe = importlib.import_module(f"unsloth_grpo.recipes.{args.task}").RECIPE
     data = {"source": args.dataset, "split": args.split, "limit": args.limit}
     cfg = load_config({"data": data, "seed": args.seed}, base=recipe.defaults)
     task = importlib.import_module(f"unsloth_grpo.tasks.{args.task}")
-    return task.load_dataset_for(cfg), task.grader_for(cfg)
+    return task.load_dataset_for(cfg), (task.grader_for(cfg), lenient_grader(task, cfg))
 
 
 def _load_model(path: str, backend: str, device: str):
@@ -440,14 +478,15 @@ def console_progress(label: str, *, every_s: float = 5.0, file=None) -> Callable
     return report
 
 
-def _eval_one(model_path: str, problems, grader, args) -> dict[str, Any]:
+def _eval_one(model_path: str, problems, graders, args) -> dict[str, Any]:
     import importlib
 
+    strict, lenient = graders
     loaded = _load_model(model_path, args.backend, args.device)
     # a task with its own answer format (code: a fenced block) says how to check it
     fmt = getattr(importlib.import_module(f"unsloth_grpo.tasks.{args.task}"), "matches_format", None)
-    result = evaluate(loaded.model, loaded.tokenizer, problems, is_correct=grader, matches_format=fmt,
-                      **_settings(args), progress=console_progress(f"eval {model_path}"))
+    result = evaluate(loaded.model, loaded.tokenizer, problems, is_correct=strict, lenient_correct=lenient,
+                      matches_format=fmt, **_settings(args), progress=console_progress(f"eval {model_path}"))
     result["model"] = model_path
     result["dataset"] = args.dataset
     result["split"] = args.split
@@ -455,8 +494,10 @@ def _eval_one(model_path: str, problems, grader, args) -> dict[str, Any]:
 
 
 def _summary(result: dict[str, Any]) -> str:
-    parts = [f"n={result['n']}", f"accuracy={result['accuracy']:.3f}",
-             f"format={result['format_compliance']:.3f}"]
+    parts = [f"n={result['n']}", f"accuracy={result['accuracy']:.3f}"]
+    if result.get("lenient_accuracy") is not None:
+        parts.append(f"lenient={result['lenient_accuracy']:.3f}")
+    parts.append(f"format={result['format_compliance']:.3f}")
     parts += [f"{k}={v:.3f}" for k, v in result.items() if k.startswith("pass@")]
     return " ".join(parts) + f" ({result['seconds']:.1f}s)"
 
@@ -483,8 +524,8 @@ def _reported(func):
 
 @_reported
 def run(args) -> int:
-    problems, grader = _task_setup(args)
-    result = _eval_one(args.model, problems, grader, args)
+    problems, graders = _task_setup(args)
+    result = _eval_one(args.model, problems, graders, args)
     path = write_eval(result, args.output)
     print(f"{args.model}: {_summary(result)}")
     print(f"wrote {path} and {Path(args.output) / EVAL_SAMPLES_FILE}")
@@ -493,11 +534,11 @@ def run(args) -> int:
 
 @_reported
 def run_compare(args) -> int:
-    problems, grader = _task_setup(args)
+    problems, graders = _task_setup(args)
     out = Path(args.output)
     results = {}
     for role, model_path in (("baseline", args.baseline), ("trained", args.trained)):
-        results[role] = _eval_one(model_path, problems, grader, args)
+        results[role] = _eval_one(model_path, problems, graders, args)
         write_eval(results[role], out / role)
         print(f"{role} {model_path}: {_summary(results[role])}")
     report = compare(results["baseline"], results["trained"])

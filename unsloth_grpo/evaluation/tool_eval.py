@@ -108,9 +108,14 @@ def run_tool_loop(model, tokenizer, prompts: Sequence[list[dict]], *, tools: Seq
 
 
 def evaluate_with_tools(model, tokenizer, dataset, *, tools_cfg, is_correct: Callable[[Any, Any], bool] | None = None,
-                        max_new_tokens: int = 256, batch_size: int = 8, seed: int = 0, limit: int | None = None,
+                        lenient_correct: Callable[[Any, Any], bool] | None = None, max_new_tokens: int = 256,
+                        batch_size: int = 8, seed: int = 0, limit: int | None = None,
                         **plain_kwargs) -> dict[str, Any]:
-    """Accuracy with the configured tools and without them, calls per problem, per-problem transcripts."""
+    """Accuracy with the configured tools and without them, calls per problem, per-problem transcripts.
+
+    ``lenient_correct`` (the task's lenient reading; None for none) adds ``lenient_accuracy``: with the
+    tools, a problem counts when the strict grader or the lenient one says it is right.
+    """
     from unsloth_grpo.evaluation.evaluate import evaluate
     from unsloth_grpo.tools import build_tools
 
@@ -129,14 +134,17 @@ def evaluate_with_tools(model, tokenizer, dataset, *, tools_cfg, is_correct: Cal
                                 max_rounds=tools_cfg.max_tool_calling_iterations, max_new_tokens=max_new_tokens,
                                 batch_size=batch_size, seed=seed)
     seconds = time.perf_counter() - t0
-    plain = evaluate(model, tokenizer, dataset, limit=n, is_correct=is_correct, max_new_tokens=max_new_tokens,
-                     batch_size=batch_size, seed=seed, **plain_kwargs)
+    plain = evaluate(model, tokenizer, dataset, limit=n, is_correct=is_correct, lenient_correct=lenient_correct,
+                     max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, **plain_kwargs)
     records = []
     for i, (row, messages) in enumerate(zip(rows, transcripts)):
         calls = tr.calls(messages)
+        correct = bool(is_correct(messages, row["answer"]))
         records.append({"index": i, "prompt": row["prompt"], "gold": row["answer"],
-                        "completion": tr.render(messages), "transcript": messages,
-                        "correct": bool(is_correct(messages, row["answer"])), "calls": len(calls),
+                        "completion": tr.render(messages), "transcript": messages, "correct": correct,
+                        "lenient_correct": None if lenient_correct is None
+                        else correct or bool(lenient_correct(messages, row["answer"])),
+                        "calls": len(calls),
                         "tool_errors": sum(tr.is_error(r) for r in tr.results(messages)),
                         "correct_without_tools": plain["records"][i]["correct"]})
     used = [r for r in records if r["calls"]]
@@ -144,6 +152,7 @@ def evaluate_with_tools(model, tokenizer, dataset, *, tools_cfg, is_correct: Cal
     return {
         "n": n,
         "accuracy": sum(r["correct"] for r in records) / n,
+        "lenient_accuracy": None if lenient_correct is None else sum(r["lenient_correct"] for r in records) / n,
         "accuracy_without_tools": plain["accuracy"],
         "format_compliance": plain["format_compliance"],
         "calls_per_problem": n_calls / n,

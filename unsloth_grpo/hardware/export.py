@@ -416,7 +416,10 @@ def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, mer
         lines += ["", f"## Before and after training ({data.get('n', '?')} held-out problems)", "",
                   "| metric | before | after | change |", "|---|---|---|---|"]
         for row in data.get("metrics", []):
-            lines.append(f"| {row['metric']} | {row['baseline']:.3f} | {row['trained']:.3f} | {row['diff']:+.3f} |")
+            lines.append(f"| {row.get('label', row['metric'])} | {row['baseline']:.3f} | {row['trained']:.3f} | "
+                         f"{row['diff']:+.3f} |")
+        if data.get("note"):  # what strict and lenient accuracy each measure
+            lines += ["", data["note"]]
     plots = sorted((run / "plots").glob("*.png")) if (run / "plots").is_dir() else []
     if plots:
         lines += ["", "## Training curves", ""]

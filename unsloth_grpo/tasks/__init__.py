@@ -1,7 +1,9 @@
 """Task modules: each owns its data loader, answer extraction, rewards and evaluation.
 
 A task module provides ``load_dataset_for(cfg)`` returning a dataset with ``prompt`` and
-``answer`` columns, and ``DEFAULT_REWARDS``.
+``answer`` columns, and ``DEFAULT_REWARDS``. A task whose final answer is one number also provides
+``lenient_grader_for(cfg)``: evaluation's lenient reading (:func:`unsloth_grpo.answers.lenient`), which
+counts the right number anywhere in the completion. It is never a reward.
 """
 
 from __future__ import annotations
@@ -12,6 +14,17 @@ import pkgutil
 def available_tasks() -> list[str]:
     """Names of the task modules shipped in this package."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def lenient_grader(task, cfg):
+    """``task``'s lenient grader for ``cfg`` (evaluation only), or None when it has no lenient reading.
+
+    Tasks whose answer is one number have one (gsm8k, arith, gsm8k_tools, custom in ``numeric``
+    mode). Tasks whose answer is a structure have none: a countdown equation ends in its target
+    whatever the equation, a JSON record or a program is not a number.
+    """
+    fn = getattr(task, "lenient_grader_for", None)
+    return None if fn is None else fn(cfg)
 
 
 def grader_from_rewards(cfg, names, default):

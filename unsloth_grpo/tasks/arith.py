@@ -229,9 +229,19 @@ def grader_for(cfg) -> Callable[[Any, Any], bool]:
     return lambda completion, gold: is_correct(completion, gold, tag=tag)
 
 
+def lenient_grader_for(cfg) -> Callable[[Any, Any], Any]:
+    """Evaluation's lenient reading: the last number anywhere in the completion is the sum (never a reward)."""
+    from unsloth_grpo.answers import lenient
+
+    return lenient
+
+
 def evaluate(model, tokenizer, dataset, *, tag: str | tuple[str, str] = "answer", **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with this task's :func:`is_correct`."""
+    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with this task's :func:`is_correct`
+    (strict) and :func:`unsloth_grpo.answers.lenient` (lenient)."""
+    from unsloth_grpo.answers import lenient
     from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
 
+    kwargs.setdefault("lenient_correct", lenient)
     return _evaluate(model, tokenizer, dataset, is_correct=lambda c, g: is_correct(c, g, tag=tag),
                      matches_format=lambda c: matches_format(c, tag=tag), **kwargs)

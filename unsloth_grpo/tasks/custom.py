@@ -275,11 +275,24 @@ def load_dataset_for(cfg):
 # ---------------------------------------------------------------- evaluation
 
 
+def lenient_grader_for(cfg):
+    """Evaluation's lenient reading in ``numeric`` mode (the right number anywhere in the completion);
+    None for text answers, which have no last number to read."""
+    from unsloth_grpo.answers import lenient
+
+    return lenient if grading_mode(cfg.rewards) == "numeric" else None
+
+
 def evaluate(model, tokenizer, dataset, *, mode: str = "exact", threshold: float = 1.0, **kwargs) -> dict[str, Any]:
-    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with :func:`is_correct` in ``mode``."""
+    """:func:`unsloth_grpo.evaluation.evaluate.evaluate` graded with :func:`is_correct` in ``mode``
+    (and, in ``numeric`` mode, leniently as well)."""
+    from unsloth_grpo.answers import lenient
     from unsloth_grpo.evaluation.evaluate import evaluate as _evaluate
 
     def correct(completion: Any, gold: Any) -> bool:
         return is_correct(completion, gold, mode=mode, threshold=threshold)
+
+    if mode == "numeric":
+        kwargs.setdefault("lenient_correct", lenient)
 
     return _evaluate(model, tokenizer, dataset, is_correct=correct, matches_format=matches_format, **kwargs)

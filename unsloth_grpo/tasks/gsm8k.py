@@ -119,6 +119,13 @@ def grader_for(cfg):
     return grader_from_rewards(cfg, GRADING_REWARDS, {"name": "correctness"})
 
 
+def lenient_grader_for(cfg):
+    """Evaluation's lenient reading: the right number anywhere in the completion (never a reward)."""
+    from unsloth_grpo.answers import lenient
+
+    return lenient
+
+
 # ---------------------------------------------------------------- offline problems
 
 _NAMES = ["Ann", "Bob", "Cara", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]

@@ -126,6 +126,17 @@ def grader_for(cfg):
     return is_correct
 
 
+def lenient_correct(completion: Any, gold: str) -> bool:
+    """Lenient verdict (evaluation only) on the model's last turn: its last number equals ``gold``."""
+    from unsloth_grpo.answers import lenient
+
+    return lenient(transcript.final_text(completion), gold).correct
+
+
+def lenient_grader_for(cfg):
+    return lenient_correct
+
+
 def load_dataset_for(cfg):
     """GSM8K rows (hub, file or synthetic) with the tool-offering system prompt."""
     import dataclasses

@@ -55,27 +55,39 @@ def check_two_stage(cfg: RecipeConfig) -> None:
 def _graded(task, cfg: RecipeConfig, loaded, held_out) -> dict[str, Any]:
     """Greedy accuracy on ``held_out`` with the task's grader, plus its interval."""
     from unsloth_grpo.evaluation.evaluate import evaluate
+    from unsloth_grpo.tasks import lenient_grader
 
     e = cfg.evaluation
     t0 = time.perf_counter()
     kwargs = dict(max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
                   batch_size=e.batch_size, seed=cfg.seed)
+    kwargs["lenient_correct"] = lenient_grader(task, cfg)
     if hasattr(task, "evaluate"):
         result = task.evaluate(loaded.model, loaded.tokenizer, held_out, **kwargs)
     else:
         result = evaluate(loaded.model, loaded.tokenizer, held_out, is_correct=task.grader_for(cfg), **kwargs)
     correct = sum(r["correct"] for r in result["records"])
     low, high = wilson_interval(correct, result["n"])
+    lenient = result.get("lenient_accuracy")
+    lenient_correct = None if lenient is None else sum(r["lenient_correct"] for r in result["records"])
     return {"accuracy": result["accuracy"], "correct": correct, "n": result["n"], "ci95": [low, high],
+            "lenient_accuracy": lenient, "lenient_correct": lenient_correct,
             "format_compliance": result["format_compliance"], "eval_seconds": round(time.perf_counter() - t0, 2),
             "examples": [r["completion"] for r in result["records"][:3]]}
+
+
+def _accuracies(graded: dict[str, Any]) -> str:
+    """``0.412 (lenient 0.530)``: strict accuracy, and lenient beside it when the task has it."""
+    lenient = graded.get("lenient_accuracy")
+    return f"{graded['accuracy']:.3f}" + ("" if lenient is None else f" (lenient {lenient:.3f})")
 
 
 def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callable[[str], None] = print,
                  keep_outputs: bool = False) -> dict[str, Any]:
     """Train the SFT start once, then each of ``arms`` from it; return held-out accuracy per arm.
 
-    The result holds ``accuracy`` (arm -> share correct, with ``"sft"`` for the start), ``evals``
+    The result holds ``accuracy`` (arm -> share correct under the task's strict grader, with ``"sft"``
+    for the start), ``lenient_accuracy`` (the same, read leniently; None for a task without it), ``evals``
     (arm -> correct, n, ci95, format compliance), ``seconds`` (arm -> training wall time) and
     ``grpo_reward`` (arm -> mean training reward over its first and last 5 steps). Stage
     outputs go under ``cfg.output_dir`` and are removed at the end unless ``keep_outputs``.
@@ -113,7 +125,7 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
     train_sft(sub(sft_cfg, "sft"), loaded, num_examples=sft_stage.num_examples, log=quiet)
     seconds = {"sft": round(time.perf_counter() - t0, 1)}
     evals = {"sft": _graded(task, cfg, loaded, held_out)}
-    log(f"seed {cfg.seed} sft: accuracy {evals['sft']['accuracy']:.3f} ({seconds['sft']:.0f}s)")
+    log(f"seed {cfg.seed} sft: accuracy {_accuracies(evals['sft'])} ({seconds['sft']:.0f}s)")
     start = lora_state(loaded.model)
     rewards: dict[str, list[float]] = {}
     for arm in arms:
@@ -129,12 +141,13 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
             rewards[arm] = [result.mean_reward(first=5), result.mean_reward(last=5)]
         seconds[arm] = round(time.perf_counter() - t0, 1)
         evals[arm] = _graded(task, cfg, loaded, held_out)
-        log(f"seed {cfg.seed} {arm}: accuracy {evals[arm]['accuracy']:.3f} ({seconds[arm]:.0f}s)"
+        log(f"seed {cfg.seed} {arm}: accuracy {_accuracies(evals[arm])} ({seconds[arm]:.0f}s)"
             + (f", train reward {rewards[arm][0]:.3f} -> {rewards[arm][1]:.3f}" if arm in rewards else ""))
     if not keep_outputs:
         for name in ("sft", *arms):
             shutil.rmtree(out / name, ignore_errors=True)
-    return {"seed": cfg.seed, "accuracy": {k: v["accuracy"] for k, v in evals.items()}, "evals": evals,
+    return {"seed": cfg.seed, "accuracy": {k: v["accuracy"] for k, v in evals.items()},
+            "lenient_accuracy": {k: v["lenient_accuracy"] for k, v in evals.items()}, "evals": evals,
             "seconds": seconds, "grpo_reward": rewards}
 
 

@@ -138,16 +138,18 @@ def _held_out(cfg: RecipeConfig):
 
 
 def _eval_kwargs(cfg: RecipeConfig) -> dict:
-    """Evaluation settings, with the task's own grader (the one its correctness reward uses) and its own
-    format check (``matches_format``, as ``unsloth-grpo eval`` reads it)."""
+    """Evaluation settings, with the task's own grader (the one its correctness reward uses), its lenient
+    reading where it has one, and its own format check (``matches_format``, as ``unsloth-grpo eval`` reads it)."""
     import importlib
+
+    from unsloth_grpo.tasks import lenient_grader
 
     e = cfg.evaluation
     task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
     grader = task.grader_for(cfg) if hasattr(task, "grader_for") else None
     return dict(samples=e.samples, max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
                 temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, is_correct=grader,
-                matches_format=getattr(task, "matches_format", None))
+                lenient_correct=lenient_grader(task, cfg), matches_format=getattr(task, "matches_format", None))
 
 
 def _ci(result: dict) -> str:
@@ -276,8 +278,10 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
 
         after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
         write_report(compare(before, after), out)
+        lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
+            f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
         log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
-            f"on {after['n']} held-out problems, format "
+            f"on {after['n']} held-out problems{lenient}, format "
             f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
     try:
         from unsloth_grpo.evaluation.plots import plot_run
