@@ -71,6 +71,9 @@ def test_the_files_eos_opens_a_turn_and_every_load_takes_the_generation_configs(
 
     raw = AutoTokenizer.from_pretrained(smollm2_dir)
     assert raw.eos_token == "<|im_start|>" and raw.pad_token is None  # as the file has it
+    # the file also asks for WordPiece's space clean-up, which a BPE tokenizer refuses with a warning
+    # on every decode; the conversion turns it off, as the original tokenizer has it
+    assert raw.clean_up_tokenization_spaces is False
     tok = hf.tokenizer
     assert (tok.eos_token, tok.pad_token, tok.padding_side) == ("<|im_end|>", "<|im_end|>", "left")
 
@@ -159,3 +162,118 @@ def test_a_padded_batch_gives_what_each_prompt_gives_alone(request, backend):
     alone = [generate(loaded.model, loaded.tokenizer, [p], max_new_tokens=12, batch_size=1)[0] for p in prompts]
     assert batched == alone
     assert len({c[0] for c in batched}) == len(prompts)  # real, different answers
+
+
+# ---------------------------------------------------------------- training, resume, export, lab
+
+
+def _cfg(out: Path, *overrides: str):
+    """The gsm8k recipe's real-model preset, cut to seconds: 2 steps of 4 completions of 16 tokens."""
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    return RECIPE.resolve(preset="smollm2", output_dir=str(out), overrides=[
+        "model.backend=transformers", "training.max_steps=2", "training.save_steps=1",
+        "training.num_generations=4", "training.per_device_train_batch_size=4",
+        "training.max_completion_length=16", "data.num_synthetic=16", "run.samples_every=1",
+        "evaluation.before_after=true", "evaluation.limit=4", "evaluation.batch_size=4", *overrides])
+
+
+@pytest.fixture(scope="module")
+def real_run(smollm2_dir, tmp_path_factory):
+    """Two GRPO steps of the real model (transformers + peft), evaluated before and after."""
+    from unsloth_grpo.training.train import train
+
+    out = tmp_path_factory.mktemp("real") / "run"
+    return train(_cfg(out), log=_quiet)
+
+
+@pytest.mark.slow
+def test_grpo_trains_the_real_model_and_its_outputs_carry_the_right_tokenizer_and_license(real_run):
+    out = real_run.output_dir
+    assert real_run.global_step == 2 and real_run.backend["backend"] == "transformers"
+    rows = real_run.metrics
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in ("reward", "reward_std", "rewards/xml_count/mean", "rewards/correctness/mean", "completions/mean_length"):
+        assert key in rows[-1], key
+    # the adapter directory's tokenizer ends turns with <|im_end|>: whoever loads the adapter or merges
+    # it stops where the model does (the converted file said <|im_start|>)
+    saved = json.loads((out / "tokenizer_config.json").read_text())
+    assert saved["eos_token"] == "<|im_end|>" and saved["pad_token"] == "<|im_end|>"
+    card = (out / "README.md").read_text()
+    assert "license: apache-2.0" in card and "HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0)" in card
+    # evaluation before and after, strict and lenient, on real greedy completions
+    report = json.loads((out / "report.json").read_text())
+    assert {m["metric"] for m in report["metrics"]} >= {"accuracy", "lenient_accuracy", "format_compliance"}
+    samples = [json.loads(x) for x in (out / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(len(s["completion"].split()) >= 2 for s in samples)  # words, not token soup
+    assert sorted(c.name for c in (out / "checkpoints").iterdir()) == ["checkpoint-1", "checkpoint-2"]
+
+
+@pytest.mark.slow
+def test_resuming_the_real_run_from_its_first_checkpoint_gives_the_same_second_step(real_run, tmp_path):
+    from safetensors.torch import load_file
+
+    from unsloth_grpo.training.train import train
+
+    first = real_run.output_dir / "checkpoints" / "checkpoint-1"
+    resumed = train(_cfg(tmp_path / "resumed", "evaluation.before_after=false"), resume=str(first), log=_quiet)
+    assert resumed.global_step == 2
+    a, b = real_run.metrics[-1], [r for r in resumed.metrics if r["step"] == 2][0]
+    for key in ("reward", "loss", "grad_norm", "completions/mean_length"):
+        assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
+    wa = load_file(str(real_run.output_dir / "adapter_model.safetensors"))
+    wb = load_file(str(tmp_path / "resumed" / "adapter_model.safetensors"))
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wa) < 1e-5
+
+
+@pytest.mark.slow
+def test_the_merged_export_reloads_with_plain_transformers_and_gives_the_adapters_logits(real_run, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unsloth_grpo.hardware import export as ex
+
+    result = ex.export_model(real_run.output_dir, tmp_path / "merged", dtype="fp32", log=_quiet)
+    merged_dir = tmp_path / "merged"
+    tok = AutoTokenizer.from_pretrained(str(merged_dir))
+    assert tok.eos_token == "<|im_end|>" and tok.chat_template
+    merged = AutoModelForCausalLM.from_pretrained(str(merged_dir), dtype=torch.float32).eval()
+    assert merged.dtype == torch.float32 and not any("lora" in k for k in merged.state_dict())
+    assert ex.verify_merge(result) < 1e-4  # the adapter on the base, against the merged weights
+    card = (merged_dir / "README.md").read_text()
+    assert "license: apache-2.0" in card and "Q4_1" in card
+    # greedy from the merged model with plain transformers stops at the end of the turn
+    text = tok.apply_chat_template(chat_prompt("What is 2 + 3?", None), tokenize=False, add_generation_prompt=True)
+    ids = tok(text, return_tensors="pt", add_special_tokens=False)
+    out = merged.generate(**ids, max_new_tokens=40, do_sample=False, eos_token_id=tok.eos_token_id,
+                          pad_token_id=tok.pad_token_id)
+    assert out[0, -1].item() == tok.eos_token_id and out.shape[1] - ids["input_ids"].shape[1] < 40
+
+
+@pytest.mark.slow
+def test_the_reward_lab_scores_the_real_models_samples(smollm2_dir, tmp_path):
+    from unsloth_grpo.evaluation.lab import analyse, generate_records
+    from unsloth_grpo.rewards import build_reward_functions
+
+    cfg = _cfg(tmp_path / "lab", "data.num_synthetic=4")
+    records, ms = generate_records(MODEL, cfg, num_generations=4, limit=2, max_new_tokens=24, temperature=0.7,
+                                   seed=0, batch_size=8, log=_quiet)
+    assert len(records) == 8 and ms > 0 and all(r["completion"].strip() for r in records)
+    funcs, weights = build_reward_functions(cfg.rewards)
+    report = analyse(records, funcs, weights, generation_ms_per_completion=ms)
+    assert [r.name for r in report.rewards] == ["xml_count", "correctness"]
+    assert not [r for r in report.rewards if r.error]
+    assert len(report.grading["correctness"]) == 8  # the grader's verdict and rule for each real completion
+
+
+@pytest.mark.slow
+def test_unsloth_backend_trains_the_real_model(smollm2_dir, tmp_path):
+    pytest.importorskip("unsloth")
+    from unsloth_grpo.training.train import train
+
+    result = train(_cfg(tmp_path / "unsloth", "model.backend=unsloth", "training.max_steps=1",
+                        "evaluation.before_after=false", "training.save_steps=0"), log=_quiet)
+    assert result.global_step == 1 and result.backend["backend"] == "unsloth"
+    saved = json.loads((result.output_dir / "tokenizer_config.json").read_text())
+    assert saved["eos_token"] == "<|im_end|>"
+    assert (result.output_dir / "adapter_model.safetensors").is_file()

@@ -827,14 +827,15 @@ def _gpu_problems(report: Report, backend: str, need_bf16: bool | None) -> list[
     if not t.cuda_available:
         if t.cuda_build and t.nvidia_driver is False:  # a machine without a GPU: nothing to repair
             msg = f"torch {t.version} is a CUDA {t.cuda_build} build on a machine with no NVIDIA GPU"
-            fix = "fine for the smoke preset and tiny models; a real model needs a machine with a CUDA GPU"
+            fix = ("fine for the smoke presets and for --preset smollm2 (a real 135M model, minutes per run); "
+                   "a larger model needs a machine with a CUDA GPU")
         elif t.cuda_build:
             msg = f"torch {t.version} is a CUDA {t.cuda_build} build but no GPU is visible"
             fix = "check the driver with `nvidia-smi` and that CUDA_VISIBLE_DEVICES is not empty"
         else:
             msg = f"torch {t.version} is a CPU-only build"
             fix = "install a CUDA build of torch (see https://pytorch.org/get-started/locally/) to use a GPU"
-        out.append(Problem(WARNING, "gpu", msg + ": training runs on CPU, practical only for tiny models", fix))
+        out.append(Problem(WARNING, "gpu", msg + ": training runs on CPU, practical only for small models", fix))
         if need_bf16:
             out.append(
                 Problem(

@@ -26,6 +26,15 @@ SYSTEM_PROMPT = (
     "Put only the final number inside <answer>."
 )
 
+#: The format shown by a worked example, for a small real model that ignores a format described in
+#: words (SmolLM2-135M-Instruct writes no tags under SYSTEM_PROMPT; docs/real_model.md).
+EXAMPLE_SYSTEM_PROMPT = (
+    "Solve the math word problem. Reply in exactly this format:\n"
+    "<reasoning>\nthe calculation\n</reasoning>\n<answer>\nthe final number\n</answer>\n"
+    "Example:\nQuestion: Ann has 3 pens and buys 4 more. How many pens does Ann have now?\n"
+    "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
+)
+
 #: Rewards the recipe uses unless the config lists its own: format first, then correctness.
 DEFAULT_REWARDS = [
     {"name": "xml_count", "weight": 1.0},
