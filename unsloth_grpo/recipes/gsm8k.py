@@ -2,6 +2,7 @@
 
     python -m unsloth_grpo.recipes.gsm8k                          # Qwen2.5-1.5B 4-bit, a consumer GPU
     python -m unsloth_grpo.recipes.gsm8k --preset smoke --output-dir outputs/smoke   # offline, CPU, ~1 min
+    python -m unsloth_grpo.recipes.gsm8k --preset smollm2     # a real 135M model (SmolLM2), offline after its first use, CPU
     python -m unsloth_grpo.recipes.gsm8k --config recipes/gsm8k.yaml training.max_steps=50
 """
 
@@ -43,6 +44,7 @@ PRESETS = {
     REAL_MODEL_PRESET: real_model_preset(
         output_dir="outputs/gsm8k-smollm2",
         system_prompt=EXAMPLE_SYSTEM_PROMPT,
+        data={"subset": "easy"},  # one-step, one-digit problems: the base model is right on some of them
         rewards=[{"name": "xml_count", "weight": 1.0, "params": {"per_tag": 0.25, "once": False}},
                  {"name": "correctness", "weight": 2.0}],
     ),
