@@ -291,7 +291,7 @@ def run_train(spec: dict) -> dict:
         "training": {"max_steps": s.steps, "learning_rate": 1e-5, "num_generations": s.num_generations,
                      "per_device_train_batch_size": s.per_device_train_batch_size,
                      "max_completion_length": s.max_completion_length, "save_steps": 0, "logging_steps": 1,
-                     "extra": forced_length_kwargs(s.max_completion_length)},
+                     **forced_length_kwargs(s.max_completion_length)},
     })
     sampler = DevicePeak() if cuda else contextlib.nullcontext()
     t0 = time.perf_counter()
@@ -322,6 +322,10 @@ def run_train(spec: dict) -> dict:
 
         trainer = GRPOTrainer(model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=[spread_reward],
                               args=args, train_dataset=dataset, callbacks=[Measure()])
+        from unsloth_grpo.training.rollouts import RolloutCheck
+
+        stale: list = []  # do the completions come from the weights being trained (on this GPU's numerics)?
+        rollouts = RolloutCheck(trainer, stale.append, log=print, max_rounds=s.steps).install()
         before = {n: p.detach().cpu().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
         trainer.train()
         changed = {n for n, p in trainer.model.named_parameters()
@@ -357,6 +361,9 @@ def run_train(spec: dict) -> dict:
         "trainable_changed": len(changed),
         # LoRA's B starts at zero, so every B must move in the first step; A moves from the second on
         "lora_B_unchanged": sorted(n for n in before if "lora_B" in n and n not in changed)[:5],
+        "rollout_check": {"rounds": rollouts.rounds,
+                          "from_trained": None if rollouts.verdict is None else rollouts.verdict.from_trained,
+                          "values": None if rollouts.verdict is None else rollouts.verdict.values},
     }
     return {"backend_info": loaded.info.to_dict(), "measured": measured, "estimate": est.to_dict(),
             "trainer_logs": rows}
@@ -378,28 +385,134 @@ def planned_estimate(c: Config, settings: RunSettings) -> dict:
         backend=backend, optimizer="adamw_8bit", dtype="bf16").to_dict()
 
 
-def run_recipe(spec: dict) -> dict:
-    """The GSM8K recipe as a user runs it, in its own process, with a config file; figures from its outputs."""
-    import yaml
-
-    out = Path(spec["output_dir"])
-    if out.exists():
-        shutil.rmtree(out)
+def recipe_config(spec: dict, device: str) -> dict:
+    """The recipe configuration's YAML as a dict: the one the GPU run uses, or its CPU variant."""
     s = RunSettings(**spec["settings"])
     config = {
-        "output_dir": str(out),
+        "output_dir": spec["output_dir"],
         "model": {"name": spec["model_dir"], "max_seq_length": 1024, "load_in_4bit": True, "fast_inference": "off"},
         "data": {"source": "synthetic", "num_synthetic": 64},
         "training": {"max_steps": 2, "num_generations": s.num_generations,
                      "per_device_train_batch_size": s.per_device_train_batch_size,
-                     "max_completion_length": s.max_completion_length, "save_steps": 1, "samples_every": 0,
-                     "extra": forced_length_kwargs(s.max_completion_length)},
+                     "max_completion_length": s.max_completion_length, "save_steps": 1,
+                     **forced_length_kwargs(s.max_completion_length)},
+        "run": {"samples_every": 0},
     }
-    if spec["device"] == "cpu":  # 4-bit needs CUDA
+    if device == "cpu":  # 4-bit needs CUDA
         config["model"].update(load_in_4bit=False, device="cpu")
-    path = out.parent / f"{out.name}.yaml"
+    return config
+
+
+def _write_yaml(path: Path, data: dict) -> Path:
+    import yaml
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+#: The GPU machine as the device tool's KINDS.md records it (2026-11): one H200, 143771 MiB,
+#: driver 580.159.03, Python 3.12.3, torch 2.11.0+cu130, 64 GiB of disk.
+GPU_IMAGE = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "gpu": "NVIDIA H200",
+             "total_bytes": 143771 * 2**20, "capability": (9, 0), "driver": "580.159.03", "disk_gb": 60}
+
+
+def carried_requirements(dist: str) -> list[str] | None:
+    """The Requires-Dist lines of the carried ``dist`` wheel: from its unpacked METADATA when the wheel
+    set was gathered, else from this venv when it holds the same version; None when neither."""
+    import importlib.metadata
+    from email.parser import Parser
+
+    version = wheels.WHEELS[dist]
+    for meta in wheels.SITE.glob("*.dist-info/METADATA"):
+        msg = Parser().parsestr(meta.read_text(encoding="utf-8"))
+        if wheels._canon(msg["Name"]) == wheels._canon(dist) and msg["Version"] == version:
+            return list(msg.get_all("Requires-Dist") or [])
+    try:
+        if importlib.metadata.version(dist) == version:
+            return list(importlib.metadata.requires(dist) or [])
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return None
+
+
+def gpu_image_report(output_dir: str):
+    """What the doctor would see on the GPU machine: its image's packages plus the carried wheels,
+    its Python, torch and card; requirement markers evaluated for it (Python 3.12, Linux x86-64)."""
+    from unsloth_grpo.hardware import doctor
+
+    canon = wheels._canon
+    versions: dict[str, str | None] = {canon(p): wheels.IMAGE_VERSIONS.get(p, "unknown") for p in wheels.IMAGE_PACKAGES}
+    versions.update({canon(p): v for p, v in wheels.WHEELS.items()})
+    ours, python = doctor.requirements_from_pyproject(ROOT / "pyproject.toml")
+    requirements = {"unsloth-grpo": ours}
+    for dist in ("unsloth", "unsloth_zoo"):
+        lines = carried_requirements(dist)
+        if lines is None:
+            raise RuntimeError(f"cannot read the requirements of the carried {dist} {wheels.WHEELS[dist]}: run "
+                               "python tools/gather_gpu_wheels.py --check (or install that version here)")
+        requirements[dist] = lines
+    modules = {canon(p).replace("-", "_") for p in versions}
+    card = doctor.GPU(0, GPU_IMAGE["gpu"], GPU_IMAGE["total_bytes"], GPU_IMAGE["capability"], GPU_IMAGE["total_bytes"])
+    torch_info = doctor.TorchInfo(GPU_IMAGE["torch"], GPU_IMAGE["cuda"], True, (card,), nvidia_driver=True,
+                                  driver_version=GPU_IMAGE["driver"])
+    return doctor.collect_report(
+        versions=versions, requirements=requirements, requires_python=python, torch_info=torch_info,
+        env={k: v for k, v in child_env().items() if k.endswith("_OFFLINE")}, python_version=GPU_IMAGE["python"],
+        importable=lambda mod: mod.replace("-", "_").lower() in modules, output_dir=output_dir, check_hub=False,
+        disk_free=lambda _p: GPU_IMAGE["disk_gb"] * 2**30, marker_env=wheels.MARKER_ENV)
+
+
+def environment_check(config_path: str, *, simulated: bool) -> dict:
+    """The checks the recipe makes before loading anything, on its GPU configuration: the recipe's own
+    preflight (a GPU, the model) and the config with the doctor's environment preflight. ``simulated``
+    checks them against the GPU image (:func:`gpu_image_report`), else against this machine."""
+    from unsloth_grpo.config import ConfigError
+    from unsloth_grpo.hardware import doctor, profiles
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.checks import check_before_loading
+
+    import logging
+
+    logging.getLogger(doctor.__name__).setLevel(logging.ERROR)  # its warnings are returned, not printed
+    cfg = RECIPE.resolve(config=config_path)  # as `python -m unsloth_grpo.recipes.gsm8k --config` resolves it
+    report = gpu_image_report(cfg.output_dir) if simulated else None
+    kw: dict = {}
+    if simulated:
+        card = report.torch.gpus[0]
+        kw = dict(profile=profiles.CardProfile("h200", card.name, card.total_memory_bytes / 2**30,
+                                               card.compute_capability, source="measured"),
+                  env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, "no network on the GPU machine"))
+    problems = [p for p in doctor.recipe_problems(cfg, **kw)]
+    blocking = [str(p) for p in problems if p.blocking]
+    try:
+        check_before_loading(cfg, environment=True, report=report)
+    except doctor.EnvironmentProblem as exc:
+        blocking += [str(p) for p in exc.problems]
+    except ConfigError as exc:
+        blocking.append(str(exc))
+    if report is None:
+        report = doctor.collect_report(output_dir=cfg.output_dir, check_hub=False)
+    warnings = [str(p) for p in doctor.run_checks(report, backend=cfg.model.backend,
+                                                  fast_inference=cfg.model.fast_inference,
+                                                  load_in_4bit=cfg.model.load_in_4bit) if not p.blocking]
+    return {"simulated": simulated, "config": str(config_path), "blocking": blocking, "warnings": warnings}
+
+
+def run_recipe(spec: dict) -> dict:
+    """The GSM8K recipe as a user runs it, in its own process, with a config file; figures from its outputs.
+
+    With ``check_only`` (``--dry``) it runs what the GPU run checks before loading: ``--check`` (config
+    and data) and, on the GPU configuration, the recipe's preflight and the doctor's environment checks
+    against the GPU image's packages (:func:`environment_check`).
+    """
+    out = Path(spec["output_dir"])
+    if out.exists():
+        shutil.rmtree(out)
+    path = _write_yaml(out.parent / f"{out.name}.yaml", recipe_config(spec, spec["device"]))
+    environment = None
+    if spec["device"] == "cuda":  # what the recipe's own checks will say here, recorded in case it stops
+        environment = environment_check(str(path), simulated=False)
     cmd = [sys.executable, "-m", "unsloth_grpo.recipes.gsm8k", "--config", str(path)]
     if spec.get("check_only"):  # --dry: resolve the config and the data, load nothing
         cmd.append("--check")
@@ -408,9 +521,18 @@ def run_recipe(spec: dict) -> dict:
     seconds = time.perf_counter() - t0
     tail = (proc.stdout + proc.stderr)[-3000:]
     if proc.returncode != 0:
-        raise RuntimeError(f"recipe exited {proc.returncode}:\n{tail}")
-    result: dict = {"command": " ".join(cmd), "seconds": round(seconds, 1), "log_tail": tail[-1500:]}
+        why = "" if not (environment and environment["blocking"]) else \
+            "\nthe doctor's checks here: " + "; ".join(environment["blocking"])
+        raise RuntimeError(f"recipe exited {proc.returncode}:\n{tail}{why}")
+    result: dict = {"command": " ".join(cmd), "seconds": round(seconds, 1), "log_tail": tail[-1500:],
+                    "environment": environment}
     if spec.get("check_only"):
+        gpu_path = _write_yaml(out.parent / f"{out.name}.gpu.yaml", recipe_config(spec, "cuda"))
+        env = environment_check(str(gpu_path), simulated=True)
+        result["environment"] = env
+        if env["blocking"]:  # one line, the verdict's: the recipe would exit 1 there before loading
+            raise RuntimeError("on the GPU image the recipe would stop before loading: "
+                               + " | ".join(b.splitlines()[0] for b in env["blocking"]))
         return result
     metrics = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()] if \
         (out / "metrics.jsonl").exists() else []
@@ -538,6 +660,8 @@ def verdict(r: dict) -> str:
         bits.append(f"completions cut short (mean {m['completion_mean_length']:.0f} < {want}): figures invalid")
     if m.get("trainable_changed") == 0 or m.get("lora_B_unchanged"):
         bits.append("training left LoRA weights unchanged")
+    if (m.get("rollout_check") or {}).get("from_trained") is False:
+        bits.append("rollouts NOT from the trained weights (stale_rollouts)")
     err = r.get("planner_error_pct")
     if err is not None:
         if err < -5:
@@ -800,6 +924,39 @@ def docs_with_table(text: str, results: list[dict]) -> str:
     return text[:start] + results_table_markdown(results) + text[end:]
 
 
+def import_results(source: Path, *, results: Path = RESULTS, docs: Path = DOCS_PAGE, repo: Path = ROOT,
+                   commit: bool = True, log=print) -> list[Path]:
+    """Bring the GPU machine's results files home: copy each ``gpu_truth_*.json`` of ``source`` (the
+    device tool's files folder) that is not a dry run into ``results``, regenerate ``docs``' table,
+    and commit both (only those paths). Returns the files added; a file already there is skipped."""
+    added = []
+    for path in sorted(Path(source).glob("gpu_truth_*.json")):
+        data = json.loads(path.read_text())
+        if data.get("dry") or data.get("kit") != "gpu_truth":
+            log(f"skipped {path.name}: {'a dry run' if data.get('dry') else 'not a GPU truth results file'}")
+            continue
+        target = results / path.name
+        if target.exists():
+            log(f"skipped {path.name}: already in {results}")
+            continue
+        results.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        added.append(target)
+    if not added:
+        log(f"no new GPU results in {source}")
+        return added
+    docs.write_text(docs_with_table(docs.read_text(), load_results(results)))
+    log(f"added {', '.join(p.name for p in added)}; regenerated {docs.name}")
+    if commit:
+        names = [str(p.relative_to(repo)) for p in [*added, docs]]
+        subprocess.run(["git", "-C", str(repo), "add", "--", *names], check=True)
+        cards = sorted({json.loads(p.read_text())["card"]["name"] for p in added})
+        message = f"GPU truth results: {', '.join(cards)} ({', '.join(p.name for p in added)}) and the table"
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", message, "--", *names], check=True)
+        log(f"committed: {message}")
+    return added
+
+
 # ------------------------------------------------------------------------------ command line
 
 
@@ -814,16 +971,27 @@ def main(argv: list[str] | None = None) -> int:
                     "(default /tmp/gpu_truth, or a folder under outputs/ with --dry).")
     ap.add_argument("--out", default=None, help="Results JSON path (default benchmarks/results/gpu_truth_<card>_<date>.json).")
     ap.add_argument("--update-docs", action="store_true", help="Regenerate docs/gpu_truth.md's table and stop.")
+    ap.add_argument("--import", dest="import_dir", metavar="DIR",
+                    help="Copy the GPU results files of DIR (what came back from the GPU machine) into "
+                         "benchmarks/results/, regenerate docs/gpu_truth.md and commit both; then stop.")
+    ap.add_argument("--no-commit", action="store_true", help="With --import: copy and regenerate, do not commit.")
     ap.add_argument("--build", nargs=3, metavar=("ARCH", "DIR", "DEVICE"), help=argparse.SUPPRESS)
     ap.add_argument("--run-one", metavar="SPEC_JSON", help=argparse.SUPPRESS)
+    ap.add_argument("--doctor", metavar="CONFIG", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
+    if args.import_dir:
+        import_results(Path(args.import_dir), commit=not args.no_commit)
+        return 0
     if args.update_docs:
         DOCS_PAGE.write_text(docs_with_table(DOCS_PAGE.read_text(), load_results()))
         print(f"updated {DOCS_PAGE.relative_to(ROOT)}")
         return 0
     if args.build:
         build_model_dir(args.build[0], Path(args.build[1]), args.build[2])
+        return 0
+    if args.doctor:
+        print("RESULT " + json.dumps(environment_check(args.doctor, simulated=False)), flush=True)
         return 0
     if args.run_one:
         spec = json.loads(args.run_one)

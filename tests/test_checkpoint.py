@@ -119,7 +119,7 @@ def test_resuming_an_earlier_checkpoint_sets_the_later_ones_aside(tmp_path):
     for step in (10, 20, 30, 40):
         ck.finalize_checkpoint(_staged(tmp_path, step), tmp_path, step=step)
     lines = []
-    cfg = _smoke(tmp_path, "training.keep_last=1")
+    cfg = _smoke(tmp_path, "run.keep_last=1")
     info = _resume_point(cfg, str(tmp_path / "checkpoints" / "checkpoint-20"), 0)
     _prepare_output_dir(cfg, info, lines.append)
     assert [c.step for c in ck.list_checkpoints(tmp_path)] == [10, 20]
@@ -184,6 +184,37 @@ def test_a_second_run_on_the_same_directory_is_refused_while_one_runs(tmp_path):
         pass
 
 
+def test_a_lock_file_taken_away_by_a_refused_run_never_lets_two_runs_hold_the_directory(tmp_path, monkeypatch):
+    import fcntl
+
+    run = tmp_path / "run"
+    run.mkdir()
+    first = ck.RunLock(run).acquire()
+    first.release(remove=True)  # refused on its input: it made the file, so it takes it away
+    assert not (run / ck.LOCK_FILE).exists()
+    kept = ck.RunLock(run).acquire()
+    kept.release()
+    again = ck.RunLock(run).acquire()  # the file was there before (left by the last run): never removed
+    again.release(remove=True)
+    assert (run / ck.LOCK_FILE).exists()
+
+    # a run that opened the file just before its holder removed it must not hold the removed file
+    real_flock, opened = fcntl.flock, []
+
+    def removed_between_open_and_flock(fd, op):
+        if not opened:
+            opened.append(fd)
+            (run / ck.LOCK_FILE).unlink()
+        return real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", removed_between_open_and_flock)
+    lock = ck.RunLock(run).acquire()
+    assert opened and os.stat(lock.path).st_ino == os.fstat(lock._fh.fileno()).st_ino
+    with pytest.raises(ck.RunLocked):  # so a later run hears it
+        ck.RunLock(run).acquire()
+    lock.release()
+
+
 def test_saving_the_same_step_again_replaces_it(tmp_path):
     ck.finalize_checkpoint(_staged(tmp_path, 10, b"a" * 10), tmp_path, step=10)
     final = ck.finalize_checkpoint(_staged(tmp_path, 10, b"b" * 30), tmp_path, step=10)
@@ -239,7 +270,7 @@ def _smoke_cfg(out, steps, *extra):
     from unsloth_grpo.recipes.gsm8k import RECIPE
 
     return RECIPE.resolve(preset="smoke", output_dir=str(out),
-                          overrides=[f"training.max_steps={steps}", "training.samples_every=0", *extra])
+                          overrides=[f"training.max_steps={steps}", "run.samples_every=0", *extra])
 
 
 def _signal_at(step: int):
@@ -308,7 +339,7 @@ def test_sigint_on_the_cli_saves_and_resume_finishes_the_run(tmp_path):
 
     run = tmp_path / "run"
     cmd = [sys.executable, "-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--output-dir", str(run),
-           "training.max_steps=20", "training.save_steps=0", "training.samples_every=0", "model.backend=transformers"]
+           "training.max_steps=20", "training.save_steps=0", "run.samples_every=0", "model.backend=transformers"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     metrics = run / "metrics.jsonl"
@@ -332,3 +363,24 @@ def test_sigint_on_the_cli_saves_and_resume_finishes_the_run(tmp_path):
     steps = [r["step"] for r in _rows(metrics)]
     assert steps == list(range(1, 21))
     assert (run / "adapter_model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_a_finished_run_goes_on_with_more_steps_says_so_and_keeps_its_samples(tmp_path, capsys):
+    """The advice for a finished run with checkpoints (--resume training.max_steps=N) works; the run says
+    which checkpoint it continues from; samples.jsonl is continued, not overwritten."""
+    from unsloth_grpo.cli import main
+
+    run = tmp_path / "run"
+    common = ["training.save_steps=2", "training.samples_every=1", "model.backend=transformers"]
+    assert main(["train", "--preset", "smoke", "--output-dir", str(run), "training.max_steps=4", *common]) == 0
+    first = (run / "samples.jsonl").read_text().splitlines()
+    assert [json.loads(r)["step"] for r in first] == [0, 0, 1, 1, 2, 2, 3, 3]
+    capsys.readouterr()
+    assert main(["train", "--output-dir", str(run), "--resume", "training.max_steps=6"]) == 0
+    out = capsys.readouterr().out
+    assert f"resume: continuing from {run / 'checkpoints' / 'checkpoint-4'} (step 4 of 6)" in out
+    samples = (run / "samples.jsonl").read_text().splitlines()
+    assert samples[:8] == first  # it used to be overwritten on resume
+    assert [json.loads(r)["step"] for r in samples[8:]] == [4, 4, 5, 5]
+    assert [r["step"] for r in _rows(run / "metrics.jsonl") if "reward" in r] == list(range(1, 7))

@@ -95,7 +95,7 @@ def test_batch_check_matches_trl_on_a_grid(monkeypatch):
     for pd, ga, (spg, gen), g, world in grid:
         extra = {"generation_batch_size": gen} if gen is not None else {}
         t = _cfg({"per_device_train_batch_size": pd, "gradient_accumulation_steps": ga, "steps_per_generation": spg,
-                  "num_generations": g, "extra": extra}).training
+                  "num_generations": g, **extra}).training
         plan, problems = plan_batch(t, world)
         trl = _trl_outcome(monkeypatch, pd, ga, spg, gen, g, world)
         where = dict(pd=pd, ga=ga, spg=spg, gen=gen, g=g, world=world)
@@ -144,7 +144,7 @@ def test_suggested_fixes_are_valid(pd, g, world, spg):
 
 
 def test_both_generation_settings_are_refused():
-    t = _cfg({"steps_per_generation": 2, "extra": {"generation_batch_size": 16}}).training
+    t = _cfg({"steps_per_generation": 2, "generation_batch_size": 16}).training
     assert batch_problems(t, 1) == ["training.steps_per_generation and training.generation_batch_size are both "
                                     "set; TRL accepts only one: remove one of them"]
 
@@ -381,7 +381,7 @@ def test_two_process_cpu_run_resumes_exactly(tmp_path):
     ran straight through (transformers 5.17 alone fails here: map_location='cpu:0')."""
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    common = ["training.save_steps=2", "training.samples_every=0", "model.backend=transformers",
+    common = ["training.save_steps=2", "run.samples_every=0", "model.backend=transformers",
               "data.num_synthetic=32"]
 
     def launch(*args):

@@ -47,3 +47,17 @@ def test_every_docs_page_is_linked_from_the_readme():
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in _links(ROOT / "README.md")}
     missing = [str(p.relative_to(ROOT)) for p in PAGES[1:] if p.resolve() not in linked]
     assert not missing, f"docs pages the README does not link: {missing}"
+
+
+def test_commands_point_at_folders_a_run_writes():
+    """A run keeps its adapter in the output directory itself (and checkpoints under checkpoints/,
+    stages under stages/); a documented ``--model outputs/RUN/adapter`` names a folder no run has."""
+    from unsloth_grpo.training.checkpoint import CHECKPOINTS_DIR, STAGES_DIR
+
+    wrong = []
+    for page in PAGES:
+        for path in re.findall(r"--model\s+(outputs/[^\s`)\"']+)", page.read_text()):
+            parts = path.rstrip("/").split("/")
+            if len(parts) > 2 and parts[2] not in (CHECKPOINTS_DIR, STAGES_DIR):
+                wrong.append(f"{page.relative_to(ROOT)}: {path}")
+    assert not wrong, f"--model paths no run writes: {wrong}"

@@ -447,6 +447,23 @@ def test_render_prints_brackets_and_fixes_verbatim():
     assert 'pip install "unsloth-grpo[vllm]"' in text  # rich markup would eat "[vllm]"
 
 
+def test_render_wraps_a_long_range_between_specifiers_never_inside_one():
+    from rich.console import Console
+
+    report = make_report(versions=HEALTHY)
+    allowed = doctor.combine_specifiers(d.specifier for d in report.declared if d.name == "transformers")
+    assert len(allowed) > 40  # long enough to wrap in an 80-column terminal
+    console = Console(file=io.StringIO(), width=80, record=True)
+    doctor.render(report, [], console)
+    lines = console.export_text().splitlines()
+    col = next(line for line in lines if line.startswith("package")).index("allowed")
+    row = next(i for i, line in enumerate(lines) if line.startswith("transformers"))
+    cell = " ".join(line[col:].replace(" ok", "") for line in lines[row:row + 3]
+                    if line.startswith(("transformers", " " * col)))
+    shown = [part.strip() for part in cell.split(",") if part.strip()]
+    assert shown[:len(allowed.split(","))] == allowed.split(",")  # each specifier whole, in order
+
+
 def _parse(argv):
     parser = argparse.ArgumentParser()
     doctor.add_parser(parser.add_subparsers(dest="command"))

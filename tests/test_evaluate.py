@@ -356,7 +356,7 @@ def test_periodic_and_before_after_evaluation_do_not_change_the_training_run(tmp
 
     def run(name, *extra):
         cfg = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / name), overrides=[
-            "model.backend=transformers", "training.max_steps=6", "training.samples_every=0",
+            "model.backend=transformers", "training.max_steps=6", "run.samples_every=0",
             "data.num_synthetic=32", *extra])
         return [m for m in train(cfg, log=lambda _m: None).metrics if "reward" in m]
 
@@ -370,6 +370,19 @@ def test_periodic_and_before_after_evaluation_do_not_change_the_training_run(tmp
     for a, b in zip(plain, evaluated):
         for key in ("reward", "completions/mean_length", "loss", "grad_norm", "entropy"):
             assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-7), (a["step"], key)
+
+
+def test_a_before_after_change_is_judged_by_the_problems_that_flipped():
+    from unsloth_grpo.evaluation.evaluate import change_in_words, sign_test
+
+    assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0
+    assert sign_test(1, 4) == pytest.approx(0.375)  # the arith smoke's 0.09 -> 0.06 on seed 0
+    assert sign_test(10, 0) == pytest.approx(2 / 1024)
+    assert sign_test(0, 10) == sign_test(10, 0)
+    report = {"fixed": [{}] * 9, "broken": [{}] * 1}
+    assert change_in_words(report) == "9 fixed, 1 broken: more than chance flips (sign test p=0.021)"
+    assert change_in_words({"fixed": [{}], "broken": [{}] * 4}) == \
+        "1 fixed, 4 broken: within noise (sign test p=0.38)"
 
 
 def test_tasks_with_one_numeric_answer_have_a_lenient_reading_and_the_others_none():

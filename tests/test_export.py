@@ -64,17 +64,70 @@ def test_merged_logits_equal_adapter_logits(adapter_dir, tiny_model_dir, tmp_pat
     bundle = json.loads((tmp_path / "merged" / "reproducibility.json").read_text())
     assert bundle["seed"] == 7 and bundle["export"]["method"] == "peft merge_and_unload"
     assert bundle["export"]["adapter"] == str(adapter_dir)
-    assert ex.verify_merge(result) < 1e-3
+    check = ex.verify_merge(result)
+    assert check.ok and check.dtype == "fp32" and check.max_abs_diff < 1e-3
 
 
-def test_auto_export_of_an_fp32_base_is_16bit_with_a_model_card(adapter_dir, tmp_path):
-    import torch
+def _run_copy(adapter_dir: Path, where: Path, trained: str | None) -> Path:
+    """The adapter as a run that recorded ``trained`` as its dtype in run_info.json (None: no record)."""
+    import shutil
+
+    run = shutil.copytree(adapter_dir, where)
+    if trained is not None:
+        (run / "run_info.json").write_text(json.dumps({"backend": {"backend": "unsloth", "dtype": trained}}))
+    return run
+
+
+@pytest.mark.parametrize("trained, written", [("fp32", "fp32"), ("bf16", "bf16"), ("fp16", "fp16"),
+                                              (None, "fp32")])  # no record: the base checkpoint's (fp32)
+def test_auto_export_writes_the_dtype_the_run_trained_in_with_a_model_card(adapter_dir, tmp_path, trained, written):
     from transformers import AutoModelForCausalLM
 
-    ex.export_model(adapter_dir, tmp_path / "auto", log=lambda _m: None)
-    assert AutoModelForCausalLM.from_pretrained(str(tmp_path / "auto")).dtype == torch.bfloat16  # was fp32
+    run = _run_copy(adapter_dir, tmp_path / "run", trained)
+    logs = []
+    result = ex.export_model(run, tmp_path / "auto", log=logs.append)
+    # an fp32 run used to be written in bf16 without a word, its logits off by up to 2
+    assert str(AutoModelForCausalLM.from_pretrained(str(tmp_path / "auto")).dtype) == \
+        {"fp32": "torch.float32", "bf16": "torch.bfloat16", "fp16": "torch.float16"}[written]
+    assert result.dtype == written
+    why = "the dtype the run trained in" if trained else "the base model's dtype"
+    assert f"merged ({written}, {why}) -> {tmp_path / 'auto'}" in logs
     card = (tmp_path / "auto" / "README.md").read_text()
     assert "model (LoRA merged)" in card and "task: `gsm8k`" in card
+
+
+def test_verify_exits_1_naming_the_difference_when_the_merge_is_off(adapter_dir, tiny_model_dir, tmp_path, capsys):
+    import shutil
+
+    parser = argparse.ArgumentParser()
+    ex.add_parser(parser.add_subparsers())
+    run = _run_copy(adapter_dir, tmp_path / "run", "fp32")
+    args = parser.parse_args(["export", "--model", str(run), "--merged", str(tmp_path / "m"), "--verify"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "(peft merge_and_unload, fp32: the dtype the run trained in)" in out
+    assert "verify: merged (fp32) vs adapter logits: max abs diff" in out and out.rstrip().endswith(": ok")
+
+    # a merged folder that lost the adapter (the base weights alone): far outside fp32's tolerance
+    result = ex.export_model(run, tmp_path / "m2", log=lambda _m: None)
+    for f in ("model.safetensors", "config.json"):
+        shutil.copy(Path(tiny_model_dir) / f, tmp_path / "m2" / f)
+    check = ex.verify_merge(result)
+    assert not check.ok and check.max_abs_diff > 10 * check.tolerance
+    assert f"max abs diff {check.max_abs_diff:.2e}" in check.summary() and "EXCEEDED" in check.summary()
+
+
+def test_verify_of_a_merge_into_other_weights_exits_1_naming_the_difference(adapter_dir, tmp_path, capsys):
+    from unsloth_grpo.cli import main
+    from unsloth_grpo.testing import build_tiny_model
+
+    other = build_tiny_model(tmp_path / "other-base", seed=1)  # the same shapes, not the weights it trained on
+    run = _run_copy(adapter_dir, tmp_path / "run", "fp32")
+    assert main(["export", "--model", str(run), "--merged", str(tmp_path / "m"), "--base-model", other,
+                 "--verify"]) == 1
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("verify: ")]
+    assert "verify: merged (fp32) vs adapter logits: max abs diff" in line
+    assert "EXCEEDED" in line and "check --base-model" in line
 
 
 def test_fp16_export_halves_the_weights(adapter_dir, tmp_path):
@@ -181,6 +234,44 @@ def test_gguf_never_installs_system_packages_unless_asked(adapter_dir, tmp_path,
     assert seen[-1] == (None, "probed") and installs == [("cmake build-essential", False)]
 
 
+def test_gguf_without_llama_cpp_lists_the_missing_packages_and_leaves_no_half_folder(adapter_dir, tmp_path,
+                                                                                      monkeypatch):
+    """Unsloth stops before listing anything when llama.cpp itself is absent; the export lists it."""
+    pytest.importorskip("unsloth")
+    from unsloth_grpo.hardware.backend import _import_unsloth
+
+    _import_unsloth()
+    import unsloth_zoo.llama_cpp as lc
+
+    class FakeUnslothModel:  # what save_pretrained_gguf does: write the 16-bit weights, then find llama.cpp
+        def save_pretrained_gguf(self, directory, tokenizer, quantization_method):
+            (Path(directory) / "merged_16bit").mkdir()
+            (Path(directory) / "merged_16bit" / "model.safetensors").write_bytes(b"half")
+            lc.install_llama_cpp(llama_cpp_folder=str(tmp_path / "no-llama.cpp"))  # Unsloth's own, declined
+
+    monkeypatch.setattr(ex, "_load_unsloth", lambda source: (FakeUnslothModel(), None))
+    monkeypatch.setattr(ex, "_check_quant", lambda quant: None)  # see the test above
+    monkeypatch.delenv("UNSLOTH_AUTO_INSTALL", raising=False)
+    missing = sorted(lc.check_build_requirements()[0])  # this machine's real answer
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("mine")
+    for gguf in (tmp_path / "g", kept):
+        with pytest.raises(ex.ExportError) as err:
+            ex.export_model(adapter_dir, gguf_dir=gguf, log=lambda _m: None)
+        msg = str(err.value)
+        assert "some system packages" not in msg and "needs llama.cpp, which is not installed here" in msg
+        assert "Nothing was installed" in msg and "--allow-system-install" in msg
+        if missing:
+            assert f"system packages missing: {' '.join(missing)}" in msg
+            assert f"sudo apt-get install {' '.join(missing)}" in msg
+        else:
+            assert "no system package is missing" in msg
+    assert not (tmp_path / "g").exists()  # made by the export, taken away again
+    assert sorted(p.name for p in kept.iterdir()) == ["mine.txt"]  # the user's folder as it was
+    assert not (tmp_path / "no-llama.cpp").exists()  # nothing fetched
+
+
 def test_push_uses_the_environment_token_and_never_writes_it(adapter_dir, tmp_path, monkeypatch):
     calls = []
 
@@ -214,9 +305,8 @@ def test_export_of_a_smoke_run_loads_with_plain_transformers(tmp_path_factory, t
     from unsloth_grpo.cli import main
 
     run = smoke_run(tmp_path_factory)
-    # fp32 on purpose: the exact comparison below needs the adapter's own precision (the default
-    # 16-bit export is checked by test_auto_export_of_an_fp32_base_is_16bit_with_a_model_card)
-    assert main(["export", "--model", str(run), "--merged", str(tmp_path / "merged"), "--dtype", "fp32"]) == 0
+    # the default: the smoke run trained in fp32, so it is merged in fp32 and compares exactly
+    assert main(["export", "--model", str(run), "--merged", str(tmp_path / "merged"), "--verify"]) == 0
     model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "merged"))
     ids = tok.apply_chat_template([{"role": "user", "content": "What is 15 + 27?"}], add_generation_prompt=True,
@@ -241,7 +331,7 @@ def smoke_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.getbasetemp() / "smoke_run"
     if not (run / "adapter_config.json").exists():
         assert main(["--preset", "smoke", "--output-dir", str(run), "training.max_steps=4",
-                     "training.samples_every=0"]) == 0
+                     "run.samples_every=0"]) == 0
     return run
 
 

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.faults
 REPO = Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("UNSLOTH_GRPO_FAULT_SEED", "0"))
 STEPS = 16
-OVERRIDES = [f"training.max_steps={STEPS}", "training.save_steps=2", "training.samples_every=0",
+OVERRIDES = [f"training.max_steps={STEPS}", "training.save_steps=2", "run.samples_every=0",
              "model.backend=transformers", "data.num_synthetic=64"]
 RESUME_TOL = dict(rel=1e-5, abs=1e-6)
 WEIGHTS_TOL = 1e-6
@@ -366,7 +366,7 @@ def test_truncated_and_corrupted_checkpoints_are_passed_over_with_a_reason(tmp_p
     stop_at = rng.randint(7, 11)
 
     run = tmp_path / "run"
-    proc, log = _start(run, *_fresh(run, "training.keep_last=3"),
+    proc, log = _start(run, *_fresh(run, "run.keep_last=3"),
                        spec={"point": "stop", "event": "on_step_begin", "step": stop_at})
     _wait_until_stopped(proc, log)
     proc.send_signal(signal.SIGINT)

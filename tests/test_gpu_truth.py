@@ -48,8 +48,10 @@ def test_dry_run_exercises_the_kit_on_cpu(tmp_path):
     assert m["completion_mean_length"] == m["completion_min_length"] == kit.DRY_SETTINGS.max_completion_length
     assert m["trainable_changed"] > 0 and m["lora_B_unchanged"] == []
     assert trained["estimate"]["allocated_gb"] > 0
-    # the recipe accepted the config the GPU run will use
+    # the recipe accepted the config the GPU run will use, and so would the doctor on the GPU image
     assert by_name["recipe-gsm8k"]["status"] == "ok", by_name["recipe-gsm8k"].get("error")
+    env = by_name["recipe-gsm8k"]["environment"]
+    assert env["simulated"] and env["blocking"] == [] and env["config"].endswith(".gpu.yaml")
     # 4-bit is planned at full scale; the planner's figure for 1.5B is in gigabytes, not the toy's
     for name in ("unsloth-4bit", "transformers-4bit"):
         assert by_name[name]["status"] == "planned"
@@ -216,3 +218,71 @@ def test_recipe_configuration_runs_end_to_end_on_the_toy_model(tmp_path):
     assert r["measured"]["completion_mean_length"] == kit.DRY_SETTINGS.max_completion_length
     assert r["estimate"]["settings"]["max_completion_length"] == kit.DRY_SETTINGS.max_completion_length
     assert len(r["trainer_logs"]) == 2
+
+
+# ------------------------------------------------------------------------------------ the GPU image's checks
+
+
+def _gpu_recipe_config(tmp_path: Path) -> Path:
+    from dataclasses import asdict
+
+    model = tmp_path / "model"
+    model.mkdir()
+    spec = {"model_dir": str(model), "settings": asdict(kit.RunSettings()), "output_dir": str(tmp_path / "run")}
+    return kit._write_yaml(tmp_path / "recipe.gpu.yaml", kit.recipe_config(spec, "cuda"))
+
+
+def test_dry_runs_the_recipes_preflight_against_the_gpu_image(tmp_path, monkeypatch):
+    """Issue 25, finding 1: the recipe configuration runs the doctor's preflight, which made every
+    requirement Unsloth declares blocking; the kit leaves xformers, diffusers and pydantic behind, so
+    the real run exited 1 while --dry (no environment checks, a venv with everything) passed."""
+    from unsloth_grpo.hardware import doctor
+
+    path = _gpu_recipe_config(tmp_path)
+    env = kit.environment_check(str(path), simulated=True)
+    assert env["simulated"] and env["blocking"] == [], env["blocking"]
+    assert any(w.startswith("xformers is not installed") for w in env["warnings"])
+    report = kit.gpu_image_report(str(tmp_path))
+    assert report.python_version == "3.12.3" and report.version("torch") == "2.11.0"
+    assert report.version("packaging") == kit.wheels.WHEELS["packaging"]  # carried: the image's is unknown
+    assert report.version("xformers") is None and report.torch.gpus[0].name == "NVIDIA H200"
+    # the doctor as it was: everything Unsloth declares blocks
+    monkeypatch.setattr(doctor, "NOT_NEEDED_TO_TRAIN", {})
+    stopped = kit.environment_check(str(path), simulated=True)["blocking"]
+    assert {name for name in ("xformers", "diffusers", "pydantic") if any(name in b for b in stopped)} == \
+        {"xformers", "diffusers", "pydantic"}, stopped
+
+
+def test_the_kit_leaves_behind_only_what_the_doctor_lets_pass():
+    from unsloth_grpo.hardware.doctor import NOT_NEEDED_TO_TRAIN
+
+    assert set(kit.wheels.NOT_CARRIED) - {"vllm"} <= set(NOT_NEEDED_TO_TRAIN)
+    assert {"packaging", "certifi"} <= set(kit.wheels.WHEELS)  # versions the image does not record
+
+
+def test_import_brings_gpu_results_home_and_commits_them_with_the_table(tmp_path):
+    """docs/gpu_truth.md step 3 as one command: copy, regenerate, commit (dry runs and repeats skipped)."""
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    docs = repo / "docs" / "gpu_truth.md"
+    docs.write_text(f"# page\n\n{kit.TABLE_BEGIN}old\n{kit.TABLE_END}\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for key, value in (("user.email", "t@example.com"), ("user.name", "t")):
+        subprocess.run(["git", "-C", str(repo), "config", key, value], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "start"], check=True)
+    came_back = tmp_path / "device"
+    _result_file(came_back, "gpu_truth_nvidia-h200_20261201-1000.json", dry=False)
+    _result_file(came_back, "gpu_truth_cpu_20261201-1100.json", dry=True)
+    for name in ("gpu_truth_nvidia-h200_20261201-1000.json", "gpu_truth_cpu_20261201-1100.json"):
+        data = json.loads((came_back / name).read_text())
+        (came_back / name).write_text(json.dumps({**data, "kit": "gpu_truth"}))
+    results = repo / "benchmarks" / "results"
+    added = kit.import_results(came_back, results=results, docs=docs, repo=repo, log=lambda _m: None)
+    assert [p.name for p in added] == ["gpu_truth_nvidia-h200_20261201-1000.json"]
+    assert "| NVIDIA H200 | 2026-12-01 |" in docs.read_text()
+    log = subprocess.run(["git", "-C", str(repo), "log", "--stat", "-1"], capture_output=True, text=True).stdout
+    assert "GPU truth results: NVIDIA H200" in log and "gpu_truth.md" in log and "nvidia-h200" in log
+    assert subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True,
+                          text=True).stdout == ""
+    assert kit.import_results(came_back, results=results, docs=docs, repo=repo, log=lambda _m: None) == []

@@ -174,18 +174,25 @@ def test_cli_with_config_json_report_and_saved_completions(tmp_path, capsys):
     assert lab.read_completions(saved) == json.loads(json.dumps(RECORDS))
 
 
-def test_cli_input_errors(tmp_path, capsys):
+def _error(capsys) -> str:
+    """The one ``error:`` line of a refused check: on stderr, nothing on stdout."""
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and "Traceback" not in err, (out, err)
+    return err
+
+
+def test_cli_input_errors_go_to_stderr(tmp_path, capsys):
     assert run_cli(["rewards", "check", "--completions", str(tmp_path / "missing.jsonl")]) == 2
-    assert "does not exist" in capsys.readouterr().out
+    assert "does not exist" in _error(capsys)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "no completion key"}\n')
     assert run_cli(["rewards", "check", "--completions", str(bad)]) == 2
-    assert "bad.jsonl:1: each line must be an object with a 'completion' key" in capsys.readouterr().out
+    assert "bad.jsonl:1: each line must be an object with a 'completion' key" in _error(capsys)
     good = write_jsonl(tmp_path / "c.jsonl", RECORDS)
     assert run_cli(["rewards", "check", "--completions", good, "--reward", "corectness"]) == 2
-    assert "Did you mean 'correctness'" in capsys.readouterr().out
+    assert "Did you mean 'correctness'" in _error(capsys)
     assert run_cli(["rewards", "check"]) == 2
-    assert "give --completions" in capsys.readouterr().out
+    assert "give --completions" in _error(capsys)
 
 
 def test_rewards_list(capsys):
@@ -227,4 +234,38 @@ def test_check_runs_on_the_graded_corpus(capsys):
 
 def test_rewards_without_an_action_prints_usage(capsys):
     assert run_cli(["rewards"]) == 2
-    assert "rewards {check,list}" in capsys.readouterr().out
+    assert "rewards {check,list}" in capsys.readouterr().err
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_documented_command_offline_is_one_error_naming_the_offline_way(tmp_path, capsys, monkeypatch):
+    # it used to retry the hub for the dataset and end in a 54-line traceback
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))  # the recipe's model is not cached here
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config = str(ROOT / "recipes" / "gsm8k.yaml")
+    assert run_cli(["rewards", "check", "--config", config, "--num-generations", "8", "--limit", "16"]) == 2
+    err = _error(capsys)
+    assert "cannot generate with model 'unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit' here" in err
+    assert "--model builtin:tiny --dataset synthetic" in err and "--completions FILE.jsonl" in err
+    # a model that is there, with the recipe's hub dataset offline: the same way out, no traceback
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    assert run_cli(["rewards", "check", "--config", config, "--model", "builtin:tiny"]) == 2
+    err = _error(capsys)
+    assert "could not load hub dataset 'openai/gsm8k'" in err and "--dataset synthetic" in err
+
+
+def test_a_reward_missing_an_argument_says_which_key_to_add(tmp_path, monkeypatch, capsys):
+    (tmp_path / "needs_mod.py").write_text(textwrap.dedent('''
+        def needs_prompts(prompts, completions, **kwargs):
+            return [0.0 for _ in completions]
+
+        def needs_column(completions, ground_truth, **kwargs):
+            return [0.0 for _ in completions]
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    funcs, weights = build_reward_functions(["needs_mod:needs_prompts", "needs_mod:needs_column"])
+    report = lab.analyse(RECORDS, funcs, weights)
+    assert "TRL passes the prompts as 'prompts': give each record a 'prompt'" in report.blocking[0]
+    assert "give each record a 'ground_truth' key" in report.blocking[1]

@@ -384,6 +384,25 @@ def test_cli_parser_json_and_errors(capsys, tmp_path):
     assert planner_cli.run(_plan_args(model=str(tmp_path), vram_gb=8)) == 0
 
 
+def test_the_advice_for_an_unknown_capability_is_a_command_line_the_parser_takes(capsys):
+    import re
+    import shlex
+
+    parser = argparse.ArgumentParser()
+    planner_cli.add_parser(parser.add_subparsers())
+    argv = ["plan", "--model", "qwen2.5-0.5b", "--vram-gb", "16"]
+    args = parser.parse_args(argv)
+    assert args.func(args) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "compute_capability=" not in out  # the keyword argument of memory.plan, not a flag
+    advice = re.search(r"pass (--\S+ \S+) for a T4, or (--\S+ \S+)", out)
+    assert advice, out
+    for extra in advice.groups():  # each suggestion, typed as printed, plans for a T4 (fp16)
+        args = parser.parse_args([*argv, *shlex.split(extra), "--json"])
+        assert args.func(args) == 0
+        assert json.loads(capsys.readouterr().out)["overrides"]["model.dtype"] == "fp16"
+
+
 def test_cli_table(capsys):
     assert planner_cli.run(_plan_args(table=True)) == 0
     assert capsys.readouterr().out.strip() == memory.preset_table_markdown()

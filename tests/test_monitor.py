@@ -180,6 +180,7 @@ def test_every_warning_name_is_reachable():
         [row(s, 0.2 + 0.04 * s, clipped=0.9) for s in range(1, 5)],
         [{**row(s, 0.2 + 0.04 * s), "tools/call_frequency": 0.0} for s in range(1, 21)],
         [{**row(s, 0.2 + 0.04 * s), "tools/call_frequency": 1.0, "tools/failure_frequency": 1.0} for s in range(1, 21)],
+        [{**row(s, 0.2 + 0.04 * s), "sampling/sampling_logp_difference/mean": 0.5} for s in range(1, 8)],
     ]
     for stream in streams:
         names |= {n for n, _ in fired(stream)}

@@ -245,7 +245,7 @@ def test_a_kernels_runtime_error_oom_stops_the_run_with_a_resumable_checkpoint(t
     out = tmp_path / "run"
     cfg = load_config(gsm8k.PRESETS["smoke"], overrides=[f"output_dir={out}", "model.backend=transformers",
                                                          "data.num_synthetic=16", "training.max_steps=4",
-                                                         "training.samples_every=0"])
+                                                         "run.samples_every=0"])
     with pytest.raises(TrainingStopped) as stop:
         train(cfg, callbacks=[KernelOOM()], log=lambda _m: None)
     assert stop.value.code == OOM_EXIT_CODE

@@ -115,7 +115,7 @@ def test_transformers_backend_learns_on_every_seed(tmp_path):
     for seed in (0, 1, 2):
         cfg = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / f"seed{seed}"),
                                    overrides=["model.backend=transformers", "training.max_steps=60", f"seed={seed}",
-                                              "training.samples_every=0"])
+                                              "run.samples_every=0"])
         result = train(cfg, log=lambda s: None)
         assert result.backend["backend"] == "transformers" and result.global_step == 60
         first, last = _first_last(result.metrics)
@@ -208,6 +208,12 @@ def test_before_after_and_periodic_eval_use_the_tasks_grader(tmp_path, monkeypat
     assert before["n"] == after["n"] == 4
     report = json.loads((out / "report.json").read_text())
     assert (out / "report.md").exists() and report
+    # the report names what it compares (it used to say None for the baseline, the model and the dataset)
+    md = (out / "report.md").read_text()
+    assert "`None`" not in md
+    assert "Baseline: `builtin:tiny (before training)`" in md
+    assert f"Trained: `builtin:tiny + the adapter trained in {out}`" in md and "Dataset: `synthetic`" in md
+    assert before["model"] == "builtin:tiny (before training)" and after["dataset"] == "synthetic"
     # before, after, and at steps 2 and 4: four evaluations of four problems
     assert len(calls) == 16
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]

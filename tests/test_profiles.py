@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tomllib
@@ -65,11 +66,57 @@ def test_measure_reads_torch_and_ignores_emulated_bf16(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (7, 5))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla T4")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # read in-process (CUDA is up already)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i: (10 * 2**30, int(14.7 * 2**30)))
     here = profiles.measure()
     assert here.compute_capability == (7, 5) and here.source == "measured"
     assert backend.resolve_dtype("auto", "cuda") == "fp16"  # was bf16: torch's emulated answer
     with pytest.raises(backend.BackendError, match="no native bf16; set model.dtype=fp16"):
         backend.resolve_dtype("bf16", "cuda")
+
+
+def test_measuring_the_card_leaves_cuda_uninitialized(monkeypatch):
+    """Issue 25, finding 9: the preflight, the doctor and the planner read the card before ``import unsloth``.
+
+    Reading properties initializes CUDA and torch's caching allocator, which reads its settings once
+    (seen below: a later PYTORCH_ALLOC_CONF is ignored), so Unsloth's allocator setting would come too
+    late. A process that has not initialized CUDA asks a child process instead.
+    """
+    import torch
+
+    def initializes(*_a, **_k):
+        raise AssertionError("CUDA was initialized in this process")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    for name in ("get_device_properties", "mem_get_info", "get_device_capability", "get_device_name", "init"):
+        monkeypatch.setattr(torch.cuda, name, initializes)
+    h100 = [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "total_bytes": 85 * 10**9, "capability": [9, 0],
+             "free_bytes": 84 * 10**9}]
+    asked = []
+    monkeypatch.setattr(profiles, "_probe_in_child", lambda: asked.append(1) or h100, raising=False)
+    monkeypatch.setattr(profiles, "_CUDA_DEVICES", None, raising=False)
+    assert profiles.measure().compute_capability == (9, 0)
+    assert memory.detect_gpu()["name"] == "NVIDIA H100 80GB HBM3"
+    info = doctor.probe_torch()
+    assert info.cuda_available and info.gpus[0].compute_capability == (9, 0) and info.gpus[0].free_memory_bytes
+    assert doctor.collect_report(check_hub=False).torch.gpus[0].name == "NVIDIA H100 80GB HBM3"  # the preflight's
+    assert len(asked) == 1  # one child for the whole process
+
+
+def test_the_child_probe_runs_and_the_allocator_reads_its_settings_once(monkeypatch):
+    """The child's script is real Python; and torch parses the allocator settings at first use, once."""
+    assert profiles._probe_in_child() == []  # no CUDA card on this machine: an empty list, not None
+    import subprocess
+
+    code = ("import os, torch\n"
+            "os.environ['PYTORCH_ALLOC_CONF'] = 'max_split_size_mb:64'\n"
+            "first = torch._C._accelerator_getAllocatorSettings()\n"
+            "os.environ['PYTORCH_ALLOC_CONF'] = 'expandable_segments:True'\n"
+            "print(first, '|', torch._C._accelerator_getAllocatorSettings())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert out.split() == ["max_split_size_mb:64", "|", "max_split_size_mb:64"], out
 
 
 def test_measure_without_cuda_is_the_cpu_profile():
@@ -110,10 +157,15 @@ def test_decide_the_default_recipe_on_every_profile(p):
     if p.cuda:
         assert d.vllm.gpu_memory_utilization == profiles.standby_utilization(p.total_gb)
         assert d.info("x").summary().endswith(")") and "vllm=on" in d.info("x").summary()
-    # the transformers backend has no standby: the recipe's pool
+    # the transformers backend: no colocated vLLM on 4-bit weights (issue 25, finding 2) ...
     t = backend.decide(m, p, backend=("transformers", "test"), vllm=GOOD_VLLM, bnb_importable=True)
-    assert not t.vllm.standby
-    assert t.vllm.gpu_memory_utilization == (m.gpu_memory_utilization if p.cuda else None)
+    assert not t.vllm.use and t.load_in_4bit == p.cuda
+    assert any("merges the LoRA into the NF4 weights" in n for n in t.notes) == p.cuda
+    # ... 16-bit weights generate with vLLM, asleep while training: the recipe's pool, not held (finding 3)
+    t16 = backend.decide(dataclasses.replace(m, load_in_4bit=False), p, backend=("transformers", "test"),
+                         vllm=GOOD_VLLM)
+    assert t16.vllm.use == p.cuda and t16.vllm.standby == p.cuda and t16.info("x").vllm_standby == p.cuda
+    assert t16.vllm.gpu_memory_utilization == (m.gpu_memory_utilization if p.cuda else None)
 
 
 @pytest.mark.parametrize("p", GPU_PROFILES, ids=ids)
@@ -228,6 +280,7 @@ def test_engine_that_fails_to_start_falls_back_to_generation_without_vllm(monkey
     monkeypatch.setattr(backend, "backend_name", lambda *a, **k: ("unsloth", "test"))
     monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "x")
     monkeypatch.delenv("UNSLOTH_VLLM_STANDBY")  # restored (removed) after the test
+    monkeypatch.setattr(backend, "_STANDBY_SET_HERE", False)
     lines = []
     loaded = backend.load_model(ModelConfig(name="org/model"), None, log=lines.append, profile=T4)
     assert [c["fast_inference"] for c in _FakeFastLanguageModel.calls] == [True, False]
@@ -235,7 +288,7 @@ def test_engine_that_fails_to_start_falls_back_to_generation_without_vllm(monkey
     assert not loaded.info.use_vllm and "vLLM failed to start" in loaded.info.reason
     fallback = [line for line in lines if "did not start" in line]
     assert len(fallback) == 1 and "generating without vLLM" in fallback[0] and "\n" not in fallback[0]
-    assert os.environ.get("UNSLOTH_VLLM_STANDBY") == "1"
+    assert "UNSLOTH_VLLM_STANDBY" not in os.environ  # set for the engine, taken back with it (finding 12)
     # with fast_inference: on the failure is the user's to see
     _FakeFastLanguageModel.calls = []
     with pytest.raises(RuntimeError, match="attention backend"):
@@ -344,7 +397,15 @@ def test_standby_moves_the_pool_into_the_generation_phase():
     assert plain.phase_of["vllm_pool"] == "static" and standby.phase_of["vllm_pool"] == "generation"
     assert standby.total_gb < plain.total_gb
     with pytest.raises(ValueError, match="vllm_standby needs"):
-        memory.estimate_memory(shape, vllm_standby=True, backend="transformers", **kw)
+        memory.estimate_memory(shape, vllm_standby=True, gpu_memory_utilization=None)
+    # TRL's sleep mode on the transformers backend: its own 16-bit copy, the whole pool, while generating
+    trl_kw = dict(kw, backend="transformers", load_in_4bit=False)
+    held = memory.estimate_memory(shape, **trl_kw)
+    asleep = memory.estimate_memory(shape, vllm_standby=True, **trl_kw)
+    assert held.phase_of["vllm_pool"] == "static" and asleep.phase_of["vllm_pool"] == "generation"
+    assert asleep.breakdown["vllm_pool"] == pytest.approx(0.7 * 8) and asleep.total_gb < held.total_gb
+    with pytest.raises(ValueError, match="does not pair TRL's colocated vLLM with 4-bit"):
+        memory.estimate_memory(shape, backend="transformers", **kw)
 
 
 @pytest.mark.parametrize("p", GPU_PROFILES, ids=ids)
@@ -358,14 +419,15 @@ def test_preset_auto_plans_with_the_runs_vllm_setting_and_fits(p, vllm):
         planned = gsm8k.RECIPE.resolve(overrides=[f"model.name={model}", "model.backend=unsloth", *_flat(preset)])
         assert "fast_inference" in preset["model"]
         fast = planned.model.fast_inference
-        assert fast in ("on", "off")  # written either way, so the run cannot start vLLM behind the plan
+        # written either way: off when the plan has no vLLM, auto (with its engine-start fallback) when it has
+        assert fast in ("auto", "off")
         if vllm[0] is None:
             assert fast == "off"
         s = memory.settings_from_config(planned, p.as_gpu(), vllm=vllm)
-        assert s["use_vllm"] == (fast == "on")
+        assert s["use_vllm"] == (fast == "auto")
         est = memory.estimate_memory(model, **s)
         assert est.total_gb <= p.total_gb * BUDGET + 1e-9, (model, p.key, est.total_gb)
-        if fast == "on":  # and an engine that fails to start leaves settings that fit without it
+        if fast == "auto":  # and an engine that fails to start leaves settings that fit without it
             s.update(use_vllm=False, gpu_memory_utilization=None, gpu_total_gb=None, vllm_standby=False)
             assert memory.estimate_memory(model, **s).total_gb <= p.total_gb * BUDGET + 1e-9
 
@@ -385,7 +447,7 @@ def test_preset_auto_on_a_t4_writes_standby_and_fp16():
 
     preset = _auto_preset(gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth"]), T4.as_gpu(), GOOD_VLLM)
     m = gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth", *_flat(preset)]).model
-    assert (m.fast_inference, m.vllm_standby, m.dtype) == ("on", "on", "fp16")
+    assert (m.fast_inference, m.vllm_standby, m.dtype) == ("auto", "on", "fp16")
     assert m.gpu_memory_utilization == pytest.approx(profiles.standby_utilization(T4.total_gb), abs=0.01)
     off = _auto_preset(gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth"]), T4.as_gpu(), (None, False))
     assert gsm8k.RECIPE.resolve(overrides=_flat(off)).model.fast_inference == "off"

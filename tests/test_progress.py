@@ -119,6 +119,26 @@ def test_recorder_replaces_an_old_file_unless_resuming(tmp_path):
     assert not old.exists()
 
 
+def test_a_resumed_recorder_keeps_the_samples_before_its_checkpoint_and_goes_on_in_rhythm(tmp_path):
+    old = tmp_path / "samples.jsonl"
+    old.write_text("".join(json.dumps({"step": s, "completion": f"old {s}"}) + "\n" for s in (0, 3, 6, 9))
+                   + '{"step": 12, "comp')  # and a torn last line
+    rec = SampleRecorder(tmp_path, every=3, num_samples=1, print_samples=False, resume_step=8)
+
+    class State:
+        global_step = 0
+
+    (f,) = rec.wrap([length_reward])
+    for step in range(8, 13):  # the resumed run scores completions from step 8 on
+        State.global_step = step
+        f(prompts=["p"], completions=[[{"role": "assistant", "content": f"new {step}"}]], trainer_state=State)
+    rows = [json.loads(x) for x in old.read_text().splitlines()]
+    # steps 0, 3, 6 were recorded before the checkpoint at step 8 (kept; it used to be overwritten),
+    # 9 and the torn 12 came after it (the resumed run records them again), every 3 steps from 6
+    assert [(r["step"], r["completion"]) for r in rows] == [(0, "old 0"), (3, "old 3"), (6, "old 6"),
+                                                           (9, "new 9"), (12, "new 12")]
+
+
 def test_recorder_writes_only_on_the_main_process(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")

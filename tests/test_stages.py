@@ -18,7 +18,7 @@ def _cfg(tmp_path, stages, *overrides, **top):
     from unsloth_grpo.recipes.gsm8k import RECIPE
 
     base = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"),
-                          overrides=["training.samples_every=0", *overrides])
+                          overrides=["run.samples_every=0", *overrides])
     from unsloth_grpo.config import config_to_dict
 
     d = config_to_dict(base)

@@ -210,6 +210,13 @@ def test_smoke_preset_runs_both_stages_and_reports_accuracy_with_its_interval(tm
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("evaluation: accuracy"))
     assert "(95% CI " in line and "on 100 held-out problems" in line
+    # 10 GRPO steps on a model that gets ~2-9% right move a few problems either way: the line says
+    # whether that is more than chance flips (seed 0: 1 fixed, 4 broken, p=0.38), not just 0.09 -> 0.06
+    assert " fixed, " in line and " broken: " in line and "(sign test p=" in line
+    report = (tmp_path / "run" / "stages" / "02-grpo" / "report.md").read_text()
+    # the GRPO stage starts from the SFT stage's adapter, not from the bare model
+    assert "Baseline: `builtin:tiny-digits + the adapter of the stages before 'grpo' (stage 2 at its start)`" in report
+    assert "Paired on the same problems (strict): " in report
     import json
 
     after = json.loads((tmp_path / "run" / "stages" / "02-grpo" / "eval_after" / "eval.json").read_text())
@@ -217,14 +224,21 @@ def test_smoke_preset_runs_both_stages_and_reports_accuracy_with_its_interval(tm
     assert after["format_compliance"] > 0.9  # 60 SFT steps teach the format (measured: 1.0)
 
 
+#: Mean gain of GRPO over its SFT start on seeds 0-2, in accuracy (docs/development.md: how it was chosen).
+MIN_MEAN_GAIN = 0.08
+
+
 @pytest.mark.slow
 def test_grpo_raises_held_out_accuracy_over_its_sft_start_on_three_seeds(tmp_path):
-    """The learning claim, with margins far inside what was measured (docs/accuracy_demo.md).
+    """The learning claim, with margins that hold on every machine measured (docs/development.md).
 
     The arith recipe as shipped, seeds 0-2, the SFT start and the GRPO arm only, each graded
-    greedily on 500 held-out sums. Measured on the development machine (2-core x86_64):
-    +29.6, +20.0 and +23.4 points (mean +24.4). Asserted: at least +8 on every seed and +15 on
-    the mean. The benchmark runs in a fresh process, as a user runs it: in a long pytest process,
+    greedily on 500 held-out sums. Measured on three 2-core x86_64 machines of the same kind, same
+    code and versions (points): +29.6 / +20.0 / +23.4 (mean +24.3), +12.4 / +7.6 / +27.6 (mean
+    +15.9), and the third in docs/development.md; a 5-seed run had seed 3 at +5.6. Where a seed
+    lands moves with the machine (floating-point order), so no seed gets a floor of its own:
+    asserted is a mean of at least +8 (about half the lowest machine's mean) and no seed losing
+    accuracy. The benchmark runs in a fresh process, as a user runs it: in a long pytest process,
     earlier tests' imports (Unsloth's patches) could move a tiny RL run.
     """
     import json
@@ -240,7 +254,7 @@ def test_grpo_raises_held_out_accuracy_over_its_sft_start_on_three_seeds(tmp_pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((out / "results.json").read_text())["summary"]
     gains = summary["grpo"]["delta_vs_sft"]
-    assert len(gains) == 3 and min(gains) >= 0.08, gains
-    assert sum(gains) / 3 >= 0.15, gains
+    assert len(gains) == 3 and sum(gains) / 3 >= MIN_MEAN_GAIN, gains
+    assert min(gains) > 0, gains  # no seed goes down (lowest seen on any machine: +5.6)
     assert all(r["n"] == 500 for r in json.loads((out / "results.json").read_text())["runs"][0]["evals"].values())
     assert "after GRPO" in proc.stdout and "pooled 95% CI" in proc.stdout

@@ -106,7 +106,9 @@ def test_evaluate_grades_in_the_chosen_mode():
 
 def test_loads_the_example_csv_with_renamed_columns():
     ds = task.load_custom(str(CSV), answer_column="expert_answer")
-    assert len(ds) == 12 and ds.column_names == ["prompt", "answer"]
+    # the file's own columns stay under their names too: TRL hands every column to the rewards
+    assert len(ds) == 12 and ds.column_names == ["prompt", "answer", "question", "expert_answer"]
+    assert ds["expert_answer"] == ds["answer"]
     assert ds[0]["prompt"] == [
         {"role": "system", "content": task.SYSTEM_PROMPT},
         {"role": "user", "content": "How many days of paid leave does a new employee get per year?"},
@@ -161,6 +163,11 @@ def test_check_loads_the_users_file(capsys, monkeypatch):
     assert "mode 'numeric' needs a number" in capsys.readouterr().err
 
 
+#: The smoke preset's rise (last 5 steps minus first 5, seed 0, transformers): how it was chosen in
+#: docs/development.md (measured on two machines; the smallest rise of the three recipes was 0.200).
+MIN_SMOKE_RISE = 0.1
+
+
 @pytest.mark.slow
 def test_smoke_preset_reward_rises(tmp_path):
     out = tmp_path / "run"
@@ -170,4 +177,5 @@ def test_smoke_preset_reward_rises(tmp_path):
     assert all("rewards/qa_correctness/mean" in r for r in rows)
     first = sum(r["reward"] for r in rows[:5]) / 5
     last = sum(r["reward"] for r in rows[-5:]) / 5
-    assert last > first + 0.2, (first, last)
+    # seed 0 rose 0.24-0.45 across machines, once by only 0.2001 (docs/development.md): half the smallest
+    assert last > first + MIN_SMOKE_RISE, (first, last)

@@ -198,6 +198,11 @@ def test_check_loads_the_smoke_data(capsys):
     assert "config and data OK: 256 training rows" in capsys.readouterr().out
 
 
+#: The smoke preset's rise (last 5 steps minus first 5, seed 0, transformers): how it was chosen in
+#: docs/development.md (measured on two machines; the smallest rise of the three recipes was 0.200).
+MIN_SMOKE_RISE = 0.1
+
+
 @pytest.mark.slow
 def test_smoke_preset_reward_rises(tmp_path):
     out = tmp_path / "run"
@@ -207,4 +212,5 @@ def test_smoke_preset_reward_rises(tmp_path):
     assert all(f"rewards/json_extract_{k}/mean" in r for r in rows for k in ("valid", "keys", "values"))
     first = sum(r["reward"] for r in rows[:5]) / 5
     last = sum(r["reward"] for r in rows[-5:]) / 5
-    assert last > first + 0.2, (first, last)
+    # seed 0 rose 0.24-0.45 across machines, once by only 0.2001 (docs/development.md): half the smallest
+    assert last > first + MIN_SMOKE_RISE, (first, last)

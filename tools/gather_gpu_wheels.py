@@ -58,6 +58,10 @@ WHEELS = {
     "json5": "0.17.3",
     "nest_asyncio": "1.6.0",
     "hf_transfer": "0.1.9",
+    # the image has both, at versions not recorded: unsloth asks for certifi>=2026.10.19, this project for
+    # packaging>=26.3 (SpecifierSet.is_unsatisfiable); carried so that the doctor's checks pass there as here
+    "packaging": "26.4",
+    "certifi": "2026.10.19.post1",
 }
 
 #: The machine's Python packages (the device tool's KINDS.md, read 2026-11-17), with the versions
@@ -74,13 +78,19 @@ pygments python-dateutil pytest pyyaml regex requests rich scipy setuptools six 
 typing-extensions urllib3 wheel xxhash yarl zipp
 """.split())
 
+def _not_carried() -> dict[str, str]:
+    """Requirements declared but left behind, and why: what the doctor lets pass as not needed to
+    train (its preflight runs on the GPU machine too), and vLLM."""
+    sys.path.insert(0, str(ROOT))
+    from unsloth_grpo.hardware.doctor import NOT_NEEDED_TO_TRAIN
+
+    out = {k: v for k, v in NOT_NEEDED_TO_TRAIN.items() if k not in WHEELS}
+    out["vllm"] = "far over the carry limit; the kit measures transformers generation instead"
+    return out
+
+
 #: Requirements that are declared but not needed for training, and why they stay behind.
-NOT_CARRIED = {
-    "xformers": "optional attention kernels; Unsloth uses PyTorch SDPA without them",
-    "diffusers": "only for Unsloth's image-model paths",
-    "pydantic": "only for Unsloth's studio app and a warning filter inside try/except",
-    "vllm": "far over the carry limit; the kit measures transformers generation instead",
-}
+NOT_CARRIED = _not_carried()
 
 # What is left out of a wheel while unpacking it, and why.
 def _dropped(package: str, member: str) -> bool:

@@ -14,6 +14,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
+import sys
+import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -100,56 +103,80 @@ class RewardSpec:
     params: dict[str, Any] = _f(help="Keyword parameters passed to the reward's constructor.", factory=dict)
 
 
+#: The toolkit's starting values for TRL fields under ``training:``, below every recipe, preset and
+#: file (the one place they are written). Where they differ from TRL's own defaults a consumer GPU
+#: wants it: a higher learning rate for LoRA, an 8-bit optimizer, DAPO's clip-higher and truncation
+#: mask, a fixed number of steps (TRL's -1 means "epochs"), a log line and a saved step more often.
+#: The others pin what the toolkit reads itself (the planner, the batch checks, the progress line),
+#: so that a TRL release that moves a default does not change a run silently. Every other field of
+#: the installed GRPOConfig keeps TRL's default until a config sets it.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "max_steps": 250,
+    "learning_rate": 5e-6,
+    "lr_scheduler_type": "cosine",
+    "weight_decay": 0.1,
+    "max_grad_norm": 0.1,
+    "optim": "adamw_8bit",
+    "num_generations": 8,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1,
+    "steps_per_generation": None,
+    "max_completion_length": 256,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "beta": 0.0,
+    "loss_type": "dapo",
+    "mask_truncated_completions": True,
+    "epsilon_high": 0.28,
+    "scale_rewards": "group",
+    "logging_steps": 1,
+    "save_steps": 100,
+    "gradient_checkpointing": True,
+    "report_to": [],
+}
+
+
 @dataclass
 class TrainingConfig:
-    max_steps: int = _f(250, help="Optimizer steps.")
-    learning_rate: float = _f(5e-6, help="Peak learning rate.")
-    lr_scheduler_type: str = _f("cosine", help="transformers scheduler name ('cosine', 'constant', ...).")
-    warmup_ratio: float = _f(0.1, help="Share of steps spent warming up the learning rate.")
-    weight_decay: float = _f(0.1, help="AdamW weight decay.")
-    max_grad_norm: float = _f(0.1, help="Gradient clipping norm.")
-    optim: str = _f("adamw_8bit", help="transformers optimizer name; 'adamw_8bit' falls back to 'adamw_torch' on CPU.")
-    num_generations: int = _f(8, help="Completions sampled per prompt (the GRPO group).")
-    per_device_train_batch_size: int = _f(8, help="Completions per device per step; a multiple of num_generations per generation batch.")
-    gradient_accumulation_steps: int = _f(1, help="Micro-batches accumulated per optimizer step.")
-    steps_per_generation: int | None = _f(None, help="Micro-batches served by one generation round (TRL default: accumulation steps).")
-    max_completion_length: int = _f(256, help="Longest completion, in tokens.")
-    temperature: float = _f(1.0, help="Sampling temperature during training.")
-    top_p: float = _f(1.0, help="Nucleus sampling during training.")
-    beta: float = _f(0.0, help="KL coefficient; > 0 loads a reference model and logs 'kl'.")
-    loss_type: str = _f("dapo", help="TRL GRPO loss: 'dapo', 'grpo', 'dr_grpo', 'bnpo'.")
-    mask_truncated_completions: bool = _f(
-        True, help="Leave completions cut at max_completion_length out of the loss (DAPO's setting; Unsloth "
-                   "applies it to an explicit loss_type dapo, so it is written out for both backends).")
-    epsilon_high: float | None = _f(
-        0.28, help="Upper clip of the importance ratio (DAPO's 0.28; null = the lower epsilon, TRL's 0.2).")
-    scale_rewards: str = _f("group", help="TRL reward scaling: 'group', 'batch' or 'none'.")
-    logging_steps: int = _f(1, help="Log metrics every N steps.")
-    save_steps: int = _f(100, help="Save a resumable checkpoint every N steps (0 = only on SIGINT/SIGTERM).")
-    gradient_checkpointing: bool = _f(True, help="Recompute activations in backward to save memory.")
-    report_to: list[str] = _f(help="TRL/transformers loggers: wandb, tensorboard, trackio.", factory=list)
-    passthrough: dict[str, Any] = _f(
-        help="Every other field of the installed TRL's GRPOConfig, written under training: by its own name "
-             "(e.g. training.epsilon_high: 0.28); checked against GRPOConfig before any model loads.",
-        factory=dict)
+    """The ``training:`` section: TRL's own config fields by TRL's names, and a few options of the toolkit.
 
+    Every key that is not a field of this class is a field of TRL's ``GRPOConfig`` (an SFT stage:
+    ``SFTConfig``) and is kept as written in ``trl``; :mod:`unsloth_grpo.training.trainer_args`
+    builds TRL's dataclass from it, with TRL's types, TRL's checks and TRL's help text. Read one by
+    its name: ``cfg.training.learning_rate``, or ``cfg.training.get("num_iterations")`` for a field that may
+    be unset (TRL's default then applies).
 
-#: GRPOConfig/SFTConfig fields the toolkit sets itself, and the config key that decides each.
-TRAINER_FIELDS_OWNED_ELSEWHERE = {
-    "output_dir": "output_dir (top level, or --output-dir)",
-    "seed": "seed (top level)",
-    "data_seed": "seed (top level)",
-    "bf16": "model.dtype",
-    "fp16": "model.dtype",
-    "use_cpu": "model.device",
-    "reward_weights": "rewards[].weight",
-    "save_total_limit": "run.keep_last",
-    "save_strategy": "training.save_steps (0 saves only on SIGINT/SIGTERM)",
-    "use_vllm": "model.fast_inference or model.vllm_server",
-    "vllm_mode": "model.fast_inference or model.vllm_server",
-    "vllm_server_base_url": "model.vllm_server",
-    "vllm_gpu_memory_utilization": "model.gpu_memory_utilization",
-}
+    The typed fields below are the toolkit's own training options (TRL has no field of their name);
+    a new one is added here, and the trainer wiring reads it instead of passing it to TRL.
+    """
+
+    warmup_ratio: float = _f(
+        0.1, help="Share of max_steps spent warming up the learning rate. transformers 5 removed TRL's field of "
+                  "this name; the toolkit passes it to TRL as warmup_steps (a value below 1 is a share), unless "
+                  "training.warmup_steps is set.")
+    trl: dict[str, Any] = _f(help="TRL's own fields, by name, as the config sets them.",
+                             factory=lambda: dict(TRAINING_DEFAULTS))
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names that are not attributes: TRL's fields, read by their own names
+        trl = self.__dict__.get("trl")
+        if name.startswith("_") or trl is None:
+            raise AttributeError(name)
+        try:
+            return trl[name]
+        except KeyError:
+            raise AttributeError(f"training.{name} is not set in this config (TRL's default applies); "
+                                 f"read it with training.get({name!r})") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.__dataclass_fields__:
+            super().__setattr__(name, value)
+        else:  # cfg.training.max_steps = 50: a TRL field, kept with the others so that it reaches TRL
+            self.trl[name] = value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A TRL field's value as the config sets it, or ``default`` when the config leaves it to TRL."""
+        return self.trl.get(name, default)
 
 
 @dataclass
@@ -211,8 +238,8 @@ class RecipeConfig:
     data: DataConfig = _f(help="Training data.", factory=DataConfig)
     rewards: list[RewardSpec] = _f(help="Rewards with weights and parameters.", factory=list)
     training: TrainingConfig = _f(
-        help="TRL GRPOConfig fields by their own names (the ones below have this toolkit's defaults; any other "
-             "field of the installed GRPOConfig is passed through).", factory=TrainingConfig)
+        help="TRL's GRPOConfig (SFT stages: SFTConfig): any field of the installed TRL by its own name, checked "
+             "and built by TRL's dataclass; plus the toolkit's own options listed here.", factory=TrainingConfig)
     run: RunConfig = _f(help="Samples and checkpoint rotation: the toolkit's own settings around the trainer.",
                         factory=RunConfig)
     monitor: dict[str, Any] = _f(
@@ -257,6 +284,13 @@ class _Loader(yaml.SafeLoader):
         if isinstance(node, yaml.ScalarNode) and node.style is None and not isinstance(data, str):
             return _Typed(node.value, data)
         return data
+
+
+# YAML 1.1 reads ``1e-5`` (no dot) as a string; learning rates are written that way, and TRL's fields
+# under ``training:`` get their types only from TRL, so such a number is read as a number here. A
+# string field still keeps the text as typed (``_Typed``).
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
+                              list("-+0123456789"))
 
 
 def _plain(value: Any) -> Any:
@@ -310,7 +344,11 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     if origin is list:
         (item_tp,) = get_args(tp) or (Any,)
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {_plain(value)!r}")
+            hint = ""
+            if isinstance(value, dict) and value and all(_is_index(k) for k in value):
+                hint = (f"; there is no list to change by position here, so give the whole list: "
+                        f"{where}=[...]")
+            raise ConfigError(f"{where}: expected a list, got {_plain(value)!r}{hint}")
         return [_convert(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
@@ -347,37 +385,78 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
-def _training_keys(data: dict, where: str) -> dict:
-    """The ``training`` mapping with the old keys folded in and every GRPOConfig field kept."""
-    data = dict(data)
-    extra = data.pop("extra", None) or {}
-    if not isinstance(extra, dict):
-        raise ConfigError(f"{where}.extra: expected a mapping of GRPOConfig fields, got {_plain(extra)!r}; "
-                          f"write those fields directly under {where}:")
-    for key, value in extra.items():
-        if key in data:
-            raise ConfigError(f"{where}.{key} is set both directly and under {where}.extra; keep the direct one")
-        data[key] = value
-    named = {f.name for f in fields(TrainingConfig)} - {"passthrough"}
-    passthrough = dict(_plain(data.pop("passthrough", None) or {}))
-    for key in [k for k in data if k not in named]:
-        passthrough[str(key)] = _plain(data.pop(key))
-    data["passthrough"] = passthrough
+def convert_value(value: Any, tp: Any, where: str) -> Any:
+    """``value`` as read from YAML, converted to the annotated type ``tp``; ConfigError names ``where``.
+
+    The TRL layer (``training.trainer_args``) uses it with TRL's own annotations.
+    """
+    return _convert(value, tp, where)
+
+
+class ConfigDeprecation(FutureWarning):
+    """An old config key that still loads; the message says what to write instead (the CLI prints it as a note)."""
+
+
+def _deprecated(text: str) -> None:
+    """Warn about an old key, at the first caller outside this module (whoever loaded the config)."""
+    level, frame = 1, sys._getframe(0)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        level, frame = level + 1, frame.f_back
+    warnings.warn(text, ConfigDeprecation, stacklevel=level)
+
+
+#: Old keys under ``training:`` that moved to ``run:``.
+_MOVED_TO_RUN = ("keep_last", "samples_every")
+
+
+def _old_keys(data: dict) -> dict:
+    """The top-level mapping with the old ``training.keep_last``/``samples_every`` moved to ``run``."""
+    training = data.get("training")
+    if not isinstance(training, dict) or not any(k in training for k in _MOVED_TO_RUN):
+        return data
+    data, training, run = dict(data), dict(training), dict(data.get("run") or {})
+    for old in _MOVED_TO_RUN:  # the old key still works, and wins
+        if old in training:
+            _deprecated(f"training.{old} is an old key; write run.{old} instead (read as run.{old} this time)")
+            run[old] = training.pop(old)
+    data["training"], data["run"] = training, run
     return data
 
 
+def _training_from_dict(data: dict, where: str) -> TrainingConfig:
+    """``training:`` as written: this class's own options typed, every other key kept for TRL by name.
+
+    TRL's keys are checked (names, types, TRL's own rules) by ``training.trainer_args`` before any
+    model loads; here they are only collected, over :data:`TRAINING_DEFAULTS`.
+    """
+    data = dict(data)
+    for old in ("extra", "passthrough"):  # older homes of TRL's fields: read as if written directly
+        nested = data.pop(old, None)
+        if nested is None:
+            continue
+        if not isinstance(nested, dict):
+            raise ConfigError(f"{where}.{old}: expected a mapping of GRPOConfig fields, got {_plain(nested)!r}; "
+                              f"write those fields directly under {where}:")
+        for key, value in nested.items():
+            if key in data:
+                raise ConfigError(f"{where}.{key} is set both directly and under {where}.{old}; keep the direct one")
+            data[key] = value
+        if nested:
+            _deprecated(f"{where}.{old} is an old key; write its fields directly under {where}: "
+                        f"(e.g. {where}.{next(iter(nested))}: ...)")
+    own = {f.name for f in fields(TrainingConfig)} - {"trl"}
+    hints = get_type_hints(TrainingConfig)
+    kwargs = {k: _convert(data.pop(k), hints[k], f"{where}.{k}") for k in [k for k in data if k in own]}
+    trl = {**TRAINING_DEFAULTS, **{str(k): _plain(v) for k, v in data.items()}}
+    return TrainingConfig(**kwargs, trl=trl)
+
+
 def _from_dict(cls: type, data: dict, where: str = "") -> Any:
-    hints = get_type_hints(cls)
-    if cls is RecipeConfig and isinstance(data.get("training"), dict):
-        data = dict(data)
-        training = dict(data["training"])
-        run = dict(data.get("run") or {})
-        for old in ("keep_last", "samples_every"):  # moved to run:; the old key still works, and wins
-            if old in training:
-                run[old] = training.pop(old)
-        data["training"], data["run"] = training, run
     if cls is TrainingConfig:
-        data = _training_keys(data, where or "training")
+        return _training_from_dict(data, where or "training")
+    if cls is RecipeConfig:
+        data = _old_keys(data)
+    hints = get_type_hints(cls)
     names = [f.name for f in fields(cls)]
     unknown = [k for k in data if k not in names]
     if unknown:
@@ -404,25 +483,44 @@ def config_from_dict(data: dict) -> RecipeConfig:
 
 
 def config_to_dict(cfg: Any) -> dict:
-    """The config as plain data; GRPOConfig pass-through fields sit under ``training`` by name."""
+    """The config as plain data, as a YAML file writes it: TRL's fields directly under ``training`` by name."""
     d = dataclasses.asdict(cfg)
-
-    def flatten(training: dict) -> None:
-        training.update(training.pop("passthrough", None) or {})
-
     if isinstance(cfg, RecipeConfig):
-        flatten(d["training"])
+        training = d["training"]
+        d["training"] = {**training.pop("trl"), **training}
     return d
 
 
 def merge_dicts(base: dict, update: dict) -> dict:
-    """Deep-merge ``update`` into a copy of ``base`` (lists are replaced, not appended)."""
+    """Deep-merge ``update`` into a copy of ``base`` (lists are replaced, not appended).
+
+    A mapping of list positions onto a list changes those entries only: ``rewards.0.weight=2``
+    arrives as ``{"rewards": {"0": {"weight": 2}}}`` and sets the first reward's weight.
+    """
     out = dict(base)
     for key, value in update.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = merge_dicts(out[key], value)
+        elif isinstance(value, dict) and isinstance(out.get(key), list) and value and all(_is_index(k) for k in value):
+            out[key] = _merge_into_list(key, out[key], value)
         else:
             out[key] = value
+    return out
+
+
+def _is_index(key: Any) -> bool:
+    return (isinstance(key, int) and not isinstance(key, bool)) or (isinstance(key, str) and key.isdigit())
+
+
+def _merge_into_list(key: str, items: list, update: dict) -> list:
+    """``items`` with the entries ``update`` names by position merged (mappings) or replaced."""
+    out = list(items)
+    for index, value in update.items():
+        i = int(index)
+        if i >= len(out):
+            raise ConfigError(f"{key}.{index}: '{key}' has {len(out)} entries (positions 0 to {len(out) - 1}); "
+                              f"to give the whole list, write {key}=[...] (e.g. '{key}=[{{name: xml_count}}]')")
+        out[i] = merge_dicts(out[i], value) if isinstance(out[i], dict) and isinstance(value, dict) else value
     return out
 
 
@@ -495,8 +593,8 @@ def describe(cls: type = RecipeConfig, prefix: str = "", instance: Any = None) -
         if dataclasses.is_dataclass(tp):
             rows.extend(describe(tp, key + ".", getattr(instance, f.name, None)))
             continue
-        if cls is TrainingConfig and f.name == "passthrough":
-            continue  # the CLI lists the installed GRPOConfig's own fields in its place
+        if cls is TrainingConfig and f.name == "trl":
+            continue  # the CLI lists the installed TRL's own fields, with TRL's help, in its place
         default = getattr(instance, f.name) if instance is not None else ""
         if isinstance(default, list) and default and all(isinstance(r, RewardSpec) for r in default):
             shown = "[" + ", ".join(f"{r.name} x{r.weight:g}" for r in default) + "]"
@@ -533,34 +631,37 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append("model.name is empty; give a hub id, a local model directory or 'builtin:tiny'")
     if not 0.05 <= m.gpu_memory_utilization <= 0.95:
         p.append(f"model.gpu_memory_utilization={m.gpu_memory_utilization} should lie between 0.05 and 0.95")
-    if t.num_generations < 2:
+    # TRL's fields the toolkit relies on; a value of the wrong type is left to the TRL check, which names it
+    generations, completion = _number(t, "num_generations"), _number(t, "max_completion_length")
+    if generations is not None and generations < 2:
         p.append(
-            f"training.num_generations={t.num_generations}: GRPO compares completions within a group, "
+            f"training.num_generations={generations}: GRPO compares completions within a group, "
             "so it needs at least 2 (8 is typical)"
         )
-    if t.max_completion_length < 1:
-        p.append(f"training.max_completion_length={t.max_completion_length}: a completion needs at least 1 token; "
+    if completion is not None and completion < 1:
+        p.append(f"training.max_completion_length={completion}: a completion needs at least 1 token; "
                  "set it to the longest answer you expect, e.g. 256")
-    if d.max_prompt_tokens + t.max_completion_length > m.max_seq_length:
+    if completion is not None and d.max_prompt_tokens + completion > m.max_seq_length:
         p.append(
             f"data.max_prompt_tokens ({d.max_prompt_tokens}) + training.max_completion_length "
-            f"({t.max_completion_length}) = {d.max_prompt_tokens + t.max_completion_length} exceeds "
+            f"({completion}) = {d.max_prompt_tokens + completion} exceeds "
             f"model.max_seq_length ({m.max_seq_length}); raise max_seq_length or shorten one of them"
         )
     if lo.r < 1:
         p.append(f"lora.r={lo.r} must be at least 1")
     if lo.max_lora_rank is not None and lo.r > lo.max_lora_rank:
         p.append(f"lora.r={lo.r} exceeds lora.max_lora_rank={lo.max_lora_rank}; raise max_lora_rank to at least {lo.r}")
-    if t.max_steps < 1:
-        p.append(f"training.max_steps={t.max_steps} must be at least 1")
-    if t.learning_rate <= 0:
-        p.append(f"training.learning_rate={t.learning_rate} must be positive")
+    steps, lr, beta, temperature = (_number(t, k) for k in ("max_steps", "learning_rate", "beta", "temperature"))
+    if steps is not None and steps < 1:
+        p.append(f"training.max_steps={steps} must be at least 1")
+    if lr is not None and lr <= 0:
+        p.append(f"training.learning_rate={lr} must be positive")
+    if beta is not None and beta < 0:
+        p.append(f"training.beta={beta} must be >= 0")
+    if temperature is not None and temperature <= 0:
+        p.append(f"training.temperature={temperature} must be > 0 for GRPO sampling")
     if not 0 <= t.warmup_ratio < 1:
         p.append(f"training.warmup_ratio={t.warmup_ratio} must lie in [0, 1): it is a share of max_steps")
-    if t.beta < 0:
-        p.append(f"training.beta={t.beta} must be >= 0")
-    if t.temperature <= 0:
-        p.append(f"training.temperature={t.temperature} must be > 0 for GRPO sampling")
     if not cfg.rewards and not (cfg.stages and all(s.rewards or s.kind == "sft" for s in cfg.stages)):
         p.append("rewards: the list is empty; add at least one, e.g. {name: correctness, weight: 2.0}")
     if cfg.run.keep_last is not None and cfg.run.keep_last < 1:
@@ -574,6 +675,12 @@ def validate(cfg: RecipeConfig) -> list[str]:
     if e.every < 0 or e.limit < 1 or e.samples < 1:
         p.append(f"evaluation: every={e.every}, limit={e.limit}, samples={e.samples}: every >= 0, limit and samples >= 1")
     return p
+
+
+def _number(training: TrainingConfig, name: str) -> float | None:
+    """A TRL field's value when the config gives it as a number, else None."""
+    value = training.get(name)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def format_problems(problems: list[str]) -> str:

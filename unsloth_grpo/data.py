@@ -88,6 +88,14 @@ def _why_unreadable(path: Path, builder: str) -> str | None:
     """The reason a local file did not load, in the user's terms (which line, what is wrong)."""
     import json
 
+    if builder == "parquet":  # a binary format: read as text it only ever looks like bad UTF-8
+        try:
+            import pyarrow.parquet as pq
+
+            rows = pq.ParquetFile(path).metadata.num_rows
+        except Exception as exc:  # noqa: BLE001 - whatever pyarrow says about a damaged file
+            return f"it is not a readable Parquet file ({exc})"
+        return "the file holds no rows" if rows == 0 else None
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -189,9 +197,14 @@ def to_prompt_dataset(
     answer_column: str = "answer",
     gold_parser: Callable[[str], str | None] | None = None,
     limit: int | None = None,
-    keep_columns: list[str] | None = None,
+    keep_columns: list[str] | bool | None = None,
 ):
-    """Map rows to ``prompt`` + ``answer``; every unparseable gold answer is reported by row."""
+    """Map rows to ``prompt`` + ``answer``; every unparseable gold answer is reported by row.
+
+    ``keep_columns`` lists columns carried over unchanged; ``True`` carries every column of the
+    rows under its own name (the question and answer columns too), as TRL hands a dataset's columns
+    to reward functions: a reward asking for ``ground_truth`` gets it.
+    """
     import datasets
 
     require_columns(rows, [question_column, answer_column], source)
@@ -215,6 +228,8 @@ def to_prompt_dataset(
         shown = "\n  ".join(bad[:5])
         more = f"\n  ... and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise DataError(f"dataset '{source}' has {len(bad)} malformed row(s):\n  {shown}{more}")
+    if keep_columns is True:
+        keep_columns = list(rows.column_names)
     for col in keep_columns or []:
         if col in rows.column_names and col not in out:
             out[col] = list(rows[col])
@@ -231,7 +246,7 @@ def load_qa_dataset(
     subset: str | None = None,
     limit: int | None = None,
     gold_parser: Callable[[str], str | None] | None = None,
-    keep_columns: list[str] | None = None,
+    keep_columns: list[str] | bool | None = None,
 ):
     """Any question/reference-answer dataset (local file or hub) as chat prompts."""
     rows = load_table(source, split=split, subset=subset)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 #: Modules that contribute a subcommand through ``add_parser(subparsers)``. A module that is
@@ -40,9 +41,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def importable_cwd() -> None:
+    """Put the current directory first on ``sys.path``, where ``python -m`` puts it.
+
+    The console script starts with its own ``bin/`` folder there instead, so without this
+    ``unsloth-grpo train`` could not import a reward module named by import path
+    (``my_rewards:correctness``) that ``python -m unsloth_grpo.recipes.<task>`` finds in the same folder.
+    """
+    cwd = os.getcwd()
+    if not any(entry in ("", ".", cwd) for entry in sys.path):
+        sys.path.insert(0, cwd)
+
+
 def main(argv: list[str] | None = None) -> int:
     from unsloth_grpo.hardware.console import quiet_third_party
 
+    importable_cwd()
     quiet_third_party()
     parser = build_parser()
     args = parser.parse_args(argv)

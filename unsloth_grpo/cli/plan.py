@@ -41,19 +41,21 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", help="Built-in name (" + ", ".join(sorted(memory.BUILTIN_CONFIGS)) + "), a hub id "
                    "of one of them, or a local model directory / config.json.")
     p.add_argument("--vram-gb", type=float, default=None, help="Card memory in GB (GiB). Default: the detected GPU.")
-    p.add_argument("--card", choices=list(profiles.PROFILES)[1:], default=None,
-                   help="A shipped card profile (its memory and compute capability): "
-                        + ", ".join(list(profiles.PROFILES)[1:]) + ".")
-    p.add_argument("--compute-capability", type=float, default=None,
-                   help="e.g. 7.5 for a T4 (fp16), 8.6 for an RTX 3090 (bf16). Default: the detected GPU's.")
+    card = p.add_argument("--card", choices=list(profiles.PROFILES)[1:], default=None,
+                          help="A shipped card profile (its memory and compute capability): "
+                               + ", ".join(list(profiles.PROFILES)[1:]) + ".")
+    capability = p.add_argument("--compute-capability", type=float, default=None,
+                                help="e.g. 7.5 for a T4 (fp16), 8.6 for an RTX 3090 (bf16). Default: the detected GPU's.")
+    # the advice printed with a plan names the flags as this parser spells them
+    p.set_defaults(capability_hint=f"pass {capability.option_strings[0]} 7.5 for a T4, or {card.option_strings[0]} t4")
     p.add_argument("--4bit", dest="load_in_4bit", action=argparse.BooleanOptionalAction, default=None,
                    help="Force 4-bit (--4bit) or 16-bit (--no-4bit) weights; default: whichever fits best.")
     p.add_argument("--backend", choices=[b for b in BACKENDS if b != "auto"], default="unsloth")
     p.add_argument("--vllm", dest="use_vllm", action=argparse.BooleanOptionalAction, default=False,
                    help="Generate with vLLM (also picks gpu_memory_utilization).")
     p.add_argument("--standby", action="store_true",
-                   help="With --vllm and the unsloth backend: Unsloth's standby mode (the pool is Unsloth's share "
-                        "of the card, the KV cache sleeps while training).")
+                   help="With --vllm: vLLM sleeps while the model trains (Unsloth's standby mode, where the pool is "
+                        "Unsloth's share of the card; TRL's sleep mode on the transformers backend).")
     p.add_argument("--prompt-length", type=int, default=256, help="Longest prompt in tokens (data.max_prompt_tokens).")
     p.add_argument("--num-generations", type=int, default=None, help="Pin the group size instead of searching.")
     p.add_argument("--completion-length", type=int, default=None, help="Pin max_completion_length.")
@@ -80,7 +82,7 @@ def _plan_dict(p: memory.Plan) -> dict:
     return out
 
 
-def _print_plan(p: memory.Plan, console) -> None:
+def _print_plan(p: memory.Plan, console, hint: str = "") -> None:
     from rich.table import Table
 
     est = p.estimate
@@ -111,6 +113,8 @@ def _print_plan(p: memory.Plan, console) -> None:
         console.print(f"host RAM for Unsloth's offloaded checkpoints: {est.offloaded_gb:.2f} GB")
     for note in p.notes:
         console.print(f"note: {note}")
+        if note == memory.UNKNOWN_CAPABILITY_NOTE and hint:
+            console.print(f"      {hint}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
         vram = vram if vram is not None else profile.total_gb
         cc = cc if cc is not None else profile.capability
     standby = bool(getattr(args, "standby", False))
-    if standby and not (args.use_vllm and args.backend == "unsloth"):
-        print("error: --standby needs --vllm and --backend unsloth", file=sys.stderr)
+    if standby and not args.use_vllm:
+        print("error: --standby needs --vllm", file=sys.stderr)
         return 2
     if vram is None:
         gpu = memory.detect_gpu()
@@ -158,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_plan_dict(p), indent=2))
         return 0 if p.fits else 1
-    _print_plan(p, console)
+    _print_plan(p, console, getattr(args, "capability_hint", ""))
     if p.fits:
         console.print(f"[bold]fits[/bold]: {p.summary()}")
         console.print(f"config overrides: {p.overrides_text()}")

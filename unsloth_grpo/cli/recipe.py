@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from unsloth_grpo.config import ConfigError, RecipeConfig, describe, load_config, merge_dicts
+from unsloth_grpo.config import ConfigDeprecation, ConfigError, RecipeConfig, describe, load_config, merge_dicts
 
 
 @dataclass
@@ -44,7 +45,8 @@ class Recipe:
                 raise ConfigError(f"--preset '{preset}' is unknown for the {self.name} recipe; "
                                   f"choose one of: {', '.join([*self.presets, AUTO_PRESET])}")
             base = merge_dicts(base, self.presets[preset])
-        return load_config(config, base=base, overrides=extra)
+        cfg = load_config(config, base=base, overrides=extra)
+        return _unquantized_name(cfg) if preset == AUTO_PRESET else cfg
 
 
 #: The preset computed by the memory planner for the GPU in this machine.
@@ -55,16 +57,27 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
     """Planner settings for ``cfg``'s model on the detected GPU (or ``gpu``), as a partial config.
 
     The plan is made with the vLLM setting the run will use (the loader's own decision for this
-    card and the installed vLLM), and writes it as overrides, so the plan and the run agree.
+    card, the installed vLLM and this process's ``UNSLOTH_VLLM_STANDBY``). ``fast_inference``
+    stays ``auto`` when the plan generates with vLLM, so an engine that fails to start still falls
+    back to generating without it (the plan is sized to fit that way too), and vLLM's own pins stay
+    advice in the doctor; it is written ``off`` when the plan has no vLLM. A plan that picks 16-bit
+    weights for a pre-quantized ``-bnb-4bit`` model names the 16-bit repository, the one the run
+    then loads.
     """
+    import os
+    import sys
+
     from unsloth_grpo.config import parse_override
     from unsloth_grpo.hardware import memory, profiles
 
+    here = gpu is None
     gpu = gpu if gpu is not None else memory.detect_gpu()
     if gpu is None:
         raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use --preset smoke")
     backend = memory.resolve_backend(cfg.model.backend, cfg.model.vllm_server)
-    choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm)
+    choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm,
+                                        env=dict(os.environ) if here else None,
+                                        unsloth_imported=here and "unsloth" in sys.modules)
     try:
         plan = memory.plan_for_choice(cfg.model.name, gpu, choice, backend=backend,
                                       max_prompt_length=cfg.data.max_prompt_tokens)
@@ -75,15 +88,30 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
     if not plan.fits:
         alt = f" Nearest that fits: {plan.alternative.summary()}" if plan.alternative is not None else ""
         raise ConfigError(f"--preset auto: {plan.summary()}.{alt}")
-    print(f"preset auto: {plan.summary()}; vLLM {'on' if choice.use else 'off'} ({choice.reason})")
     preset: dict = {}
     for text in plan.override_list():
         preset = merge_dicts(preset, parse_override(text))
+    if plan.use_vllm and cfg.model.fast_inference == "auto":
+        preset["model"]["fast_inference"] = "auto"  # keep the engine-start fallback the plan was sized for
+    print(f"preset auto: {plan.summary()}; vLLM {'on' if plan.use_vllm else 'off'} ({choice.reason})")
     return preset
 
 
+def _unquantized_name(cfg: RecipeConfig) -> RecipeConfig:
+    """``cfg`` with the 16-bit repository of a pre-quantized model when its weights load in 16-bit:
+    the repository the run then downloads, names in run_info.json and the model card, and checks
+    in the offline cache."""
+    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized
+
+    if cfg.model.load_in_4bit or not is_prequantized(cfg.model.name):
+        return cfg
+    name = full_precision_name(cfg.model.name)
+    print(f"preset auto: 16-bit weights, so the model is {name} (the 16-bit weights of {cfg.model.name})")
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=name))
+
+
 def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None = None,
-                 training: dict | None = None) -> dict:
+                 training: dict | None = None, run: dict | None = None) -> dict:
     """The offline smoke preset every recipe shares: the tiny built-in model on CPU, a few dozen steps.
 
     A random tiny model can learn to emit the answer tags (whole tokens of its tokenizer) but not
@@ -110,7 +138,7 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
         },
         "run": {"samples_every": 20},
         "monitor": {"ignore": ["length_clipped"]},
-    }, {"data": data or {}, "training": training or {}})
+    }, {"data": data or {}, "training": training or {}, "run": run or {}})
 
 
 #: The preset that trains the real built-in model on a CPU (``--preset smollm2``).
@@ -174,19 +202,17 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | No
 
 def help_config_rows(cfg: RecipeConfig | None = None) -> list[tuple[str, str, str]]:
     """``--help-config``: the toolkit's keys with ``cfg``'s values (the recipe's defaults), then
-    every other field of the installed GRPOConfig with TRL's own help text (passed through
-    ``training:`` under its own name)."""
-    from unsloth_grpo.config import TRAINER_FIELDS_OWNED_ELSEWHERE
-    from unsloth_grpo.training.checks import trainer_fields
+    every field of the installed TRL's GRPOConfig under ``training.``, with the recipe's value where
+    it sets one (TRL's default otherwise) and TRL's own help text."""
+    from unsloth_grpo.training.trainer_args import OWNED_ELSEWHERE, TOOLKIT_NOTES, field_table
 
     rows = describe(RecipeConfig, instance=cfg)
-    named = {key.split(".", 1)[1] for key, _, _ in rows if key.startswith("training.")}
-    for name, f in sorted(trainer_fields("GRPOConfig").items()):
-        if name in named or name in TRAINER_FIELDS_OWNED_ELSEWHERE or name.startswith("_"):
+    training = (cfg or RecipeConfig()).training
+    for name, f in sorted(field_table().items()):
+        if name in OWNED_ELSEWHERE:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        text = " ".join(str(f.metadata.get("help", "")).split())
-        rows.append((f"training.{name}", repr(default), f"(TRL) {text}"))
+        note = f" [toolkit: {TOOLKIT_NOTES[name]}]" if name in TOOLKIT_NOTES else ""
+        rows.append((f"training.{name}", repr(training.get(name, f.default)), f"(TRL) {f.help}{note}"))
     return rows
 
 
@@ -215,15 +241,33 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         return 2
 
 
+def _resolve(recipe: Recipe, **kwargs) -> RecipeConfig:
+    """``recipe.resolve``, each old config key it met said once on stderr as a one-line note."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConfigDeprecation)
+        cfg = recipe.resolve(**kwargs)
+    ours = [w for w in caught if issubclass(w.category, ConfigDeprecation)]
+    for note in dict.fromkeys(str(w.message) for w in ours):  # --preset auto reads the config twice
+        print(f"note: {note}", file=sys.stderr)
+    for w in caught:
+        if w not in ours:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return cfg
+
+
 def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable | None) -> int:
     from unsloth_grpo.config import dump_config
 
     if args.help_config:
-        defaults = recipe.resolve(preset=args.preset, config=args.config)
+        defaults = _resolve(recipe, preset=args.preset, config=args.config)
         for key, default, help_text in help_config_rows(defaults):
             print(f"{key:42s} {default:28s} {help_text}")
         return 0
     resume, overrides = _resume_and_overrides(args)
+    if isinstance(resume, str) and not Path(resume).exists():  # said before the run's config is looked for
+        from unsloth_grpo.training.checkpoint import CheckpointError, no_such_resume_path
+
+        raise CheckpointError(no_such_resume_path(resume))
     config = args.config
     if resume is not None and config is None and args.preset is None:
         from unsloth_grpo.training.checkpoint import is_checkpoint_dir, run_dir_of
@@ -233,19 +277,22 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
         if run is not None and (Path(run) / "config.yaml").is_file():
             config = str(Path(run) / "config.yaml")
             print(f"resume: using the run's config {config}")
-    cfg = recipe.resolve(preset=args.preset, config=config, output_dir=args.output_dir, overrides=overrides)
+    cfg = _resolve(recipe, preset=args.preset, config=config, output_dir=args.output_dir, overrides=overrides)
     if args.print_config:
         print(dump_config(cfg), end="")
         return 0
     from unsloth_grpo.training.checks import check_before_loading
 
     if args.check:
+        from unsloth_grpo.training.checks import check_rewards_on_data
         from unsloth_grpo.training.train import load_task_dataset
 
         check_before_loading(cfg, environment=False)
         ds = load_task_dataset(cfg)
+        check_rewards_on_data(cfg, ds)
         print(f"config and data OK: {len(ds)} training rows, rewards "
-              + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards))
+              + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards)
+              + " (each tried on sample completions of the first rows)")
         return 0
     from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere, preflight_recipe
     from unsloth_grpo.training.results import TrainingStopped
@@ -259,7 +306,14 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
 
-    check_before_loading(cfg, environment=False)  # the config's problems, before the trainer imports
+    # the config's problems, before the trainer imports (TRL's own checks come in train(), backend first)
+    check_before_loading(cfg, environment=False)
+    if resume is True:
+        from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
+
+        why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
+        if why is not None:
+            raise CheckpointError(why)
     shrinks = 0
     while True:
         try:

@@ -265,6 +265,29 @@ def read_eval(output_dir: str | Path) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- compare
 
+def sign_test(fixed: int, broken: int) -> float:
+    """Two-sided exact sign test (McNemar's exact test) of a before/after change on the same problems.
+
+    Only the problems that flipped count: under "training changed nothing", each flip is as likely
+    to be a fix as a break. A p-value above 0.05 means the change is within what chance flips give.
+    >>> round(sign_test(1, 4), 3), round(sign_test(0, 10), 4)
+    (0.375, 0.002)
+    """
+    n = fixed + broken
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(fixed, broken) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def change_in_words(report: dict[str, Any]) -> str:
+    """``3 fixed, 1 broken: within noise (sign test p=0.62)`` for a :func:`compare` report."""
+    fixed, broken = len(report["fixed"]), len(report["broken"])
+    p = sign_test(fixed, broken)
+    verdict = "within noise" if p >= 0.05 else "more than chance flips"
+    return f"{fixed} fixed, {broken} broken: {verdict} (sign test p={p:.2g})"
+
+
 def compare(baseline: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
     """Metric table (baseline, trained, difference) and flipped problems of two evaluations.
 
@@ -325,6 +348,8 @@ def report_markdown(report: dict[str, Any], *, max_listed: int = 20) -> str:
             b, t = report[key]["baseline"], report[key]["trained"]
             lines.append(f"\n{what} 95% interval (Wilson, {report['n']} problems): baseline {b[0]:.3f}..{b[1]:.3f}, "
                          f"trained {t[0]:.3f}..{t[1]:.3f}.")
+    if report.get("accuracy_ci95"):
+        lines.append(f"Paired on the same problems (strict): {change_in_words(report)}.")
     if report.get("note"):
         lines += ["", report["note"]]
     for key, title in (("fixed", "Fixed (baseline wrong, trained right; strict)"),

@@ -135,7 +135,28 @@ def current_lora_request(model) -> Any:
     return None
 
 
+def sleeping_engine(model) -> Any:
+    """The model's vLLM engine when it sleeps between generations and is asleep now, else None.
+
+    Under Unsloth's standby the engine sleeps while the model trains; Unsloth's ``LLM.generate``
+    wakes it (unsloth_zoo ``patch_vllm_enable_sleep_mode``) and nothing puts it back, so an
+    evaluation in the middle of training would leave its KV cache allocated for the next training
+    pass.
+    """
+    llm = getattr(model, "vllm_engine", None)
+    engine = getattr(llm, "llm_engine", None)
+    config = getattr(getattr(engine, "vllm_config", None), "model_config", None)
+    if not getattr(config, "enable_sleep_mode", False):
+        return None
+    try:
+        return llm if engine.is_sleeping() else None
+    except Exception:  # noqa: BLE001 - a vLLM without is_sleeping: leave the engine as it is
+        return None
+
+
 def _generate_vllm(model, texts, *, max_new_tokens, num_samples, temperature, top_p, seed, lora_request):
+    import os
+
     from vllm import SamplingParams
 
     if lora_request is None:
@@ -146,7 +167,12 @@ def _generate_vllm(model, texts, *, max_new_tokens, num_samples, temperature, to
     kwargs = {"sampling_params": params, "use_tqdm": False}
     if lora_request is not None:
         kwargs["lora_request"] = lora_request
-    outputs = model.fast_generate(texts, **kwargs)
+    asleep = sleeping_engine(model)
+    try:
+        outputs = model.fast_generate(texts, **kwargs)
+    finally:
+        if asleep is not None:  # back to sleep, at the level Unsloth's GRPO trainer uses (VLLM_SLEEP_MODE)
+            asleep.sleep(level=int(os.environ.get("VLLM_SLEEP_MODE", 1)))
     return [[Generation(o.text, len(o.token_ids), o.finish_reason == "stop") for o in out.outputs]
             for out in outputs]
 

@@ -31,11 +31,21 @@ that decided (``label+number+unit``, ``hedge``, ``several_answers``, ...; see
 :data:`unsloth_grpo.answers.RULES`), with an example answer for each, so a reward hack is visible
 before training on it.
 
+Rewards are called exactly as training calls them (:mod:`unsloth_grpo.rewards.calling`): every
+argument by keyword, each dataset column under its own name, and a completion written as text
+after a chat prompt handed over as ``[{"role": "assistant", "content": text}]``, as TRL does.
+
 Blocking problems (exit code 1): a reward raises or returns unusable values; a reward
 returns None for every completion; the weighted total is constant within every group (no
 advantage, no learning). Warnings (exit 1 only with ``--strict``): a reward constant within
 every group or across all completions, a reward never above zero that could be, two
-rewards that duplicate each other, a reward slower than the generation it scores.
+rewards that duplicate each other, a reward slower than the generation it scores, and a format
+reward that pays the same completion differently with or without a trailing newline, or with its
+reasoning on one line or two (the regex of the classic notebook pattern, ``\n$`` at its end and
+``.`` without ``re.DOTALL``), found by scoring such pairs of probe completions.
+
+Bad input (a missing file, an unknown reward, a model or dataset that cannot be had here) is one
+``error:`` line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,14 +114,22 @@ def _group_keys(records: Sequence[dict]) -> list[Any] | None:
 
 
 def _columns(records: Sequence[dict]) -> dict[str, list]:
-    """Reward keyword arguments: ``prompts``, ``completion_ids`` and the dataset columns."""
+    """The dataset columns of the records, one value per record (each reward gets them by name)."""
     keys = sorted({k for r in records for k in r if k not in RESERVED})
-    columns: dict[str, list] = {k: [r.get(k) for r in records] for k in keys}
-    if all("prompt" in r for r in records):
-        columns["prompts"] = [r["prompt"] for r in records]
-    if all("completion_ids" in r for r in records):
-        columns["completion_ids"] = [r["completion_ids"] for r in records]
-    return columns
+    return {k: [r.get(k) for r in records] for k in keys}
+
+
+def reward_call(records: Sequence[dict], *, completion_ids: Sequence | None = None) -> tuple[list, dict]:
+    """``(completions, keywords)`` for calling a reward on ``records`` as TRL calls it during training:
+    a completion written as text after a chat prompt becomes one assistant message, ``prompts`` and
+    ``completion_ids`` are passed (when every record holds them) beside every column."""
+    from unsloth_grpo.rewards.calling import as_completion, trl_keywords
+
+    prompts = [r["prompt"] for r in records] if all("prompt" in r for r in records) else None
+    if completion_ids is None and all("completion_ids" in r for r in records):
+        completion_ids = [r["completion_ids"] for r in records]
+    completions = [as_completion(r["completion"], r.get("prompt")) for r in records]
+    return completions, trl_keywords(prompts, completion_ids=completion_ids, columns=_columns(records))
 
 
 # ---------------------------------------------------------------- analysis
@@ -187,15 +206,17 @@ def grading_summary(entries: Sequence[dict]) -> list[dict]:
     return sorted(groups.values(), key=lambda g: (not g["paid"], -g["count"]))
 
 
-def _time_reward(fn: Callable, completions: list, columns: dict, budget_s: float = 0.05) -> tuple[list, float]:
+def _time_reward(fn: Callable, completions: list, kwargs: dict, budget_s: float = 0.05) -> tuple[list, float]:
     """Values of one call and the best per-completion time over a few repeats."""
+    from unsloth_grpo.rewards.calling import call_reward
+
     start = time.perf_counter()
-    values = fn(completions, **columns)
+    values = call_reward(fn, completions, **kwargs)
     best = time.perf_counter() - start
     spent, reps = best, 1
     while spent < budget_s and reps < 20:
         t0 = time.perf_counter()
-        fn(completions, **columns)
+        call_reward(fn, completions, **kwargs)
         took = time.perf_counter() - t0
         best, spent, reps = min(best, took), spent + took, reps + 1
     return values, 1000.0 * best / max(len(completions), 1)
@@ -258,8 +279,7 @@ def analyse(
     """Score ``records`` with each reward and judge what would stall GRPO."""
     from unsloth_grpo.rewards import RewardError
 
-    completions = [r["completion"] for r in records]
-    columns = _columns(records)
+    completions, kwargs = reward_call(records)
     groups = _group_keys(records)
     results: list[RewardResult] = []
     blocking: list[str] = []
@@ -267,10 +287,10 @@ def analyse(
     for fn, weight in zip(funcs, weights):
         result = RewardResult(fn.__name__, weight)
         try:
-            result.values, result.ms_per_completion = _time_reward(fn, completions, columns)
+            result.values, result.ms_per_completion = _time_reward(fn, completions, kwargs)
         except (RewardError, ValueError, TypeError) as exc:
             result.error = str(exc)
-            blocking.append(f"{fn.__name__}: fails on these completions: {exc}")
+            blocking.append(f"{fn.__name__}: fails on these completions: {exc}{_missing_hint(str(exc))}")
         results.append(result)
 
     ok = [r for r in results if r.error is None]
@@ -317,6 +337,7 @@ def analyse(
                 f"{r.name}: slower than generation ({r.ms_per_completion:.3g} ms vs {gen:.3g} ms per "
                 "completion) -- the reward is the bottleneck"
             )
+    warnings += format_warnings(records, [fn for r, fn in zip(results, funcs) if r.error is None])
     names = [r.name for r in ok]
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
@@ -347,6 +368,89 @@ def analyse(
         len(records), n_groups, results, stats, correlations, blocking, warnings,
         generation_ms_per_completion, grading,
     )
+
+
+def _missing_hint(message: str) -> str:
+    """What to add when a reward's signature asks for an argument the records do not give."""
+    import re
+
+    found = re.search(r"missing \d+ required (?:positional |keyword-only )?arguments?: '(\w+)'", message)
+    if found is None:
+        return ""
+    name = found.group(1)
+    if name == "prompts":
+        return (" -- TRL passes the prompts as 'prompts': give each record a 'prompt' (or generate with --model "
+                "and --config, which keeps the dataset's prompts)")
+    if name == "completion_ids":
+        return (" -- TRL passes the completions' token ids as 'completion_ids': give each record one (or generate "
+                "with --model, which records them)")
+    return (f" -- TRL passes every dataset column by its name: give each record a '{name}' key (or generate "
+            "from a dataset that has that column)")
+
+
+# ---------------------------------------------------------------- format probes
+
+#: Reasoning that reads the same on one line and over two: only the separator differs (same
+#: length, same words), so a reward scoring the two apart is matching the newline itself.
+_ONE_LINE, _TWO_LINES = "One step, then another.", "One step,\nthen another."
+#: (reasoning tag, layout) pairs the probes are written in: tags on their own lines, as the
+#: recipes and the Unsloth notebook ask, and run together, as TRL's documentation writes them.
+_PROBE_SHAPES = (("reasoning", "lines"), ("think", "lines"), ("reasoning", "compact"), ("think", "compact"))
+
+
+def _probe_text(tag: str, layout: str, reasoning: str, answer: str, newline_at_end: bool) -> str:
+    if layout == "lines":
+        text = f"<{tag}>\n{reasoning}\n</{tag}>\n<answer>\n{answer}\n</answer>"
+    else:
+        text = f"<{tag}>{reasoning}</{tag}><answer>{answer}</answer>"
+    return text + ("\n" if newline_at_end else "")
+
+
+def _apart(a: float | None, b: float | None) -> bool:
+    """Two scores of one completion that differ by more than a trailing-length penalty could."""
+    if a is None or b is None:
+        return False
+    return abs(a - b) > 0.5 * max(abs(a), abs(b)) and abs(a - b) > 1e-6
+
+
+def format_warnings(records: Sequence[dict], funcs: Sequence[Callable]) -> list[str]:
+    """Rewards that pay one completion differently with and without a trailing newline, or with its
+    reasoning on one line and on two: probe completions in each shape of :data:`_PROBE_SHAPES`
+    (with the first record's prompt and columns, its gold answer inside the answer tags) are
+    scored, called as training calls them, and each such pair compared."""
+    from unsloth_grpo.rewards.calling import call_reward
+
+    if not records:
+        return []
+    first = records[0]
+    answer = first.get("answer")
+    answer = answer if isinstance(answer, str) and answer.strip() else "42"
+    keys = [(tag, layout, lines, end) for tag, layout in _PROBE_SHAPES for lines in (1, 2) for end in (True, False)]
+    probes = [dict(first, completion=_probe_text(tag, layout, _ONE_LINE if lines == 1 else _TWO_LINES, answer, end))
+              for tag, layout, lines, end in keys]
+    stand_in_ids = [list(p["completion"].encode()) for p in probes] if "completion_ids" in first else None
+    completions, kwargs = reward_call(probes, completion_ids=stand_in_ids)
+    out = []
+    for fn in funcs:
+        try:
+            values = list(call_reward(fn, completions, **kwargs))
+        except Exception:  # noqa: BLE001 - a failure on the probes says nothing about the format
+            continue
+        score = dict(zip(keys, values))
+        trailing = next(((score[(t, lay, n, True)], score[(t, lay, n, False)]) for t, lay in _PROBE_SHAPES
+                         for n in (1, 2) if _apart(score[(t, lay, n, True)], score[(t, lay, n, False)])), None)
+        if trailing is not None:
+            out.append(f"{fn.__name__}: pays a completion {trailing[0]:g} when it ends with a newline and "
+                       f"{trailing[1]:g} when it does not -- a format regex ending in '\\n$' pays only when the "
+                       "model happens to end with a newline; end the pattern with '\\s*$' (or match the stripped text)")
+        lines = next(((score[(t, lay, 1, e)], score[(t, lay, 2, e)]) for t, lay in _PROBE_SHAPES
+                      for e in (False, True) if _apart(score[(t, lay, 1, e)], score[(t, lay, 2, e)])), None)
+        if lines is not None:
+            out.append(f"{fn.__name__}: pays reasoning written on one line {lines[0]:g} and the same reasoning over "
+                       f"two lines {lines[1]:g} -- in a regex '.' does not match a newline, so '.*?' stops at the "
+                       "first line break; compile the pattern with re.DOTALL (pass flags=re.DOTALL, or re.S, to "
+                       "re.match / re.search)")
+    return out
 
 
 # ---------------------------------------------------------------- output
@@ -440,8 +544,13 @@ def generate_records(
     from unsloth_grpo.hardware.backend import load_for_inference
     from unsloth_grpo.evaluation.generation import generate
 
+    from unsloth_grpo.data import DataError
+
     task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
-    ds = task.load_dataset_for(cfg)
+    try:
+        ds = task.load_dataset_for(cfg)
+    except DataError as exc:
+        raise LabError(f"{exc} -- {OFFLINE_HINT}") from None
     ds = ds.select(range(min(limit, len(ds))))
     rows = [dict(r) for r in ds]
     if not rows:
@@ -564,13 +673,37 @@ def run(args: argparse.Namespace) -> int:
         print(catalogue_markdown() if args.markdown else "\n".join(available_rewards()), end="\n" if not args.markdown else "")
         return 0
     if action != "check":
-        print("usage: unsloth-grpo rewards {check,list} ...  (see unsloth-grpo rewards check --help)")
+        print("usage: unsloth-grpo rewards {check,list} ...  (see unsloth-grpo rewards check --help)", file=sys.stderr)
         return 2
+    from unsloth_grpo.data import DataError
+
     try:
         return _check(args)
-    except LabError as exc:
-        print(f"error: {exc}")
+    except (LabError, DataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+#: What to do when the recipe's model or data cannot be had here (no network, no GPU).
+OFFLINE_HINT = ("To try the rewards offline, generate with the smoke preset's model and data: add --model "
+                "builtin:tiny --dataset synthetic (or --dataset FILE.jsonl for your own rows); or score completions "
+                "you already have with --completions FILE.jsonl")
+
+
+def _check_model_here(cfg, model: str) -> None:
+    """Refuse at once, with the way out, a model that cannot be loaded on this machine: a missing
+    path, or a hub id neither cached nor downloadable (offline). Said in a second instead of after
+    the hub's retries and a traceback."""
+    import dataclasses
+
+    from unsloth_grpo.hardware.doctor import recipe_problems
+
+    # only whether the model can be had: the lab picks the device itself
+    probe = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=model, device="cpu"))
+    blocking = [p for p in recipe_problems(probe) if p.blocking]
+    if blocking:
+        why = "; ".join(f"{p.message} ({p.fix})" if getattr(p, "fix", None) else p.message for p in blocking)
+        raise LabError(f"cannot generate with model '{model}' here: {why}. {OFFLINE_HINT}")
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -594,6 +727,7 @@ def _check(args: argparse.Namespace) -> int:
         records = read_completions(args.completions)
     else:
         model = args.model or cfg.model.name
+        _check_model_here(cfg, model)
         t = cfg.training
         records, gen_ms = generate_records(
             model, cfg,

@@ -58,6 +58,8 @@ class BackendInfo:
     use_vllm: bool
     model_name: str
     reason: str = ""
+    #: vLLM sleeps while the model trains (Unsloth's standby, or TRL's sleep mode on transformers).
+    vllm_standby: bool = False
 
     def summary(self) -> str:
         return (
@@ -147,6 +149,51 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+#: The suffixes of pre-quantized bitsandbytes uploads (Unsloth's ``-bnb-4bit`` and dynamic ``-unsloth-bnb-4bit``).
+_PREQUANTIZED = ("-unsloth-bnb-4bit", "-bnb-4bit")
+
+
+def is_prequantized(name: str) -> bool:
+    """Whether ``name`` is a hub upload of 4-bit bitsandbytes weights (``unsloth/...-bnb-4bit``)."""
+    return str(name).lower().endswith(_PREQUANTIZED)
+
+
+def _unsloth_mapper() -> dict[str, str]:
+    """Unsloth's 4-bit -> 16-bit hub names (``unsloth/models/mapper.py``), read without importing unsloth
+    (the file holds plain tables and no imports); {} when Unsloth is not installed."""
+    spec = importlib.util.find_spec("unsloth")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "mapper.py"
+    if not path.is_file():
+        return {}
+    mapper_spec = importlib.util.spec_from_file_location("_unsloth_grpo_unsloth_mapper", path)
+    module = importlib.util.module_from_spec(mapper_spec)
+    try:
+        mapper_spec.loader.exec_module(module)
+    except Exception:  # noqa: BLE001 - another Unsloth layout: fall back to the name rule
+        return {}
+    return dict(getattr(module, "INT_TO_FLOAT_MAPPER", {}))
+
+
+def full_precision_name(name: str) -> str:
+    """The 16-bit hub repository of a pre-quantized ``-bnb-4bit`` name (the name itself otherwise).
+
+    Unsloth loads this repository when such a name is loaded with ``load_in_4bit=False``, and
+    merges a 4-bit run's adapter onto it on export; Unsloth's own table decides, and without
+    Unsloth the suffix is dropped (``unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit`` ->
+    ``unsloth/Qwen2.5-1.5B-Instruct``).
+    """
+    if not is_prequantized(name):
+        return name
+    mapped = _unsloth_mapper().get(str(name).lower())
+    if isinstance(mapped, str):
+        return mapped
+    low = str(name).lower()
+    cut = next(len(sfx) for sfx in _PREQUANTIZED if low.endswith(sfx))
+    return str(name)[:-cut]
+
+
 def _world_size() -> int:
     from unsloth_grpo.training.distributed import detect
 
@@ -220,19 +267,29 @@ class Decision:
 
     def info(self, model_name: str) -> BackendInfo:
         return BackendInfo(self.backend, self.device, self.dtype, self.load_in_4bit, self.vllm.use, model_name,
-                           "; ".join([self.backend_reason, *self.notes]))
+                           "; ".join([self.backend_reason, *self.notes]),
+                           vllm_standby=self.vllm.use and self.vllm.standby)
 
 
 def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str, str] | None = None,
-           vllm: tuple[str | None, bool] | None = None, bnb_importable: bool | None = None) -> Decision:
+           vllm: tuple[str | None, bool] | None = None, bnb_importable: bool | None = None,
+           environment: tuple[dict, bool] | None = None) -> Decision:
     """Backend, device, dtype, 4-bit and vLLM for ``model_cfg`` on ``profile`` (measured when None).
 
     A pure function of its inputs: ``backend`` (name, why), ``vllm`` (installed version, plugin)
-    and ``bnb_importable`` are looked up when not given. Raises BackendError for a setting the
-    card cannot run (bf16 below compute capability 8.0, ``device: cuda`` or ``fast_inference: on``
-    without what they need).
+    and ``bnb_importable`` are looked up when not given; ``environment`` is (environment
+    variables, whether unsloth is imported), this process's when the card is measured and a
+    clean one for a given ``profile``. Raises BackendError for a setting the card cannot run
+    (bf16 below compute capability 8.0, ``device: cuda`` or ``fast_inference: on`` without what
+    they need).
     """
-    profile = measure() if profile is None else profile
+    if profile is None:
+        profile = measure()
+        if environment is None:
+            import sys
+
+            environment = (dict(os.environ), "unsloth" in sys.modules)
+    env, imported = environment if environment is not None else ({}, False)
     name, why = backend if backend is not None else backend_name(model_cfg.backend, vllm_server=model_cfg.vllm_server)
     if model_cfg.device == "cuda" and not profile.cuda:
         raise BackendError("model.device='cuda' but no CUDA GPU is visible; set model.device=auto")
@@ -252,21 +309,40 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
         if not bnb_importable:
             load_4bit = False
             notes.append("bitsandbytes missing; 16-bit weights")
-    choice = choice_for_config(model_cfg, card, backend=name, vllm=vllm, world_size=_world_size())
+    choice = choice_for_config(model_cfg, card, backend=name, vllm=vllm, world_size=_world_size(), env=env,
+                               unsloth_imported=imported)
     if choice.error:
         raise BackendError(f"model.fast_inference='on' but {choice.error}")
     if not choice.use and model_cfg.fast_inference == "auto" and card.cuda and not model_cfg.vllm_server:
         notes.append(f"no vLLM: {choice.reason}")
+    notes += ignored_settings(model_cfg, name, choice)
     return Decision(name, why, "cuda" if card.cuda else "cpu", dtype, load_4bit, choice, tuple(notes))
+
+
+def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
+    """Settings of ``model_cfg`` that the run will not use, each with what is used instead."""
+    from unsloth_grpo.config import ModelConfig
+
+    default = ModelConfig().gpu_memory_utilization
+    if backend == "unsloth" and choice.use and choice.standby and model_cfg.gpu_memory_utilization != default:
+        return [f"model.gpu_memory_utilization={model_cfg.gpu_memory_utilization:g} is not used: with vLLM standby "
+                f"Unsloth sets the pool itself ({choice.gpu_memory_utilization:.2f} of this card); set "
+                "model.vllm_standby=off to size it yourself"]
+    return []
 
 
 def prepare_backend(model_cfg, profile: CardProfile | None = None) -> Decision:
     """Decide for this machine and import Unsloth when it is the backend, standby set first."""
+    global _STANDBY_SET_HERE
     decision = decide(model_cfg, profile)
     if decision.backend == "unsloth":
-        set_standby_environment(decision.vllm)  # read by Unsloth at import time
+        _STANDBY_SET_HERE = set_standby_environment(decision.vllm) or _STANDBY_SET_HERE  # read at import
         _import_unsloth()
     return decision
+
+
+#: Whether this process set UNSLOTH_VLLM_STANDBY (a failed engine start takes it back).
+_STANDBY_SET_HERE = False
 
 
 def _import_unsloth() -> None:
@@ -378,17 +454,25 @@ def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing,
     if info.use_vllm:
         kwargs["max_lora_rank"] = (lora_cfg.max_lora_rank or lora_cfg.r) if lora_cfg else 16
         kwargs["gpu_memory_utilization"] = choice.gpu_memory_utilization
+    failure = None
     try:
         model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
     except Exception as exc:  # noqa: BLE001 - any engine start failure (attention backend, memory, plugin)
         if not (info.use_vllm and choice.fallback):
             raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {first}); generating without vLLM "
+        failure = f"{type(exc).__name__}: {first}"
+    # Reloaded outside the except block: until it ends, the exception's traceback keeps the frames of
+    # the half-built engine alive, and with them its memory.
+    if failure is not None:
+        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without vLLM "
             "(set model.fast_inference=off to skip the attempt)")
-        _release_cuda_memory()
+        release_engine_memory()
         info.use_vllm = False
+        info.vllm_standby = False
         info.reason = "; ".join(filter(None, [info.reason, "vLLM failed to start, generating without it"]))
+        if os.environ.get("UNSLOTH_VLLM_STANDBY") == "1" and _STANDBY_SET_HERE:
+            os.environ.pop("UNSLOTH_VLLM_STANDBY")  # ours, for an engine that no longer exists
         kwargs.update(fast_inference=False)
         kwargs.pop("max_lora_rank", None)
         kwargs.pop("gpu_memory_utilization", None)
@@ -406,9 +490,19 @@ def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing,
     return model, tokenizer
 
 
-def _release_cuda_memory() -> None:
+def release_engine_memory() -> None:
+    """Give back what a vLLM engine that failed to start still holds: vLLM's distributed state (its
+    own cleanup, when vLLM was imported), unreferenced objects, and torch's cached blocks."""
     import gc
+    import sys
 
+    if "vllm" in sys.modules:
+        try:
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+            cleanup_dist_env_and_memory()
+        except Exception:  # noqa: BLE001 - best effort: another vLLM layout, or nothing to clean
+            pass
     gc.collect()
     try:
         import torch
@@ -454,6 +548,25 @@ def is_adapter_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / "adapter_config.json").exists()
 
 
+def trained_in_4bit(adapter: str | os.PathLike, base: str | None = None) -> bool:
+    """Whether the run that saved ``adapter`` trained on 4-bit weights: its ``run_info.json`` (what the
+    loader did), else its ``config.yaml`` (what it asked for), else a pre-quantized ``base`` name."""
+    import yaml
+
+    here = Path(adapter)
+    for d in (here, *here.parents[:3]):  # the run directory of an adapter or of one of its checkpoints
+        info = d / "run_info.json"
+        if info.is_file():
+            try:
+                return bool(json.loads(info.read_text())["backend"]["load_in_4bit"])
+            except (ValueError, KeyError, TypeError):
+                pass
+        cfg = d / "config.yaml"
+        if cfg.is_file():
+            return bool(((yaml.safe_load(cfg.read_text()) or {}).get("model") or {}).get("load_in_4bit"))
+    return bool(base) and is_prequantized(base)
+
+
 def load_for_inference(name_or_path: str, *, backend: str = "transformers", device: str = "auto",
                        dtype: str = "auto", log=print, profile: CardProfile | None = None) -> LoadedModel:
     """Load a base model, a LoRA adapter directory, a merged model or ``builtin:tiny`` for generation.
@@ -473,25 +586,42 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     chosen = backend
     if backend == "auto":
         chosen = "unsloth" if dev == "cuda" and importlib.util.find_spec("unsloth") else "transformers"
-    info = BackendInfo(chosen, dev, dt, False, False, str(name_or_path), "adapter on " + base if adapter else "")
+    # an adapter is evaluated on the weights it was trained on: a 4-bit run's base loads in 4-bit again
+    four = adapter and trained_in_4bit(path, base)
+    note = "adapter on " + base if adapter else ""
+    if four and dev == "cpu":
+        four = False
+        note += "; trained on 4-bit weights, loaded in 16-bit here (4-bit needs CUDA): close to, not exactly, the trained model"
+    info = BackendInfo(chosen, dev, dt, four, False, str(name_or_path), note)
     log(f"unsloth-grpo: {info.summary()}")
     if chosen == "unsloth":
         _import_unsloth()
         from unsloth import FastLanguageModel
 
-        model, tokenizer = FastLanguageModel.from_pretrained(model_name=path, dtype=torch_dtype(dt), load_in_4bit=False)
+        model, tokenizer = FastLanguageModel.from_pretrained(model_name=path, dtype=torch_dtype(dt), load_in_4bit=four)
         FastLanguageModel.for_inference(model)
         return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok_src = path if (Path(path) / "tokenizer_config.json").exists() else base
     tokenizer = AutoTokenizer.from_pretrained(tok_src)
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype(dt))
+    kwargs: dict[str, Any] = {"dtype": torch_dtype(dt)}
+    if four and not is_prequantized(base):  # a pre-quantized checkpoint says so in its own config
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(  # as the run loaded it (_load_transformers)
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch_dtype(dt))
+    quantized = dev == "cuda" and (four or is_prequantized(base))
+    if quantized:
+        kwargs["device_map"] = {"": 0}  # 4-bit weights are placed while loading; .to() refuses them
+    model = AutoModelForCausalLM.from_pretrained(base, **kwargs)
     if adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, path)
-    model.to(dev)
+    if not quantized:
+        model.to(dev)
     model.eval()
     return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
 

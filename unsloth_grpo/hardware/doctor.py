@@ -20,6 +20,7 @@ simulate a T4, a CPU-only box or a broken version set.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
@@ -70,6 +71,16 @@ TRACKED = (
 #: Other distributions whose declared requirements are checked when they are installed. Only
 #: their unconditional requirements count (Unsloth's extras pin torch builds for other setups).
 THIRD_PARTY_SOURCES = ("unsloth", "unsloth_zoo", "vllm")
+
+#: Packages Unsloth declares on Linux x86-64 that importing it and training never need: missing or
+#: outside Unsloth's range, they are a warning, not a blocking problem (tests/test_gpu_path.py
+#: imports unsloth with the first three hidden).
+NOT_NEEDED_TO_TRAIN = {
+    "xformers": "optional attention kernels: without them Unsloth uses PyTorch attention",
+    "diffusers": "only Unsloth's image-generation paths import it",
+    "pydantic": "only Unsloth's studio app needs it; unsloth_zoo's one import of it is guarded",
+    "certifi": "no module of unsloth or unsloth_zoo imports it (requests uses it for HTTPS)",
+}
 
 
 ERROR = "error"  # blocks: the run would fail
@@ -141,6 +152,7 @@ class TorchInfo:
     gpus: tuple[GPU, ...] = ()
     error: str | None = None  # why torch could not be imported or queried
     nvidia_driver: bool | None = None  # an NVIDIA driver on this machine (None: not looked for)
+    driver_version: str | None = None  # its version, when it could be read
 
 
 @dataclass(frozen=True)
@@ -258,6 +270,8 @@ def combine_specifiers(specs: Iterable[str]) -> str | None:
     others already imply is dropped, so the fix command stays readable.
     """
     combined = functools.reduce(operator.and_, (SpecifierSet(text or "") for text in specs), SpecifierSet())
+    if not hasattr(combined, "is_unsatisfiable"):  # packaging < 26.3: the version checks report packaging itself
+        return ",".join(sorted({str(sp) for sp in combined}, key=lambda t: (_SPEC_ORDER[_op(t)], t)))
     if combined.is_unsatisfiable():
         return None
     kept = sorted(set(combined), key=lambda sp: (_SPEC_ORDER[sp.operator],
@@ -269,6 +283,10 @@ def combine_specifiers(specs: Iterable[str]) -> str | None:
     return ",".join(str(sp) for sp in kept)
 
 
+def _op(spec: str) -> str:
+    return next(op for op in ("===", "==", "~=", "!=", "<=", ">=", "<", ">") if spec.startswith(op))
+
+
 def _contains(spec: str, version: str) -> bool:
     return SpecifierSet(spec).contains(Version(version), prereleases=True)
 
@@ -278,12 +296,15 @@ def pip_command(name: str, spec: str) -> str:
     return f'pip install "{name}{spec}"'
 
 
-def parse_declared(source: str, lines: Iterable[str], *, include_extras: bool) -> list[Declared]:
+def parse_declared(source: str, lines: Iterable[str], *, include_extras: bool,
+                   marker_env: Mapping[str, str] | None = None) -> list[Declared]:
     """Turn requirement lines (as ``importlib.metadata.requires`` returns them) into Declared.
 
-    Lines whose marker does not hold on this platform are dropped. Lines that belong to an
-    extra are kept (as optional) only when ``include_extras``.
+    Lines whose marker does not hold on this platform (or on ``marker_env``, another machine's
+    ``python_version``, ``sys_platform``, ...) are dropped. Lines that belong to an extra are kept
+    (as optional) only when ``include_extras``.
     """
+    machine = dict(marker_env or {})
     merged: dict[tuple[str, str, bool], list[str]] = {}
     for line in lines:
         try:
@@ -294,11 +315,11 @@ def parse_declared(source: str, lines: Iterable[str], *, include_extras: bool) -
         marker = str(req.marker) if req.marker else ""
         extras = re.findall(r"""extra\s*==\s*['"]([^'"]+)['"]""", marker)
         if not extras:
-            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            if req.marker is not None and not req.marker.evaluate({**machine, "extra": ""}):
                 continue
             merged.setdefault((canonicalize_name(req.name), str(req.specifier), False), [])
         elif include_extras:
-            applies = [e for e in extras if req.marker.evaluate({"extra": e})]
+            applies = [e for e in extras if req.marker.evaluate({**machine, "extra": e})]
             if applies:
                 merged.setdefault((canonicalize_name(req.name), str(req.specifier), True), []).extend(applies)
     return [
@@ -316,26 +337,28 @@ def _tidy(spec: str) -> str:
 
 
 def probe_torch() -> TorchInfo:
-    """Import torch and list the visible GPUs. The only heavy import the doctor makes."""
+    """Import torch and list the visible GPUs. The only heavy import the doctor makes.
+
+    The cards are read by :func:`unsloth_grpo.hardware.profiles.cuda_devices`, which leaves CUDA
+    uninitialized in this process (the recipe's preflight runs before ``import unsloth``)."""
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - a broken torch install is itself the finding
         return TorchInfo(None, None, False, (), error=f"{type(exc).__name__}: {exc}")
+    from unsloth_grpo.hardware.profiles import cuda_devices
+
     cuda_build = getattr(torch.version, "cuda", None)
     try:
-        available = bool(torch.cuda.is_available())
-        gpus = []
-        for i in range(torch.cuda.device_count() if available else 0):
-            props = torch.cuda.get_device_properties(i)
-            free = None
-            try:
-                free = int(torch.cuda.mem_get_info(i)[0])
-            except Exception:  # noqa: BLE001 - free memory is a nicety
-                pass
-            gpus.append(GPU(i, props.name, int(props.total_memory), (props.major, props.minor), free))
+        cards = cuda_devices()
+        gpus = [GPU(c["index"], c["name"], int(c["total_bytes"]), tuple(c["capability"]), c.get("free_bytes"))
+                for c in cards]
     except Exception as exc:  # noqa: BLE001 - e.g. a driver/runtime mismatch
         return TorchInfo(torch.__version__, cuda_build, False, (), error=f"{type(exc).__name__}: {exc}")
-    return TorchInfo(str(torch.__version__), cuda_build, available, tuple(gpus), nvidia_driver=nvidia_driver_present())
+    driver = nvidia_driver_present()
+    from unsloth_grpo.hardware.profiles import nvidia_driver_version
+
+    return TorchInfo(str(torch.__version__), cuda_build, bool(gpus), tuple(gpus), nvidia_driver=driver,
+                     driver_version=nvidia_driver_version() if driver else None)
 
 
 def nvidia_driver_present() -> bool:
@@ -460,16 +483,23 @@ def _own_requirements() -> tuple[list[str] | None, str | None, str]:
     pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
     if not pyproject.is_file():
         return None, None, f"{PACKAGE} is not installed and no pyproject.toml was found"
+    lines, python = requirements_from_pyproject(pyproject)
+    return lines, python, str(pyproject)
+
+
+def requirements_from_pyproject(pyproject: Path) -> tuple[list[str], str | None]:
+    """``pyproject.toml``'s requirements as metadata lines (extras as ``extra == "..."`` markers) and
+    its ``requires-python``: what an install of this checkout would declare."""
     import tomllib
 
-    project = tomllib.loads(pyproject.read_text()).get("project", {})
+    project = tomllib.loads(Path(pyproject).read_text()).get("project", {})
     lines = list(project.get("dependencies", []))
     for extra, reqs in project.get("optional-dependencies", {}).items():
         for line in reqs:
             base, _, marker = line.partition(";")
             cond = f'({marker.strip()}) and extra == "{extra}"' if marker.strip() else f'extra == "{extra}"'
             lines.append(f"{base.strip()}; {cond}")
-    return lines, project.get("requires-python"), str(pyproject)
+    return lines, project.get("requires-python")
 
 
 def choose_backend(unsloth_importable: bool, world_size: int = 1, cuda_available: bool = True) -> tuple[str, str]:
@@ -509,6 +539,7 @@ def collect_report(
     vllm_server: tuple[str, int] | None = None,
     server_probe: Callable[[str, int, float], tuple[bool, str]] = http_health_probe,
     disk_free: Callable[[str], int] = free_disk,
+    marker_env: Mapping[str, str] | None = None,
 ) -> Report:
     """Gather everything the checks need. No check is made here; see :func:`run_checks`.
 
@@ -520,6 +551,8 @@ def collect_report(
       env           environment variables (default ``os.environ``)
       importable    module name -> whether ``import`` would find it (default: find_spec)
       hub_probe / server_probe / disk_free   network and disk probes
+      marker_env    the machine requirement markers are evaluated for (another machine's
+                    python_version, sys_platform, ...; default: this one)
     """
     env = dict(os.environ if env is None else env)
     if importable is None:
@@ -539,7 +572,7 @@ def collect_report(
         declared_from = "given by the caller"
     declared: list[Declared] = []
     for dist, lines in reqs.items():
-        declared += parse_declared(dist, lines, include_extras=dist == PACKAGE)
+        declared += parse_declared(dist, lines, include_extras=dist == PACKAGE, marker_env=marker_env)
 
     names = list(dict.fromkeys([canonicalize_name(n) for n in TRACKED] + [d.name for d in declared]
                                + ["vllm-bnb-plugin"]))
@@ -685,17 +718,19 @@ def _version_problems(report: Report, backend: str, fast_inference: str) -> list
         installed = report.version(name)
         # Optional ranges (our extras) only apply to what is installed.
         applicable = [d for d in by_name.get(name, []) if installed is not None or not d.optional]
+        spare = NOT_NEEDED_TO_TRAIN.get(name) if all(d.source != PACKAGE for d in applicable) else None
         if installed is None:
             required_by = [d for d in applicable if not d.optional]
             if not required_by:
                 continue
-            blocking = any(_source_is_used(d.source, backend, fast_inference) for d in required_by)
+            blocking = any(_source_is_used(d.source, backend, fast_inference) for d in required_by) and not spare
             spec = combine_specifiers(d.specifier for d in required_by)
             out.append(
                 Problem(
                     ERROR if blocking else WARNING,
                     "versions",
-                    f"{name} is not installed; required by " + ", ".join(_who(d) for d in required_by),
+                    f"{name} is not installed; required by " + ", ".join(_who(d) for d in required_by)
+                    + (f" (not needed to train: {spare})" if spare else ""),
                     pip_command(name, spec or ""),
                     package=name,
                 )
@@ -722,6 +757,9 @@ def _version_problems(report: Report, backend: str, fast_inference: str) -> list
                 extra_specs.append(issue.exclude)
         if not reasons:
             continue
+        if spare:
+            severities = [WARNING for _ in severities]
+            reasons.append(f"not needed to train: {spare}")
         spec = combine_specifiers([d.specifier for d in applicable] + extra_specs)
         if spec is None:
             fix = (
@@ -830,8 +868,12 @@ def _gpu_problems(report: Report, backend: str, need_bf16: bool | None) -> list[
             fix = ("fine for the smoke presets and for --preset smollm2 (a real 135M model, minutes per run); "
                    "a larger model needs a machine with a CUDA GPU")
         elif t.cuda_build:
-            msg = f"torch {t.version} is a CUDA {t.cuda_build} build but no GPU is visible"
-            fix = "check the driver with `nvidia-smi` and that CUDA_VISIBLE_DEVICES is not empty"
+            from unsloth_grpo.hardware.profiles import driver_problem
+
+            too_old = driver_problem(t.version, t.cuda_build, t.driver_version)
+            msg = too_old or f"torch {t.version} is a CUDA {t.cuda_build} build but no GPU is visible"
+            fix = ("update the NVIDIA driver, or install a torch built for an older CUDA" if too_old else
+                   "check the driver with `nvidia-smi` and that CUDA_VISIBLE_DEVICES is not empty")
         else:
             msg = f"torch {t.version} is a CPU-only build"
             fix = "install a CUDA build of torch (see https://pytorch.org/get-started/locally/) to use a GPU"
@@ -868,7 +910,8 @@ def _vllm_problems(report: Report, fast_inference: str, load_in_4bit: bool = Tru
     installed = report.version("vllm")
     if installed is not None and fast_inference != "off":
         problem = vllm_version_problem(installed, load_in_4bit=load_in_4bit,
-                                       bnb_plugin=report.version("vllm-bnb-plugin") is not None)
+                                       bnb_plugin=report.version("vllm-bnb-plugin") is not None,
+                                       bnb_version=report.version("bitsandbytes"))
         if problem and report.vllm_usable:  # the TRL range itself already made it unusable
             severity = ERROR if fast_inference == "on" else WARNING
             what = "fast_inference is 'on'" if fast_inference == "on" else "fast_inference auto generates without vLLM"
@@ -980,6 +1023,35 @@ def _in_cache(repo: str, cache_dir: str) -> bool:
         return False
 
 
+def hub_unreachable(env: Mapping[str, str] | None = None,
+                    probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe) -> str | None:
+    """Why the model hub cannot be used now (offline mode, or no answer within ``HUB_TIMEOUT_S``), or None.
+
+    One short TCP probe instead of the libraries' own retries, which take ~25 s to give up.
+    """
+    env = dict(os.environ if env is None else env)
+    if any(_truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return "offline mode is on (HF_HUB_OFFLINE)"
+    host, port = hub_address(env)
+    ok, detail = probe(host, port, HUB_TIMEOUT_S)
+    return None if ok else f"the hub {host} does not answer ({detail})"
+
+
+@contextlib.contextmanager
+def hub_offline_mode():
+    """Load from the local cache only, for the duration: what ``HF_HUB_OFFLINE=1`` does, switched
+    on after the libraries were imported (they read the variable once, at import)."""
+    import datasets
+    import huggingface_hub.constants as hub_constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
+
+
 def needs_gpu(model_cfg) -> bool:
     """Whether a model section only runs on a CUDA GPU: a pre-quantized checkpoint, vLLM asked for,
     or a hub model to load in 4-bit. A local directory or ``builtin:tiny`` loads in full precision
@@ -990,9 +1062,28 @@ def needs_gpu(model_cfg) -> bool:
             or (bool(model_cfg.load_in_4bit) and not local))
 
 
+def cuda_driver_problem() -> str | None:
+    """Why this machine's torch sees no GPU although an NVIDIA driver is here (None when not that)."""
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - the version checks report a broken torch
+        return None
+    from unsloth_grpo.hardware.profiles import driver_problem, nvidia_driver_version
+
+    cuda = getattr(torch.version, "cuda", None)
+    if not cuda or not nvidia_driver_present():
+        return None
+    driver = nvidia_driver_version()
+    return driver_problem(torch.__version__, cuda, driver) or (
+        f"torch {torch.__version__} (built for CUDA {cuda}) sees no GPU although an NVIDIA driver is installed"
+        + (f" (version {driver})" if driver else "") + "; `nvidia-smi` shows whether the driver works, and "
+        "CUDA_VISIBLE_DEVICES must not be empty")
+
+
 def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str, str] | None = None,
                     hub_probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe,
-                    cache_dir: str | None = None) -> list[Problem]:
+                    cache_dir: str | None = None,
+                    cuda_problem: Callable[[], str | None] | None = None) -> list[Problem]:
     """What stops ``cfg`` on this machine before anything is loaded, each with the fix.
 
     - no CUDA GPU (``profile`` is the CPU profile) for a recipe that needs one;
@@ -1013,11 +1104,17 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     name = str(m.name)
     out: list[Problem] = []
     if not profile.cuda and m.device != "cpu" and needs_gpu(m):
-        out.append(Problem(
-            ERROR, "gpu", "no CUDA GPU: this recipe needs one; `--preset smoke` runs here "
-            f"(it loads {name}{' in 4-bit' if m.load_in_4bit else ''})",
-            f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
-            "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
+        driver = (cuda_problem or cuda_driver_problem)()
+        if driver:  # a GPU is here, but this torch cannot use it: "no CUDA GPU" would send the user away
+            out.append(Problem(ERROR, "gpu", f"this recipe needs the GPU, but {driver}",
+                               f"fix the driver/torch pair (`unsloth-grpo doctor` reports it); `--preset smoke` "
+                               f"runs on the CPU meanwhile: python -m unsloth_grpo.recipes.{cfg.task} --preset smoke"))
+        else:
+            out.append(Problem(
+                ERROR, "gpu", "no CUDA GPU: this recipe needs one; `--preset smoke` runs here "
+                f"(it loads {name}{' in 4-bit' if m.load_in_4bit else ''})",
+                f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
+                "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
     if name.startswith("builtin:"):
         return out + _real_builtin_problems(name)
     if _looks_local(name):
@@ -1030,15 +1127,9 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     cache = cache_dir or hf_cache_dir(env)
     if _in_cache(name, cache):
         return out
-    host, port = hub_address(env)
-    offline = any(_truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    if not offline:
-        ok, detail = hub_probe(host, port, HUB_TIMEOUT_S)
-        if ok:
-            return out
-        why = f"the hub {host} does not answer ({detail})"
-    else:
-        why = "offline mode is on (HF_HUB_OFFLINE)"
+    why = hub_unreachable(env, hub_probe)
+    if why is None:
+        return out
     import difflib
 
     from unsloth_grpo.hardware.memory import BUILTIN_HUB_IDS
@@ -1128,7 +1219,8 @@ def render(report: Report, problems: Sequence[Problem], console=None) -> None:
         table.add_row(
             Text(name),
             Text(installed or "not installed"),
-            Text(allowed or ("any" if decls else "")),
+            # ", " between specifiers: a narrow screen wraps the range between two of them, never inside one
+            Text(allowed.replace(",", ", ") if allowed else ("any" if decls else "")),
             mark,
         )
     console.print(table)
@@ -1208,9 +1300,13 @@ def run(args: argparse.Namespace) -> int:
     fast = getattr(args, "fast_inference", None)
     output_dir = getattr(args, "output_dir", None)
     if getattr(args, "config", None):
-        from unsloth_grpo.config import load_config
+        from unsloth_grpo.config import ConfigError, load_config
 
-        cfg = load_config(args.config)
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as exc:  # a missing or malformed file: one line, exit 2, as the recipes say it
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         backend = backend or cfg.model.backend
         need_bf16 = need_bf16 if need_bf16 is not None else cfg.model.dtype == "bf16"
         fast = fast or cfg.model.fast_inference

@@ -1,4 +1,4 @@
-"""From a run to a model you can ship: merge LoRA into 16-bit weights, GGUF, push to the hub.
+"""From a run to a model you can ship: merge LoRA into the base weights, GGUF, push to the hub.
 
     unsloth-grpo export --model outputs/smoke --merged exports/smoke
     unsloth-grpo export --model outputs/run --merged exports/run --gguf exports/run-gguf --quant q4_k_m
@@ -6,10 +6,14 @@
 
 ``--model`` is a run directory (its final adapter), a checkpoint, or any LoRA adapter directory.
 The merge uses Unsloth's ``save_pretrained_merged(save_method="merged_16bit")`` when Unsloth is
-the backend (``--backend auto`` picks it on a CUDA machine with Unsloth installed; it also
-handles 4-bit bases) and peft's ``merge_and_unload`` otherwise. The merged directory holds the
-weights, the tokenizer with its chat template, and ``reproducibility.json`` (the run's bundle plus
-how the export was made), and loads with plain ``AutoModelForCausalLM.from_pretrained``.
+the backend (``--backend auto`` picks it on a CUDA machine with Unsloth installed; for a run
+trained on 4-bit weights it downloads the base's 16-bit repository and merges the adapter onto
+those weights) and peft's ``merge_and_unload`` otherwise, in the dtype the run trained in (an
+fp32 run stays fp32; ``--dtype`` chooses another). ``--verify`` compares the merged model's
+logits with the adapter model's against a tolerance that fits the merged dtype. The merged
+directory holds the weights, the tokenizer with its chat template, and ``reproducibility.json``
+(the run's bundle plus how the export was made), and loads with plain
+``AutoModelForCausalLM.from_pretrained``.
 
 The hub token is read from ``HF_TOKEN`` (or ``HUGGING_FACE_HUB_TOKEN``) and handed to the upload
 call only; it is never written to any file.
@@ -61,6 +65,8 @@ class ExportResult:
     gguf_files: list[Path] = field(default_factory=list)
     pushed_to: str | None = None
     notes: list[str] = field(default_factory=list)
+    dtype: str | None = None  # of the merged weights: fp32, bf16 or fp16
+    dtype_reason: str = ""  # why that dtype, in words
 
 
 # ---------------------------------------------------------------- what to export
@@ -114,6 +120,24 @@ def _base_dtype(base: str) -> tuple[str, bool]:
     return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name, "fp16"), quantized
 
 
+def trained_dtype(source: Path) -> str | None:
+    """The dtype the run that made ``source`` trained in: ``run_info.json`` (what the loader chose),
+    else ``config.yaml``'s ``model.dtype`` when it names one; None for an adapter from elsewhere."""
+    import yaml
+
+    run = _run_dir_of(source)
+    try:
+        dt = json.loads((run / "run_info.json").read_text())["backend"]["dtype"]
+    except (OSError, ValueError, KeyError, TypeError):
+        dt = None
+    if dt is None and (run / "config.yaml").is_file():
+        try:
+            dt = ((yaml.safe_load((run / "config.yaml").read_text()) or {}).get("model") or {}).get("dtype")
+        except (OSError, yaml.YAMLError, AttributeError):
+            dt = None
+    return dt if dt in ("bf16", "fp16", "fp32") else None
+
+
 def choose_backend(requested: str) -> str:
     """'unsloth' or 'peft'. ``auto``: Unsloth when it is installed and a CUDA GPU is visible."""
     if requested not in ("auto", "unsloth", "peft"):
@@ -141,7 +165,19 @@ def hub_token() -> str | None:
 # ---------------------------------------------------------------- the export itself
 
 
-def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path, dtype: str, log) -> Any:
+def merge_dtype(requested: str, source: Path, base_dtype: str) -> tuple[str, str]:
+    """(dtype of the merged weights, why) for ``--dtype``. ``auto``: the dtype the run trained in,
+    so an fp32 run stays fp32 and the merge computes what training computed; for an adapter without
+    a run record, the base checkpoint's dtype."""
+    if requested != "auto":
+        return requested, "--dtype"
+    trained = trained_dtype(source)
+    if trained is not None:
+        return trained, "the dtype the run trained in"
+    return base_dtype, "the base model's dtype"
+
+
+def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path, dtype: str, log) -> tuple[str, str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -153,9 +189,7 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
         raise ExportError(f"the base model '{weights_from}' is quantized (4/8-bit); merging into it would lose "
                           "precision. Use --backend unsloth (pip install 'unsloth-grpo[unsloth]'), which merges "
                           "into 16-bit weights, or pass --base-model with the 16-bit version of the same model")
-    # auto: the base's 16-bit dtype; an fp32 base (the smoke run's tiny model) is written in bf16, since
-    # a merged export is 16-bit by definition (pass --dtype fp32 to keep full precision)
-    dt = (base_dt if base_dt != "fp32" else "bf16") if dtype == "auto" else dtype
+    dt, why = merge_dtype(dtype, source, base_dt)
     tok_dir = source if (source / "tokenizer_config.json").is_file() else Path(weights_from)
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     model = AutoModelForCausalLM.from_pretrained(weights_from, dtype=torch_dtype(dt))
@@ -166,8 +200,8 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
     with torch.no_grad():
         model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
-    log(f"merged ({dt}) -> {out}")
-    return model, tokenizer
+    log(f"merged ({dt}, {why}) -> {out}")
+    return dt, why
 
 
 def trained_in_4bit(source: Path) -> bool:
@@ -223,6 +257,45 @@ def _load_unsloth(source: Path):
     return FastLanguageModel.from_pretrained(model_name=str(source), load_in_4bit=trained_in_4bit(source))
 
 
+def unsloth_merge_base(source: Path, base: str | None, *, env=None,
+                       hub_probe: Callable[[str, int, float], tuple[bool, str]] | None = None) -> str | None:
+    """The 16-bit weights Unsloth's 16-bit merge of a 4-bit run downloads; raises when they cannot be had.
+
+    ``save_pretrained_merged(save_method="merged_16bit")`` does not merge into the 4-bit model: it
+    fetches the base's 16-bit repository shard by shard (unsloth_zoo ``merge_and_overwrite_lora``)
+    and merges the adapter onto those weights. Offline and without them in the cache it raises. A
+    run trained in 16-bit returns None (its base is what it loads).
+    """
+    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized
+    from unsloth_grpo.hardware import doctor
+
+    if not (trained_in_4bit(source) or (base and is_prequantized(base))):
+        return None
+    name = full_precision_name(base) if base else None
+    if not name or Path(name).expanduser().is_dir():
+        return name
+    env = dict(os.environ if env is None else env)
+    cache = doctor.hf_cache_dir(env)
+    from huggingface_hub import try_to_load_from_cache
+
+    for weights in ("model.safetensors.index.json", "model.safetensors"):
+        try:
+            if isinstance(try_to_load_from_cache(name, weights, cache_dir=cache), str):
+                return name
+        except ValueError:
+            break
+    offline = any(doctor._truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    host, port = doctor.hub_address(env)
+    ok, why = (False, "offline mode is on") if offline else (hub_probe or doctor.tcp_probe)(host, port, 3.0)
+    if ok:
+        return name
+    raise ExportError(
+        f"the 16-bit export of this 4-bit run merges the adapter onto the 16-bit weights of {name}, which Unsloth "
+        f"downloads (it does not merge into the 4-bit weights); they are not in the cache ({cache}) and the hub "
+        f"cannot be reached ({why}). Run once with network, or merge onto a local 16-bit copy: "
+        f"--backend peft --base-model PATH")
+
+
 def _check_quant(quant: str) -> None:
     try:
         from unsloth.save import ALLOWED_QUANTS
@@ -267,12 +340,22 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
         _refuse_overwrite(out, source)
         out.mkdir(parents=True, exist_ok=True)
         if chosen == "unsloth":
+            onto = unsloth_merge_base(source, base)  # before loading: offline, a missing base stops here
             unsloth_model, tokenizer = _load_unsloth(source)
-            unsloth_model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
-            result.method = "unsloth save_pretrained_merged(merged_16bit)"
-            log(f"merged (16-bit, Unsloth) -> {out}")
+            if onto:
+                log(f"merging the adapter onto the 16-bit weights of {onto} (Unsloth downloads them)")
+            try:
+                unsloth_model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
+            except Exception as exc:  # noqa: BLE001 - Unsloth raises RuntimeError for a base it cannot fetch
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise ExportError(f"Unsloth's 16-bit merge failed: {type(exc).__name__}: {first}"
+                                  + (f" (it merges onto {onto}; with network, or with a local 16-bit copy and "
+                                     "--backend peft --base-model PATH, the export works)" if onto else "")) from exc
+            result.method = "unsloth save_pretrained_merged(merged_16bit)" + (f" onto {onto}" if onto else "")
+            result.dtype, result.dtype_reason = saved_dtype(out), "Unsloth merges into 16-bit weights"
+            log(f"merged ({result.dtype or '16-bit'}, Unsloth) -> {out}")
         else:
-            _merge_peft(adapter, source, base, out, dtype, log)
+            result.dtype, result.dtype_reason = _merge_peft(adapter, source, base, out, dtype, log)
             result.method = "peft merge_and_unload" if adapter is not None else "re-saved (no adapter to merge)"
     if gguf_dir is not None:
         result.gguf_dir = Path(gguf_dir)
@@ -285,19 +368,17 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
             raise ExportError(msg)
         if unsloth_model is None:
             unsloth_model, tokenizer = _load_unsloth(source)
+        there_before = _entries(result.gguf_dir)
         result.gguf_dir.mkdir(parents=True, exist_ok=True)
         try:
             with system_installs(allow_system_install):
                 unsloth_model.save_pretrained_gguf(str(result.gguf_dir), tokenizer, quantization_method=quant.lower())
         except Exception as exc:  # noqa: BLE001 - llama.cpp build/convert failures of every kind
+            _remove_new_entries(result.gguf_dir, there_before)  # no half-made GGUF folder is left behind
             if result.merged_dir is not None:
                 _write_export_bundle(result, quant, log)
             if not allow_system_install and "UNSLOTH_AUTO_INSTALL=0" in str(exc):
-                missing = str(exc).split("`")[1] if str(exc).count("`") >= 2 else "some system packages"
-                raise ExportError(
-                    f"building llama.cpp for the GGUF export needs system packages that are missing: {missing}. "
-                    f"Nothing was installed. Install them yourself (e.g. sudo apt-get install {missing}), or pass "
-                    "--allow-system-install to let Unsloth install them") from None
+                raise ExportError(_declined_install_message(exc)) from None
             raise ExportError(f"GGUF conversion failed: {type(exc).__name__}: {exc}\n"
                               + GGUF_HELP.format(merged=merged_dir or "MERGED_DIR", gguf=gguf_dir,
                                                  quant=quant.lower(), QUANT=quant.upper())) from exc
@@ -311,6 +392,56 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
         result.pushed_to = push_folder(result.merged_dir, push_to_hub, token=token, private=private,
                                        extra_files=result.gguf_files, log=log)
     return result
+
+
+def _entries(folder: Path) -> set[str] | None:
+    """The names in ``folder``, or None when it does not exist."""
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else None
+
+
+def _remove_new_entries(folder: Path, before: set[str] | None) -> None:
+    """Put ``folder`` back as :func:`_entries` found it: gone if it was new, else without what was added."""
+    import shutil
+
+    if before is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for p in folder.iterdir():
+        if p.name not in before:
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+
+
+def missing_build_packages() -> list[str]:
+    """The system packages llama.cpp's build needs that this machine lacks, as Unsloth checks them
+    (``check_build_requirements``: ``shutil.which`` and the package database; it installs nothing)."""
+    try:
+        from unsloth_zoo.llama_cpp import check_build_requirements
+
+        return sorted(check_build_requirements()[0])
+    except Exception:  # noqa: BLE001 - an Unsloth without the check: the message says what it can
+        return []
+
+
+def _declined_install_message(exc: BaseException) -> str:
+    """What to do when Unsloth would have installed something for llama.cpp and was not allowed to.
+
+    Unsloth names the packages when it stops at its installer (between backticks); when it stops
+    earlier, because llama.cpp itself is absent, it names nothing, so the list is asked for here.
+    """
+    text = str(exc)
+    missing = text.split("`")[1].split() if text.count("`") >= 2 else missing_build_packages()
+    no_llama = "llama.cpp is not installed" in text
+    head = ("the GGUF export needs llama.cpp, which is not installed here (Unsloth would download or build it)"
+            if no_llama else "building llama.cpp for the GGUF export needs more system packages")
+    also = "put a built llama.cpp in ./llama.cpp"
+    if missing:
+        listed = " ".join(missing)
+        then = ("then pass --allow-system-install to let Unsloth fetch and build llama.cpp" if no_llama
+                else "or pass --allow-system-install to let Unsloth install them")
+        return (f"{head}; system packages missing: {listed}. Nothing was installed. Install them yourself (on "
+                f"Debian/Ubuntu: sudo apt-get install {listed}), {then}; or {also}")
+    return (f"{head}; no system package is missing. Nothing was installed. Pass --allow-system-install to let "
+            f"Unsloth fetch and build llama.cpp (network needed), or {also}")
 
 
 def _refuse_overwrite(out: Path, source: Path) -> None:
@@ -458,34 +589,91 @@ def push_folder(folder: Path, repo: str, *, token: str, private: bool = True, ex
     return url
 
 
-def compare_logits(model_a, model_b, tokenizer, texts: list[str]) -> float:
-    """Largest absolute difference between two models' logits on ``texts`` (a merge check)."""
+def compare_logits(model_a, model_b, tokenizer, texts: list[str], *, scale: bool = False):
+    """Largest absolute difference between two models' logits on ``texts`` (a merge check);
+    with ``scale``, (that difference, the largest absolute logit of ``model_a``)."""
     import torch
 
-    worst = 0.0
+    worst = largest = 0.0
     with torch.no_grad():
         for text in texts:
             ids = tokenizer(text, return_tensors="pt", add_special_tokens=False)
             a = model_a(**ids).logits.float()
             b = model_b(**ids).logits.float()
             worst = max(worst, (a - b).abs().max().item())
-    return worst
+            largest = max(largest, a.abs().max().item())
+    return (worst, largest) if scale else worst
 
 
-def verify_merge(result: ExportResult, texts: list[str] | None = None) -> float:
-    """Reload the merged directory with plain transformers and compare it with the adapter model."""
+#: ``--verify``'s tolerance for each dtype of the merged weights, as a share of the adapter model's
+#: largest absolute logit. Merging in that dtype rounds every weight, so the logits move by an amount
+#: that grows with the logits and with the dtype's precision. Measured with ``export --verify``
+#: (docs/export.md): a correct merge into SmolLM2-135M-Instruct differs by 2.9e-6 (fp32), 6.0e-4
+#: (fp16) and 4.0e-3 (bf16) of its largest logit; the smoke run's tiny model by 4.3e-6, 1.9e-3 and
+#: 0.12 (bf16 cannot hold its large weights: its outputs change, and --verify says so). A merge into
+#: the wrong weights moves them by about the whole logit scale.
+VERIFY_TOLERANCE = {"fp32": 2e-5, "fp16": 2e-2, "bf16": 5e-2}
+
+
+@dataclass
+class Verification:
+    """The merged model against the adapter model it came from, on the same text."""
+
+    dtype: str  # of the merged weights
+    max_abs_diff: float
+    max_abs_logit: float
+
+    @property
+    def tolerance(self) -> float:
+        return VERIFY_TOLERANCE[self.dtype] * max(self.max_abs_logit, 1.0)
+
+    @property
+    def ok(self) -> bool:
+        return self.max_abs_diff <= self.tolerance
+
+    def summary(self) -> str:
+        share = self.max_abs_diff / max(self.max_abs_logit, 1e-12)
+        head = (f"merged ({self.dtype}) vs adapter logits: max abs diff {self.max_abs_diff:.2e} "
+                f"({share:.1e} of the largest logit, {self.max_abs_logit:.1f}); {self.dtype} tolerance "
+                f"{self.tolerance:.2e} ({VERIFY_TOLERANCE[self.dtype]:g} of it)")
+        if self.ok:
+            return f"{head}: ok"
+        return (f"{head}: EXCEEDED. The merged weights do not compute what the trained adapter computes"
+                + (f"; {self.dtype} rounds them too coarsely for this model: export with --dtype fp32"
+                   if self.dtype != "fp32" else "; the merge is wrong (check --base-model is the weights the "
+                   "run trained on)"))
+
+
+def saved_dtype(model_dir: Path) -> str | None:
+    """The dtype a saved model's config.json records, as fp32 / bf16 / fp16."""
+    try:
+        cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    name = str(cfg.get("dtype") or cfg.get("torch_dtype") or "").replace("torch.", "")
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name)
+
+
+def verify_merge(result: ExportResult, texts: list[str] | None = None) -> Verification:
+    """Reload the merged directory with plain transformers and compare it with the adapter model,
+    both computed in fp32, against the tolerance of the merged weights' dtype."""
     from transformers import AutoModelForCausalLM
 
     from unsloth_grpo.hardware.backend import load_for_inference
 
     if result.merged_dir is None:
         raise ExportError("no merged directory to verify")
+    dtype = saved_dtype(result.merged_dir) or result.dtype
+    if dtype not in VERIFY_TOLERANCE:
+        raise ExportError(f"{result.merged_dir}/config.json records no dtype --verify knows "
+                          f"({', '.join(VERIFY_TOLERANCE)})")
     texts = texts or ["<|im_start|>user\nWhat is 15 + 27?<|im_end|>\n<|im_start|>assistant\n"]
     ref = load_for_inference(str(result.source), backend="transformers", device="cpu", dtype="fp32",
                              log=lambda _m: None)
     merged = AutoModelForCausalLM.from_pretrained(str(result.merged_dir), dtype="float32")
     merged.eval()
-    return compare_logits(ref.model, merged, ref.tokenizer, texts)
+    diff, largest = compare_logits(ref.model, merged, ref.tokenizer, texts, scale=True)
+    return Verification(dtype, diff, largest)
 
 
 # ---------------------------------------------------------------- CLI
@@ -493,11 +681,11 @@ def verify_merge(result: ExportResult, texts: list[str] | None = None) -> float:
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
-        "export", help="Merge a run's LoRA adapter into 16-bit weights; optionally GGUF and hub upload.",
+        "export", help="Merge a run's LoRA adapter into the base weights; optionally GGUF and hub upload.",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="Run directory, checkpoint or LoRA adapter directory.")
-    p.add_argument("--merged", metavar="DIR", help="Write the merged 16-bit model (with tokenizer) here.")
+    p.add_argument("--merged", metavar="DIR", help="Write the merged model (with tokenizer) here.")
     p.add_argument("--gguf", metavar="DIR", help="Also write a GGUF file here (needs Unsloth).")
     p.add_argument("--quant", default="q4_k_m", help="GGUF quantization method (default q4_k_m).")
     p.add_argument("--allow-system-install", action="store_true",
@@ -509,9 +697,13 @@ def add_parser(subparsers) -> None:
                    help="Merge with Unsloth or peft (auto: Unsloth on a CUDA machine when installed).")
     p.add_argument("--base-model", help="Base model to merge into, when the adapter's recorded base is not here.")
     p.add_argument("--dtype", default="auto", choices=["auto", "bf16", "fp16", "fp32"],
-                   help="Weights dtype of the merged model with the peft backend (auto: the base model's).")
+                   help="Weights dtype of the merged model with the peft backend. auto: the dtype the run trained "
+                        "in (its run_info.json: an fp32 run stays fp32), else the base checkpoint's; the Unsloth "
+                        "backend always writes 16-bit.")
     p.add_argument("--verify", action="store_true",
-                   help="Reload the merged model and report the largest logit difference from the adapter model.")
+                   help="Reload the merged model, compare its logits with the adapter model's, and exit 1 when they "
+                        "differ by more than the merged dtype's tolerance (" + ", ".join(
+                            f"{k} {v:g}" for k, v in VERIFY_TOLERANCE.items()) + " of the largest logit).")
     p.set_defaults(func=run)
 
 
@@ -524,14 +716,21 @@ def run(args: argparse.Namespace) -> int:
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.verify and result.merged_dir is not None:
-        diff = verify_merge(result)
-        print(f"verify: merged vs adapter logits, max abs diff {diff:.2e}")
     if result.merged_dir is not None:
-        print(f"done: {result.merged_dir} ({result.method}); load it with "
+        print(f"done: {result.merged_dir} ({result.method}, {result.dtype or 'dtype unknown'}"
+              + (f": {result.dtype_reason}" if result.dtype_reason else "") + "); load it with "
               f"AutoModelForCausalLM.from_pretrained('{result.merged_dir}')")
+    if args.verify and result.merged_dir is not None:
+        try:
+            check = verify_merge(result)
+        except ExportError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"verify: {check.summary()}", file=sys.stdout if check.ok else sys.stderr)
+        return 0 if check.ok else 1
     return 0
 
 
-__all__ = ["ExportError", "ExportResult", "add_parser", "compare_logits", "export_model", "hub_token", "model_card",
-           "push_folder", "resolve_source", "run", "verify_merge", "write_model_card"]
+__all__ = ["VERIFY_TOLERANCE", "ExportError", "ExportResult", "Verification", "add_parser", "compare_logits",
+           "export_model", "hub_token", "merge_dtype", "model_card", "push_folder", "resolve_source", "run",
+           "trained_dtype", "verify_merge", "write_model_card"]

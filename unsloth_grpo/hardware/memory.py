@@ -649,9 +649,10 @@ def estimate_memory(
       for its weights, activations and KV cache. With Unsloth the training model shares
       vLLM's weights, so the term is the pool minus ``weights``; with the transformers
       backend TRL's colocated vLLM holds its own copy and the whole pool counts. With
-      ``vllm_standby`` (Unsloth's standby mode) vLLM sleeps during the training pass and
-      gives its KV cache back, so the pool minus the shared weights counts in the
-      generation phase instead of the static terms.
+      ``vllm_standby`` vLLM sleeps during the training pass (Unsloth's standby mode, or TRL's
+      ``vllm_enable_sleep_mode`` on the transformers backend) and gives its pool back, so the
+      pool (minus the shared weights with Unsloth) counts in the generation phase instead of
+      the static terms.
     - ``cuda_context``: ``cuda_context_gb`` (0.5 GiB): driver context, cuBLAS workspace,
       kernels. Not seen by ``torch.cuda.max_memory_allocated``.
 
@@ -755,8 +756,11 @@ def estimate_memory(
                          f"and overhead need; raise gpu_memory_utilization to {vllm_utilization_for(shape, gpu_total_gb, gen_batch=gen_batch, seq_len=T, backend=backend, quantization=quant, dtype=dtype):.2f}")
         if backend == "unsloth":
             pool = max(0.0, pool - weights)  # the training model uses vLLM's weights
-    if vllm_standby and not (use_vllm and backend == "unsloth"):
-        raise ValueError("vllm_standby needs use_vllm=True and backend='unsloth' (it is Unsloth's mode)")
+    if vllm_standby and not use_vllm:
+        raise ValueError("vllm_standby needs use_vllm=True (it is vLLM asleep while the model trains)")
+    if use_vllm and backend == "transformers" and quant:
+        raise ValueError("the transformers backend does not pair TRL's colocated vLLM with 4-bit or 8-bit weights "
+                         "(see unsloth_grpo.hardware.profiles.TRANSFORMERS_4BIT_VLLM); plan 16-bit weights")
     add("weights", weights, "static")
     add("full_finetune_state" if full_ft else "lora", train_state, "static")
     add("reference", ref, "static")
@@ -929,6 +933,10 @@ def dtype_for(compute_capability: float | tuple[int, int] | None) -> str:
     return training_dtype(from_gpu({"name": "GPU", "total_gb": 0.0, "compute_capability": compute_capability}))
 
 
+#: The plan's note when no compute capability was given (callers add how to give it: a flag, an argument).
+UNKNOWN_CAPABILITY_NOTE = "compute capability unknown: bf16 assumed (a card below 8.0, such as a T4 at 7.5, trains in fp16)"
+
+
 def plan(
     model_config: Any,
     vram_gb: float,
@@ -964,8 +972,9 @@ def plan(
     ``compute_capability`` (e.g. 7.5 for a T4) picks fp16 below 8.0 and bf16 otherwise.
     With ``use_vllm`` the planner also picks ``gpu_memory_utilization``: the smallest pool
     (in steps of 0.05) that holds vLLM's weights and one generation round's KV cache; with
-    ``vllm_standby`` the pool is the share Unsloth's standby mode sets for the card
-    (:func:`unsloth_grpo.hardware.profiles.standby_utilization`).
+    ``vllm_standby`` on the Unsloth backend the pool is the share Unsloth's standby mode sets
+    for the card (:func:`unsloth_grpo.hardware.profiles.standby_utilization`). On the
+    transformers backend vLLM generates from 16-bit weights only.
 
     When nothing fits, the returned plan has ``fits=False``, a ``reason``, and (when
     ``alternatives``) the nearest feasible ``alternative``: 4-bit instead of 16-bit, else
@@ -979,7 +988,7 @@ def plan(
     budget = vram_gb * (1 - margin)
     notes = []
     if compute_capability is None:
-        notes.append("compute capability unknown: assumed bf16 support (pass compute_capability=7.5 for a T4)")
+        notes.append(UNKNOWN_CAPABILITY_NOTE)
     limit = max_seq_length or shape.max_position_embeddings or 10**9
 
     gens = [num_generations] if num_generations else [g for g in PLAN_GENERATIONS if g <= max_generations]
@@ -989,12 +998,17 @@ def plan(
         raise ValueError(f"nothing to search: generations {gens}, completions {comps} "
                          f"(max_seq_length {limit}, prompt {max_prompt_length})")
     quants = [load_in_4bit] if load_in_4bit is not None else [False, True]
+    if use_vllm and backend == "transformers":
+        if load_in_4bit:
+            raise ValueError("the transformers backend generates with vLLM only from 16-bit weights; "
+                             "plan with load_in_4bit=False, or without vLLM")
+        quants = [False]
     ranks = [lora_rank] if lora_rank is not None else list(PLAN_RANKS)
     cheap_q = True if True in quants else quants[0]
 
     def candidate(g: int, c: int, q: bool, r: int, b: int) -> tuple[MemoryEstimate, float | None]:
         util = None
-        if use_vllm and vllm_standby:
+        if use_vllm and vllm_standby and backend == "unsloth":
             util = standby_utilization(vram_gb)
         elif use_vllm:
             util = min(0.95, vllm_utilization_for(shape, vram_gb, gen_batch=g, seq_len=max_prompt_length + c,
@@ -1046,14 +1060,15 @@ def plan(
     )
     if alternatives:
         need = f"{name} needs a card of at least {est.total_gb / (1 - margin):.1f} GB"
-        if load_in_4bit is False:
+        vllm_16bit_only = use_vllm and backend == "transformers"
+        if load_in_4bit is False and not vllm_16bit_only:
             est4, _ = candidate(g_min, c_min, True, min(ranks), 1)
             need += f" in 16-bit ({est4.total_gb / (1 - margin):.1f} GB in 4-bit)"
         _attach_alternative(result, shape, vram_gb, dict(
             compute_capability=compute_capability, backend=backend, use_vllm=use_vllm, vllm_standby=vllm_standby,
             max_prompt_length=max_prompt_length, max_generations=max_generations, max_completion=max_completion,
             lora_targets=lora_targets, beta=beta, optimizer=optimizer, margin=margin, max_seq_length=max_seq_length,
-        ), forced_16bit=load_in_4bit is False, need=need)
+        ), forced_16bit=load_in_4bit is False and not vllm_16bit_only, need=need)
     return result
 
 
@@ -1119,15 +1134,9 @@ def detect_gpu() -> dict[str, Any] | None:
 
     ``total_gb`` is the card's memory in GiB; ``compute_capability`` a float such as 7.5.
     """
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    props = torch.cuda.get_device_properties(0)
-    return {"name": props.name, "total_gb": props.total_memory / GiB,
-            "compute_capability": props.major + props.minor / 10}
+    from unsloth_grpo.hardware.profiles import measure
+
+    return measure().as_gpu()  # read without initializing CUDA in this process
 
 
 def plan_for_gpu(model_config: Any, gpu: Mapping[str, Any] | None = None, **kwargs: Any) -> Plan:

@@ -19,8 +19,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import os
+import re
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from packaging.requirements import Requirement
@@ -45,6 +50,16 @@ VLLM_BNB_MOVED_OUT = Version("0.28.0")
 VLLM_4BIT_IN_TREE = SpecifierSet(f"<{VLLM_BNB_MOVED_OUT}")
 #: What TRL 1.14 declares for its ``vllm`` extra, used when TRL's metadata cannot be read.
 TRL_VLLM_FALLBACK = SpecifierSet(">=0.20.0,<=0.30.0")
+#: The oldest bitsandbytes vLLM 0.27's 4-bit layers accept on CUDA (``_check_bitsandbytes_version``
+#: in vllm/model_executor/layers/quantization/bitsandbytes.py; its loader alone asks for 0.46.1).
+VLLM_MIN_BITSANDBYTES = Version("0.48.1")
+#: Why TRL's colocated vLLM is not paired with 4-bit weights on the transformers backend.
+TRANSFORMERS_4BIT_VLLM = (
+    "TRL's colocated vLLM with 4-bit weights merges the LoRA into the NF4 weights and unmerges it every "
+    "generation round (peft re-quantizes each layer through the CPU, so the frozen base drifts) and sends vLLM "
+    "only the packed weights, not their new scales: rollouts would come from slightly wrong weights; "
+    "set model.load_in_4bit=false to generate with vLLM on this backend, or use the Unsloth backend"
+)
 
 
 class HardwareError(ValueError):
@@ -150,16 +165,125 @@ def from_gpu(gpu: Mapping[str, Any] | None) -> CardProfile:
 
 
 def measure() -> CardProfile:
-    """This machine's first CUDA card as a profile, read from torch; the CPU profile without one."""
+    """This machine's first CUDA card as a profile; the CPU profile without one.
+
+    Read through :func:`cuda_devices`, which leaves CUDA uninitialized in this process."""
+    cards = cuda_devices()
+    if not cards:
+        return CPU
+    c = cards[0]
+    return CardProfile("measured", c["name"], c["total_bytes"] / GiB, tuple(c["capability"]), source="measured")
+
+
+#: What the child process of :func:`cuda_devices` runs: every visible card, as JSON on one line.
+_PROBE = (
+    "import json, torch\n"
+    "out = []\n"
+    "for i in range(torch.cuda.device_count()):\n"
+    "    p = torch.cuda.get_device_properties(i)\n"
+    "    free = torch.cuda.mem_get_info(i)[0]\n"
+    "    out.append({'index': i, 'name': p.name, 'total_bytes': int(p.total_memory),\n"
+    "                'capability': [p.major, p.minor], 'free_bytes': int(free)})\n"
+    "print('CUDA_DEVICES ' + json.dumps(out))\n"
+)
+
+_CUDA_DEVICES: list[dict[str, Any]] | None = None
+
+
+def _probe_in_child(timeout: float = 120.0) -> list[dict[str, Any]] | None:
+    """Run :data:`_PROBE` in a child Python; None when it fails (the caller then reads in-process)."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("CUDA_DEVICES ")), None)
+    if proc.returncode != 0 or line is None:
+        return None
+    return json.loads(line[len("CUDA_DEVICES "):])
+
+
+def _read_in_process(torch) -> list[dict[str, Any]]:
+    out = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        try:
+            free = int(torch.cuda.mem_get_info(i)[0])
+        except Exception:  # noqa: BLE001 - free memory is a nicety
+            free = None
+        out.append({"index": i, "name": p.name, "total_bytes": int(p.total_memory),
+                    "capability": [p.major, p.minor], "free_bytes": free})
+    return out
+
+
+def cuda_devices() -> list[dict[str, Any]]:
+    """Every visible CUDA card (index, name, total and free bytes, capability), [] without one.
+
+    Reading a card's properties initializes CUDA, and with it torch's caching allocator, which
+    reads its settings (``PYTORCH_ALLOC_CONF``) once, at that moment (a later change of the
+    variable is not seen). Unsloth sets them when it is imported (``expandable_segments``, or
+    none of it under vLLM standby), so a process that has not initialized CUDA yet asks a child
+    process instead and initializes nothing itself; the child's contexts go when it exits. Its
+    answer is kept for the life of the process.
+    """
+    global _CUDA_DEVICES
     try:
         import torch
     except ImportError:
-        return CPU
-    if not torch.cuda.is_available():
-        return CPU
-    props = torch.cuda.get_device_properties(0)
-    return CardProfile("measured", props.name, props.total_memory / GiB, (props.major, props.minor),
-                       source="measured")
+        return []
+    if not torch.cuda.is_available():  # asks the driver for a count; initializes no allocator
+        return []
+    if torch.cuda.is_initialized():
+        return _read_in_process(torch)
+    if _CUDA_DEVICES is None:
+        _CUDA_DEVICES = _probe_in_child()
+    if _CUDA_DEVICES is None:  # the child failed: a right decision matters more than the allocator setting
+        return _read_in_process(torch)
+    return _CUDA_DEVICES
+
+
+# ---------------------------------------------------------------- the driver
+
+
+#: The oldest Linux driver each CUDA major version runs on (CUDA's minor version compatibility).
+DRIVER_FOR_CUDA = {11: (450, 80), 12: (525, 60), 13: (580, 65)}
+
+
+def nvidia_driver_version() -> str | None:
+    """The NVIDIA kernel driver's version ('535.104.05'), or None when there is none (or it is unreadable)."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        text = ""
+    m = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)", text)
+    if m:
+        return m.group(1)
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out[0] if out else None
+
+
+def driver_problem(torch_version: str | None, cuda_build: str | None, driver: str | None) -> str | None:
+    """Why a CUDA build of torch sees no GPU on a machine with an NVIDIA driver, when the versions say.
+
+    A torch built for CUDA 13 (what vLLM 0.27 brings: ``torch==2.13.0``) needs driver 580 or newer;
+    with an older driver ``torch.cuda.is_available()`` is simply False.
+    """
+    if not cuda_build or not driver:
+        return None
+    try:
+        major = int(str(cuda_build).split(".")[0])
+        have = tuple(int(x) for x in driver.split(".")[:2])
+    except ValueError:
+        return None
+    need = DRIVER_FOR_CUDA.get(major)
+    if need is None or have >= need:
+        return None
+    return (f"torch {torch_version} is built for CUDA {cuda_build}, which needs NVIDIA driver "
+            f"{need[0]}.{need[1]} or newer; this machine's driver is {driver}, so torch sees no GPU. Update the "
+            f"driver, or install a torch (and vLLM) built for the CUDA version your driver supports")
 
 
 # ---------------------------------------------------------------- dtype
@@ -212,8 +336,9 @@ def supported_vllm(load_in_4bit: bool = True) -> SpecifierSet:
 
 
 def vllm_version_problem(version: str | None, *, load_in_4bit: bool = True,
-                         bnb_plugin: bool = False) -> str | None:
-    """Why this vLLM cannot generate for the run (None when it can)."""
+                         bnb_plugin: bool = False, bnb_version: str | None = None) -> str | None:
+    """Why this vLLM cannot generate for the run (None when it can); ``bnb_version`` is the
+    installed bitsandbytes (None: not known, not checked)."""
     if version is None:
         return "vllm is not installed (pip install 'unsloth-grpo[vllm]')"
     try:
@@ -227,6 +352,14 @@ def vllm_version_problem(version: str | None, *, load_in_4bit: bool = True,
     if load_in_4bit and v >= VLLM_BNB_MOVED_OUT and not bnb_plugin:
         return (f"vllm {version} has no bitsandbytes of its own (moved out in {VLLM_BNB_MOVED_OUT}), so it cannot "
                 f"load 4-bit weights; pip install 'vllm{supported_vllm(True)}' (or pip install vllm-bnb-plugin)")
+    if load_in_4bit and bnb_version is not None:
+        try:
+            old = Version(bnb_version) < VLLM_MIN_BITSANDBYTES
+        except InvalidVersion:
+            old = False
+        if old:
+            return (f"bitsandbytes {bnb_version} is older than the {VLLM_MIN_BITSANDBYTES} vLLM needs to load 4-bit "
+                    f"weights; pip install 'bitsandbytes>={VLLM_MIN_BITSANDBYTES}'")
     return None
 
 
@@ -275,14 +408,22 @@ class VllmChoice:
 def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: str = "unsloth",
                 load_in_4bit: bool = True, vllm_version: str | None = None, bnb_plugin: bool = False,
                 vllm_server: str | None = None, standby: str = "auto",
-                gpu_memory_utilization: float = 0.6, world_size: int = 1) -> VllmChoice:
+                gpu_memory_utilization: float = 0.6, world_size: int = 1, bnb_version: str | None = None,
+                env_standby: str | None = None, unsloth_imported: bool = False) -> VllmChoice:
     """Decide in-process vLLM generation for a run on ``profile``.
 
     ``fast_inference: auto`` turns vLLM on where it is installed in a version that works
     (:func:`vllm_version_problem`) on a CUDA card; ``on`` makes each missing piece an error;
-    ``off`` never starts it. A configured ``vllm_server`` replaces in-process vLLM. With Unsloth,
-    ``standby: auto`` turns standby on, and the pool is then Unsloth's
-    (:func:`standby_utilization`); otherwise it is ``gpu_memory_utilization``.
+    ``off`` never starts it. A configured ``vllm_server`` replaces in-process vLLM. The
+    transformers backend does not pair TRL's colocated vLLM with 4-bit weights
+    (:data:`TRANSFORMERS_4BIT_VLLM`).
+
+    ``standby: auto`` (or ``on``) lets vLLM sleep while the model trains: with Unsloth its
+    standby mode (the pool is then Unsloth's, :func:`standby_utilization`), on the transformers
+    backend TRL's ``vllm_enable_sleep_mode`` (the pool is ``gpu_memory_utilization``, held only
+    while generating). Unsloth reads ``UNSLOTH_VLLM_STANDBY`` when it is imported, so a value in
+    the environment (``env_standby``) decides, and after ``import unsloth`` without it
+    (``unsloth_imported``) standby can no longer be turned on.
     """
     def no(reason: str) -> VllmChoice:
         return VllmChoice(False, reason, error=reason if fast_inference == "on" else None)
@@ -298,37 +439,73 @@ def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: 
         return no("vLLM needs a CUDA GPU; this machine has none")
     if world_size > 1 and backend == "unsloth":
         return no("Unsloth's vLLM is single-process")
-    problem = vllm_version_problem(vllm_version, load_in_4bit=load_in_4bit, bnb_plugin=bnb_plugin)
+    if backend == "transformers" and load_in_4bit:
+        return no(TRANSFORMERS_4BIT_VLLM)
+    problem = vllm_version_problem(vllm_version, load_in_4bit=load_in_4bit, bnb_plugin=bnb_plugin,
+                                   bnb_version=bnb_version)
     if problem:
         return no(problem)
-    use_standby = backend == "unsloth" and standby in ("auto", "on")
-    if standby == "on" and backend != "unsloth":
-        return no("model.vllm_standby=on needs the Unsloth backend (TRL's colocated vLLM has no standby)")
-    util = standby_utilization(profile.total_gb) if use_standby else gpu_memory_utilization
-    how = "standby, weights shared with training" if use_standby else f"pool {util:.2f} of the card"
-    return VllmChoice(True, f"vllm {vllm_version} on {profile.name} ({how})", standby=use_standby,
+    use_standby = standby in ("auto", "on")
+    note = ""
+    if backend == "unsloth" and env_standby is not None:
+        use_standby = env_standby.strip() != "0"
+        note = f"; UNSLOTH_VLLM_STANDBY={env_standby} in the environment decides"
+    elif backend == "unsloth" and use_standby and unsloth_imported:
+        use_standby = False
+        note = ("; unsloth was imported before UNSLOTH_VLLM_STANDBY could be set, so vLLM keeps its pool while "
+                "training (set UNSLOTH_VLLM_STANDBY=1 before importing unsloth for standby)")
+    if standby == "on" and not use_standby:
+        return no("model.vllm_standby=on but standby cannot be turned on" + note)
+    if backend == "unsloth" and use_standby:
+        util = standby_utilization(profile.total_gb)
+        how = "standby, weights shared with training"
+    else:
+        util = gpu_memory_utilization
+        how = f"pool {util:.2f} of the card" + (", asleep while training" if use_standby else ", held while training")
+    return VllmChoice(True, f"vllm {vllm_version} on {profile.name} ({how}){note}", standby=use_standby,
                       gpu_memory_utilization=util, fallback=fast_inference == "auto")
 
 
+def _installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def choice_for_config(model_cfg: Any, profile: CardProfile, *, backend: str,
-                      vllm: tuple[str | None, bool] | None = None, world_size: int = 1) -> VllmChoice:
-    """:func:`vllm_choice` for a recipe's ``model`` section (``vllm``: :func:`installed_vllm`'s answer)."""
-    version, plugin = vllm if vllm is not None else installed_vllm()
+                      vllm: tuple[str | None, bool] | None = None, world_size: int = 1,
+                      env: Mapping[str, str] | None = None, unsloth_imported: bool = False) -> VllmChoice:
+    """:func:`vllm_choice` for a recipe's ``model`` section.
+
+    ``vllm`` is :func:`installed_vllm`'s answer (looked up, with the installed bitsandbytes, when
+    None); ``env`` and ``unsloth_imported`` describe the process that will load the model (its
+    ``UNSLOTH_VLLM_STANDBY``, and whether unsloth is imported already). A simulated card is decided
+    in a clean process unless they are given.
+    """
+    bnb = None
+    if vllm is None:
+        vllm, bnb = installed_vllm(), _installed_version("bitsandbytes")
+    version, plugin = vllm
     return vllm_choice(profile, fast_inference=model_cfg.fast_inference, backend=backend,
                        load_in_4bit=bool(model_cfg.load_in_4bit), vllm_version=version, bnb_plugin=plugin,
                        vllm_server=model_cfg.vllm_server, standby=getattr(model_cfg, "vllm_standby", "auto"),
-                       gpu_memory_utilization=model_cfg.gpu_memory_utilization, world_size=world_size)
+                       gpu_memory_utilization=model_cfg.gpu_memory_utilization, world_size=world_size,
+                       bnb_version=bnb, env_standby=(env or {}).get("UNSLOTH_VLLM_STANDBY"),
+                       unsloth_imported=unsloth_imported)
 
 
-def set_standby_environment(choice: VllmChoice, env: dict | None = None) -> None:
+def set_standby_environment(choice: VllmChoice, env: dict | None = None) -> bool:
     """Set ``UNSLOTH_VLLM_STANDBY`` for the choice; it must happen before ``import unsloth``.
 
-    A value the user exported wins.
+    A value the user exported wins (and the choice already follows it). Returns whether the
+    variable was set here.
     """
     env = os.environ if env is None else env
-    if choice.use and choice.standby:
-        env.setdefault("UNSLOTH_VLLM_STANDBY", "1")
-
+    if choice.use and choice.standby and "UNSLOTH_VLLM_STANDBY" not in env:
+        env["UNSLOTH_VLLM_STANDBY"] = "1"
+        return True
+    return False
 
 
 def profile_table_markdown(profiles: Any = None) -> str:

@@ -21,10 +21,7 @@ DEFAULTS = {
     "lora": {"r": 16, "alpha": 32},
     "data": {"source": "synthetic", "subset": None, "num_synthetic": 2048, "max_prompt_tokens": 384},
     "rewards": DEFAULT_REWARDS,
-    "training": {
-        "max_steps": 300, "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 8,
-        "max_completion_length": 512, "temperature": 1.0,
-    },
+    "training": {"max_steps": 300, "max_completion_length": 512},
 }
 
 PRESETS = {
@@ -44,7 +41,7 @@ PRESETS = {
                      {"name": "tests_passed", "weight": 1.0, "params": {"timeout": 3.0}}]},
     ),
     # Colab T4 (16 GB, no bf16).
-    "t4": {"model": {"dtype": "fp16", "gpu_memory_utilization": 0.5}},
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
 }
 
 RECIPE = Recipe("code", DEFAULTS, PRESETS, description=__doc__.splitlines()[0])

@@ -21,10 +21,7 @@ DEFAULTS = {
     # Without a config this trains on the offline handbook questions; set data.source to your file.
     "data": {"source": "synthetic", "subset": None, "max_prompt_tokens": 256},
     "rewards": DEFAULT_REWARDS,
-    "training": {
-        "max_steps": 250, "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 8,
-        "max_completion_length": 512, "temperature": 1.0,
-    },
+    "training": {"max_completion_length": 512},
 }
 
 PRESETS = {
@@ -36,7 +33,7 @@ PRESETS = {
         data={"source": "synthetic", "max_prompt_tokens": 320},
     ),
     # Colab T4 (16 GB, no bf16).
-    "t4": {"model": {"dtype": "fp16", "gpu_memory_utilization": 0.5}},
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
 }
 
 RECIPE = Recipe("custom", DEFAULTS, PRESETS, description=__doc__.splitlines()[0])

@@ -20,10 +20,7 @@ DEFAULTS = {
     "lora": {"r": 16, "alpha": 32},
     "data": {"source": "openai/gsm8k", "split": "train", "max_prompt_tokens": 256},
     "rewards": DEFAULT_REWARDS,
-    "training": {
-        "max_steps": 250, "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 8,
-        "max_completion_length": 512, "temperature": 1.0,
-    },
+    "training": {"max_completion_length": 512},
 }
 
 PRESETS = {
@@ -37,7 +34,8 @@ PRESETS = {
         task_rewards=[{"name": "correctness", "weight": 1.0}],
         data={"source": "synthetic"},
         # measured on this model: a longer run at a gentler rate and a warmer temperature
-        training={"max_steps": 100, "learning_rate": 1e-2, "temperature": 1.2, "samples_every": 25},
+        training={"max_steps": 100, "learning_rate": 1e-2, "temperature": 1.2},
+        run={"samples_every": 25},
     ),
     # The real built-in model (SmolLM2-135M-Instruct) on a CPU: the format shown by an example, and
     # each tag paid on its own (xml_count once=False), since the base model writes none of them.
@@ -49,7 +47,7 @@ PRESETS = {
                  {"name": "correctness", "weight": 2.0}],
     ),
     # Colab T4 (16 GB, no bf16): 0.5B-1.5B 4-bit fits with 8 generations of 512 tokens.
-    "t4": {"model": {"dtype": "fp16", "gpu_memory_utilization": 0.5}},
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
 }
 
 RECIPE = Recipe("gsm8k", DEFAULTS, PRESETS, description=__doc__.splitlines()[0])

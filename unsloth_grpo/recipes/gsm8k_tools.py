@@ -22,10 +22,7 @@ DEFAULTS = {
     "data": {"source": "openai/gsm8k", "split": "train", "max_prompt_tokens": 512},
     "rewards": DEFAULT_REWARDS,
     "tools": {"functions": ["calculate"], "max_tool_calling_iterations": 4, "timeout": 5.0},
-    "training": {
-        "max_steps": 250, "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 8,
-        "max_completion_length": 768, "temperature": 1.0,
-    },
+    "training": {"max_completion_length": 768},
 }
 
 PRESETS = {
@@ -37,7 +34,7 @@ PRESETS = {
     "smoke": merge_dicts(
         smoke_preset(output_dir="outputs/tools-smoke", task_rewards=[], data={"source": "synthetic"},
                      training={"max_steps": 60, "learning_rate": 1e-2, "temperature": 1.2,
-                               "max_completion_length": 32, "samples_every": 20}),
+                               "max_completion_length": 32}, run={"samples_every": 20}),
         {"model": {"name": "builtin:tiny-tools"},
          "rewards": [{"name": "tool_call_format", "weight": 1.0},
                      {"name": "tool_call_budget", "weight": 1.0},

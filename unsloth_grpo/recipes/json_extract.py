@@ -20,10 +20,7 @@ DEFAULTS = {
     "lora": {"r": 16, "alpha": 32},
     "data": {"source": "synthetic", "subset": None, "num_synthetic": 2048, "max_prompt_tokens": 256},
     "rewards": DEFAULT_REWARDS,
-    "training": {
-        "max_steps": 200, "learning_rate": 5e-6, "num_generations": 8, "per_device_train_batch_size": 8,
-        "max_completion_length": 256, "temperature": 1.0,
-    },
+    "training": {"max_steps": 200},
 }
 
 PRESETS = {
@@ -52,7 +49,7 @@ PRESETS = {
         training={"max_completion_length": 64},
     ),
     # Colab T4 (16 GB, no bf16).
-    "t4": {"model": {"dtype": "fp16", "gpu_memory_utilization": 0.5}},
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
 }
 
 RECIPE = Recipe("json_extract", DEFAULTS, PRESETS, description=__doc__.splitlines()[0])

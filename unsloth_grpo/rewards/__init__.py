@@ -32,7 +32,8 @@ import importlib
 import inspect
 from typing import Any, Callable, Iterable, Mapping
 
-from ._registry import REGISTRY, RewardInfo
+from ._registry import REGISTRY, RewardInfo, parameter_problems
+from .calling import call_reward
 from .wrapper import ON_ERROR_CHOICES, AdaptiveWeight, RewardError, RewardStats, validated, wrapper_metrics
 
 __all__ = [
@@ -140,6 +141,9 @@ def _build(name: str, params: dict[str, Any]) -> Callable[..., list]:
                 f"reward {name!r} has no parameter(s) {', '.join(unknown)}; it accepts: "
                 + ", ".join(f"{k} (default {v!r})" for k, v in accepted.items())
             )
+        wrong = parameter_problems(info.factory, params)
+        if wrong:
+            raise ValueError(f"reward {name!r}: " + "; ".join(wrong))
         try:
             fn = info.factory(**params)
         except (TypeError, ValueError) as exc:
@@ -152,10 +156,13 @@ def _build(name: str, params: dict[str, Any]) -> Callable[..., list]:
     target = _import_custom(name)
     metric_name = getattr(target, "__name__", name.replace(":", ".").rsplit(".", 1)[-1])
     if params:
+        wrong = parameter_problems(target, params)
+        if wrong:
+            raise ValueError(f"reward {name!r}: " + "; ".join(wrong))
         bound = functools.partial(target, **params)
 
         def custom(completions, **kwargs):
-            return bound(completions, **kwargs)
+            return call_reward(bound, completions, **kwargs)
 
         custom.__name__ = custom.__qualname__ = metric_name
         custom.__doc__ = getattr(target, "__doc__", None)
@@ -163,7 +170,7 @@ def _build(name: str, params: dict[str, Any]) -> Callable[..., list]:
     if getattr(target, "__name__", None) != metric_name:
         # a callable object without __name__: give TRL a function with one.
         def custom(completions, **kwargs):
-            return target(completions, **kwargs)
+            return call_reward(target, completions, **kwargs)
 
         custom.__name__ = custom.__qualname__ = metric_name
         return custom

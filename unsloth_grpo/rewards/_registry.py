@@ -30,7 +30,7 @@ RewardFunc = Callable[..., list]
 LIBRARY_PACKAGE = __package__
 TASK_PACKAGE = __package__.rsplit(".", 1)[0] + ".tasks"
 #: Modules of the rewards package that hold machinery, not reward families.
-_NOT_FAMILIES = {"_registry", "wrapper", "__main__"}
+_NOT_FAMILIES = {"_registry", "calling", "wrapper", "__main__"}
 _MARK = "__reward_info__"
 
 
@@ -169,6 +169,88 @@ class _Registry(Mapping):
 
 #: Every declared reward by name: the library's families and the task modules', found on demand.
 REGISTRY = _Registry()
+
+
+# ---------------------------------------------------------------- parameter types
+
+
+def _split_union(annotation: str) -> list[str]:
+    """``"str | Sequence[str] | None"`` -> ``["str", "Sequence[str]", "None"]`` (brackets respected)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(annotation):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "|" and depth == 0:
+            parts.append(annotation[start:i].strip())
+            start = i + 1
+    parts.append(annotation[start:].strip())
+    return parts
+
+
+def _fits(value: Any, annotation: str) -> bool:
+    """Whether ``value`` (as YAML gives it) fits the annotation text of a reward parameter.
+
+    Only the forms reward factories use are judged (float, int, bool, str, None, Sequence[...],
+    Mapping and their unions); anything else is accepted and left to the factory. A sequence is
+    judged as a list only: factories take more in their entries than the annotation says (a tag
+    or an (open, close) pair).
+    """
+    for option in _split_union(annotation):
+        if option.startswith("Sequence[") and option.endswith("]"):
+            if isinstance(value, (list, tuple)):
+                return True
+        elif option in _TYPE_TESTS:
+            if _TYPE_TESTS[option](value):
+                return True
+        else:
+            return True  # a form this check does not know
+    return False
+
+
+_TYPE_TESTS: dict[str, Callable[[Any], bool]] = {
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "int": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "bool": lambda v: isinstance(v, bool),
+    "str": lambda v: isinstance(v, str),
+    "None": lambda v: v is None,
+    "Mapping": lambda v: isinstance(v, Mapping),
+    "Sequence": lambda v: isinstance(v, (list, tuple)),
+}
+_WORDS = {"float": "a number", "int": "a whole number", "bool": "true or false", "str": "a string",
+          "None": "null", "Mapping": "a mapping"}
+
+
+def _wanted(annotation: str) -> str:
+    words = [(_WORDS.get(o) or ("a list" if o.startswith("Sequence") else o)) for o in _split_union(annotation)]
+    return " or ".join(dict.fromkeys(words))
+
+
+def _annotation_text(annotation: Any) -> str | None:
+    if isinstance(annotation, str):
+        return annotation
+    if annotation in (float, int, bool, str):
+        return annotation.__name__
+    return None  # a typing construct: left to the function itself
+
+
+def parameter_problems(factory: Callable, params: Mapping[str, Any]) -> list[str]:
+    """``params`` whose type does not fit the annotation of ``factory``'s parameter of that name,
+    each as ``"parameter per_tag='a lot' is a str; it takes a number (default 0.125)"``."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return []
+    out = []
+    for key, value in params.items():
+        p = signature.parameters.get(key)
+        annotation = None if p is None or p.annotation is p.empty else _annotation_text(p.annotation)
+        if annotation is None or _fits(value, annotation):
+            continue
+        default = "" if p.default is p.empty else f" (default {p.default!r})"
+        kind = type(value).__name__
+        kind = "null" if value is None else ("an " if kind[0] in "aeiou" else "a ") + kind
+        out.append(f"parameter {key}={value!r} is {kind}; it takes {_wanted(annotation)}{default}")
+    return out
 
 
 def texts(completions: Sequence[Any]) -> list[str]:

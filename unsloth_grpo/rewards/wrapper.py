@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..answers import completion_text
+from .calling import call_reward, one_sample
 
 ON_ERROR_CHOICES = ("raise", "zero")
 _SNIPPET = 200
@@ -99,20 +100,23 @@ def _snippet(completion: Any) -> str:
     return text if len(text) <= _SNIPPET else text[:_SNIPPET] + "..."
 
 
-def _slice_kwargs(kwargs: dict, i: int, n: int) -> dict:
-    """The keyword columns for sample ``i`` alone (lists of length n are sliced)."""
-    return {
-        k: (v[i : i + 1] if isinstance(v, (list, tuple)) and len(v) == n else v)
-        for k, v in kwargs.items()
-    }
+def _prompt_of(prompts: Any, i: int, n: int) -> str:
+    """`` (prompt '...')`` for sample ``i``: the last message of a chat prompt, cut short; empty when unknown."""
+    if not isinstance(prompts, (list, tuple)) or len(prompts) != n:
+        return ""
+    prompt = prompts[i]
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict):
+        prompt = prompt[-1].get("content")
+    text = " ".join(str(prompt).split())
+    return f" (prompt {text if len(text) <= 80 else text[:77] + '...'!r})"
 
 
 def _find_failing_sample(fn: Callable, completions: list, kwargs: dict) -> int | None:
-    """Re-run the reward one sample at a time to find the first that raises."""
+    """Re-run the reward one sample at a time, called as TRL calls it, to find the first that raises."""
     n = len(completions)
     for i in range(n):
         try:
-            fn(completions[i : i + 1], **_slice_kwargs(kwargs, i, n))
+            call_reward(fn, completions[i : i + 1], **one_sample(kwargs, i, n))
         except Exception:  # noqa: BLE001 - locating the culprit, the error is re-reported
             return i
     return None
@@ -160,7 +164,9 @@ def validated(
     """Wrap reward ``fn`` with the checks described in the module docstring.
 
     The result keeps TRL's signature, has ``__name__ == name`` (TRL's metric key) and
-    carries ``.stats`` (:class:`RewardStats`) and ``.inner`` (the unwrapped function).
+    carries ``.stats`` (:class:`RewardStats`) and ``.inner`` (the unwrapped function). ``fn`` is
+    called as TRL calls a reward, every argument by keyword
+    (:func:`~unsloth_grpo.rewards.calling.call_reward`), so a reward written for TRL works unchanged.
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"reward {name!r}: on_error={on_error!r}; choose one of {ON_ERROR_CHOICES}")
@@ -178,11 +184,11 @@ def validated(
         stats.calls += 1
         stats.completions += n
         try:
-            values = fn(completions, **kwargs)
+            values = call_reward(fn, completions, **kwargs)
         except Exception as exc:
             i = _find_failing_sample(fn, completions, kwargs)
             where = (
-                f"sample {i}: {_snippet(completions[i])!r}"
+                f"sample {i}: {_snippet(completions[i])!r}{_prompt_of(kwargs.get('prompts'), i, n)}"
                 if i is not None
                 else f"a batch of {n} (no single sample fails alone)"
             )

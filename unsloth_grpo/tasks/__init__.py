@@ -3,7 +3,10 @@
 A task module provides ``load_dataset_for(cfg)`` returning a dataset with ``prompt`` and
 ``answer`` columns, and ``DEFAULT_REWARDS``. A task whose final answer is one number also provides
 ``lenient_grader_for(cfg)``: evaluation's lenient reading (:func:`unsloth_grpo.answers.lenient`), which
-counts the right number anywhere in the completion. It is never a reward.
+counts the right number anywhere in the completion. It is never a reward. A task whose rows carry their
+solution also provides ``gold_completion(row)``: that solution written as a correct completion, on
+which every reward is tried before the model loads
+(:func:`unsloth_grpo.training.checks.reward_trial_problems`).
 """
 
 from __future__ import annotations
@@ -45,3 +48,8 @@ def grader_from_rewards(cfg, names, default):
         if name in names:
             return grader_of(name, params)
     raise ValueError(f"no reward among {list(names)} to grade with")  # unreachable with a default in names
+
+
+def reasoned_completion(answer: str, reasoning: str = "Worked out step by step.") -> str:
+    """``answer`` as a completion in the reasoning-then-answer format the recipes ask for."""
+    return f"<reasoning>\n{reasoning}\n</reasoning>\n<answer>\n{answer}\n</answer>"

@@ -213,6 +213,12 @@ def sft_examples(cfg, n: int):
     ])
 
 
+def gold_completion(row: dict) -> str:
+    """The row's gold answer written as a correct completion (every reward is tried on it before
+    the model loads)."""
+    return f"<answer>{row['answer']}</answer>"
+
+
 # ---------------------------------------------------------------- evaluation
 
 

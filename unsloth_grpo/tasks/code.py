@@ -312,8 +312,31 @@ def humaneval_rows() -> list[dict[str, Any]]:
     return rows
 
 
+def _must_parse(code: str, source: str, i: int, where: str) -> None:
+    """A row's test code that is not valid Python would fail every completion, a right one too, so the
+    run would train on a reward of 0 without a word: refuse it here, before any model loads."""
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise DataError(f"{source} row {i}: {where} is not valid Python ({getattr(exc, 'msg', exc)}"
+                        + (f", line {line}" if line else "") + f"): {code.strip()[:120]!r}; every completion "
+                        "would fail it. Fix or remove that row") from None
+
+
 def _row_from_record(rec: dict[str, Any], i: int, source: str) -> dict[str, Any]:
-    """A task row from a JSONL record in HumanEval (prompt, entry_point, test) or MBPP (text, test_list) form."""
+    """A task row from a JSONL record in HumanEval (prompt, entry_point, test) or MBPP (text, test_list) form.
+    Test code that does not parse is refused, naming the row."""
+    row = _row_of_record(rec, i, source)
+    gold = decode_gold(row["answer"])
+    for k, test in enumerate(gold["tests"]):
+        _must_parse(test, source, i, f"test {k + 1} of {len(gold['tests'])}")
+    if gold.get("setup"):
+        _must_parse(gold["setup"], source, i, "its test setup (HumanEval 'test', MBPP 'test_setup_code')")
+    return row
+
+
+def _row_of_record(rec: dict[str, Any], i: int, source: str) -> dict[str, Any]:
     if "test_list" in rec:  # MBPP
         tests = [t for t in rec["test_list"] if isinstance(t, str) and t.strip()]
         if not tests:
@@ -387,6 +410,12 @@ def load_dataset_for(cfg):
     ds = load_code(d.source, d.split, subset=d.subset, system_prompt=d.system_prompt, limit=d.limit,
                    num_synthetic=d.num_synthetic, seed=cfg.seed)
     return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
+
+
+def gold_completion(row: dict) -> str | None:
+    """The row's gold answer written as a correct completion (every reward is tried on it before
+    the model loads)."""
+    return _fenced(row["solution"]) if row.get("solution") else None
 
 
 # ---------------------------------------------------------------- evaluation

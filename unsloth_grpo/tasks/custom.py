@@ -243,7 +243,8 @@ def load_custom(
     """Rows of ``source`` as ``prompt`` (system + user chat messages) and ``answer`` (reference text).
 
     ``source`` is a local ``.csv``/``.jsonl``/``.json``/``.parquet`` file, a hub dataset id, or
-    ``"synthetic"``. With ``mode="numeric"`` every reference must read as a number; the rows
+    ``"synthetic"``. The file's own columns are kept under their names as well (TRL passes every
+    column to the rewards, so a reward written for ``ground_truth`` gets it). With ``mode="numeric"`` every reference must read as a number; the rows
     that do not are reported before training.
     """
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
@@ -252,7 +253,8 @@ def load_custom(
                                limit=limit, system_prompt=system)
     else:
         ds = load_qa_dataset(source, system_prompt=system, question_column=question_column,
-                             answer_column=answer_column, split=split, subset=subset, limit=limit)
+                             answer_column=answer_column, split=split, subset=subset, limit=limit,
+                             keep_columns=True)
     if mode == "numeric":
         bad = [f"row {i}: {a!r}" for i, a in enumerate(ds["answer"]) if parse_number(a) is None]
         if bad:
@@ -270,6 +272,14 @@ def load_dataset_for(cfg):
                      num_synthetic=d.num_synthetic, seed=cfg.seed, question_column=d.question_column,
                      answer_column=d.answer_column, mode=grading_mode(cfg.rewards))
     return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
+
+
+def gold_completion(row: dict) -> str:
+    """The row's gold answer written as a correct completion (every reward is tried on it before
+    the model loads)."""
+    from unsloth_grpo.tasks import reasoned_completion
+
+    return reasoned_completion(row["answer"])
 
 
 # ---------------------------------------------------------------- evaluation

@@ -370,6 +370,14 @@ def load_dataset_for(cfg):
     return ds.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else ds
 
 
+def gold_completion(row: dict) -> str:
+    """The row's gold answer written as a correct completion (every reward is tried on it before
+    the model loads)."""
+    from unsloth_grpo.tasks import reasoned_completion
+
+    return reasoned_completion(row["answer"])
+
+
 # ---------------------------------------------------------------- evaluation
 
 

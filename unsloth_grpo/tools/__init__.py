@@ -227,6 +227,8 @@ def with_tool_metrics(reward_funcs: list[Callable]) -> list[Callable]:
     (TRL logs ``tools/call_frequency`` and ``tools/failure_frequency`` itself)."""
     if not reward_funcs:
         return reward_funcs
+    from unsloth_grpo.rewards.calling import call_reward
+
     from .transcript import summary
 
     first = reward_funcs[0]
@@ -237,7 +239,7 @@ def with_tool_metrics(reward_funcs: list[Callable]) -> list[Callable]:
         if log_metric is not None:
             for key, value in summary(completions).items():
                 log_metric(key, value)
-        return first(completions, **kwargs)
+        return call_reward(first, completions, **kwargs)
 
     logging_first.__name__ = getattr(first, "__name__", type(first).__name__)  # TRL names rewards/<name>/mean after it
     return [logging_first, *reward_funcs[1:]]

@@ -328,6 +328,11 @@ def newest_intact(run_dir: str | os.PathLike) -> tuple[CheckpointInfo | None, li
     return None, [w for _, w in sorted(skipped, key=lambda x: -x[0])]
 
 
+def no_such_resume_path(path: str | os.PathLike) -> str:
+    return (f"--resume {path}: no such directory; pass a run directory or one of its checkpoints/checkpoint-N "
+            "directories")
+
+
 def resolve_resume(resume: bool | str | os.PathLike | None, run_dir: str | os.PathLike, *,
                    log: Callable[[str], None] = print) -> CheckpointInfo | None:
     """What ``--resume`` means: None/False -> None; True -> the run's newest intact checkpoint
@@ -341,8 +346,7 @@ def resolve_resume(resume: bool | str | os.PathLike | None, run_dir: str | os.Pa
         return _newest_or_refuse(Path(run_dir), log, missing_ok=True)
     p = Path(resume)
     if not p.exists():
-        raise CheckpointError(f"--resume {p}: no such directory; pass a run directory or one of its "
-                              f"checkpoints/checkpoint-N directories")
+        raise CheckpointError(no_such_resume_path(p))
     if is_checkpoint_dir(p):
         ok, why = check_checkpoint(p, contents=True)
         if not ok:
@@ -354,11 +358,41 @@ def resolve_resume(resume: bool | str | os.PathLike | None, run_dir: str | os.Pa
     return _newest_or_refuse(p, log, missing_ok=False)
 
 
+def finished_without_checkpoint(run_dir: str | os.PathLike, step: int) -> str:
+    """What ``--resume`` of a finished run that kept no checkpoint is told (one message, every path)."""
+    return (f"{run_dir} holds a run that finished at step {step} and has no checkpoint to continue from; its "
+            "adapter is final. Nothing was changed. To train more, start a new run with another --output-dir "
+            "(with training.save_steps > 0 its checkpoints let a finished run go on later: --resume "
+            "training.max_steps=N)")
+
+
+def nothing_to_resume(run_dir: str | os.PathLike, *, stages: bool = False) -> str | None:
+    """Why ``--resume`` of ``run_dir`` (the output directory, no path given) has nothing to continue, or
+    None when it has. The library's ``resume=True`` starts fresh in that case (a notebook may always
+    pass it); on the command line a mistyped directory must not train from step 0 without a word."""
+    run = Path(run_dir)
+    if not run.is_dir():
+        return (f"--resume: {run} does not exist, so there is no run to continue (a mistyped --output-dir?). "
+                "Check the path, or start without --resume to begin a new run there")
+    if finished_run(run) is not None or list_checkpoints(run) or newest_intact(run)[1]:
+        return None  # what to do with those is decided (and explained) by the resume itself
+    if stages and (run / STAGES_DIR).is_dir():
+        return None  # a stage with no checkpoint restarts from the previous stage's adapter
+    if not (run / "config.yaml").is_file():
+        return (f"--resume: {run} holds no run to continue (no config.yaml, no checkpoints). Check the path, "
+                "or start without --resume to begin a new run there")
+    return (f"--resume: the run in {run} has no checkpoint to continue from (it stopped before its first save, "
+            "or training.save_steps is 0). Start without --resume to train it again from step 0")
+
+
 def _newest_or_refuse(run_dir: Path, log: Callable[[str], None], *, missing_ok: bool) -> CheckpointInfo | None:
     info, skipped = newest_intact(run_dir)
     if info is None and skipped:
         raise CheckpointError(f"--resume: {run_dir} has no intact checkpoint to continue from: "
                               + "; ".join(skipped) + ". Start a new run with another --output-dir")
+    finished = finished_run(run_dir) if info is None and not missing_ok else None
+    if finished is not None:  # "start without --resume" would be refused too: it would overwrite the run
+        raise CheckpointError(f"--resume {run_dir}: " + finished_without_checkpoint(run_dir, finished["step"]))
     if info is None and not missing_ok:
         raise CheckpointError(f"--resume {run_dir}: no complete checkpoint under {run_dir}/{CHECKPOINTS_DIR}; "
                               "start without --resume (or set training.save_steps so checkpoints get written)")
@@ -458,6 +492,7 @@ class RunLock:
     def __init__(self, run_dir: str | os.PathLike):
         self.path = Path(run_dir) / LOCK_FILE
         self._fh = None
+        self._created = False  # this lock made the file (so a run refused on its input may take it away)
 
     @property
     def held(self) -> bool:
@@ -467,15 +502,24 @@ class RunLock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = self.path.open("a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
+        while True:
+            created = not self.path.exists()
+            fh = self.path.open("a+")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.seek(0)
+                holder = fh.read().strip() or "another process"
+                fh.close()
+                raise RunLocked(f"{self.path.parent} is in use by a training that is still running ({holder}); "
+                                "wait for it to finish or stop it, or choose another --output-dir") from None
+            try:  # the holder may have removed the file between our open and our flock: lock the new one
+                if os.stat(self.path).st_ino == os.fstat(fh.fileno()).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
             fh.close()
-            raise RunLocked(f"{self.path.parent} is in use by a training that is still running ({holder}); "
-                            "wait for it to finish or stop it, or choose another --output-dir") from None
+        self._created = created
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}")
@@ -483,10 +527,15 @@ class RunLock:
         self._fh = fh
         return self
 
-    def release(self) -> None:
+    def release(self, *, remove: bool = False) -> None:
+        """Unlock; with ``remove``, also delete the lock file when this lock created it (a run refused
+        on its input leaves the directory as it found it). Removed while still held, and
+        :meth:`acquire` checks it locked the file that is there, so no two runs can both hold one."""
         if self._fh is not None:
             import fcntl
 
+            if remove and self._created:
+                self.path.unlink(missing_ok=True)
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None

@@ -4,37 +4,47 @@
 the ground floor). What needs the rest of the package is checked here, in this order:
 
 1. the config's own shape checks (:func:`unsloth_grpo.config.validate`);
-2. TRL's trainer arguments: every ``training`` key is a field of the installed ``GRPOConfig``;
-3. the task exists and every reward builds with its parameters;
-4. the health monitor's settings, the process layout and TRL's batch rules;
-5. the stages, each checked as the single-stage config it runs as;
-6. the machine: the doctor's preflight (:func:`unsloth_grpo.hardware.doctor.preflight`).
+2. the task exists, a ``builtin:`` model name is one of the built-in models, and every reward
+   builds with its parameters;
+3. the health monitor's settings, the process layout and TRL's batch rules;
+4. the stages, each checked as the single-stage config it runs as;
+5. TRL's fields: every ``training`` key is a field of the installed ``GRPOConfig`` (a stage's own
+   keys, of the trainer it runs) with a value of the type TRL declares, read from TRL's field
+   table (:mod:`unsloth_grpo.training.trl_schema`) without importing TRL;
+6. the machine: the doctor's preflight (:func:`unsloth_grpo.hardware.doctor.preflight`);
+7. TRL's own checks: TRL's dataclass is built from the config as the run will build it
+   (:func:`unsloth_grpo.training.trainer_args.grpo_args`), and what its ``__post_init__`` refuses
+   is reported. This imports TRL, and with it transformers and torch (seconds), so it runs when
+   the run is about to start on this machine (``environment=True``), after the backend is
+   prepared (Unsloth, when it is the backend, must be imported before transformers and TRL);
+   ``--check`` stops after step 5.
 
 The recipe runner, ``--check`` and :func:`unsloth_grpo.training.train.train` all call
 :func:`check_before_loading`, so a typo costs the same seconds whichever way a run starts::
 
-    problems = config_problems(cfg)          # steps 1-5 as lines, nothing imported but trl
-    check_before_loading(cfg)                # raises ConfigError, then the doctor's EnvironmentProblem
+    problems = config_problems(cfg)          # steps 1-5 as lines (build=True: and step 7)
+    check_before_loading(cfg)                # raises ConfigError, or the doctor's EnvironmentProblem
+
+Once the data is loaded (still before the model), :func:`check_rewards_on_data` calls every reward
+the way training will (:func:`reward_trial_problems`): a reward that raises, returns the wrong
+number of values or something that is not a number stops the run there, not at step 1.
 """
 
 from __future__ import annotations
 
 import difflib
 
-from unsloth_grpo.config import (
-    TRAINER_FIELDS_OWNED_ELSEWHERE,
-    ConfigError,
-    RecipeConfig,
-    format_problems,
-    validate,
-)
+from unsloth_grpo.config import ConfigError, RecipeConfig, format_problems, validate
 
 
-def config_problems(cfg: RecipeConfig) -> list[str]:
-    """Every problem of ``cfg`` that can be found without touching the machine, one line each."""
+def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
+    """Every problem of ``cfg`` that can be found without touching the machine, one line each.
+
+    ``build`` adds TRL's own checks (step 7) when nothing else was found; it imports TRL.
+    """
     problems = validate(cfg)
-    problems += trainer_field_problems(cfg.training.passthrough, "GRPOConfig", "training")
     problems += _task_problems(cfg)
+    problems += _model_problems(cfg)
     problems += _reward_problems(cfg.rewards, "rewards")
     problems += _monitor_problems(cfg)
     problems += _layout_problems(cfg)
@@ -44,51 +54,89 @@ def config_problems(cfg: RecipeConfig) -> list[str]:
         problems += tool_problems(cfg)
     if cfg.stages:
         problems += _stage_problems(cfg)
+    problems += trainer_problems(cfg, build=build and not problems)
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
-def check_before_loading(cfg: RecipeConfig, *, environment: bool = True) -> None:
-    """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight.
+def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None,
+                         backend_first: bool = False) -> None:
+    """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight and TRL's checks.
 
     The preflight raises :class:`unsloth_grpo.hardware.doctor.EnvironmentProblem` for what this
-    machine cannot do (a missing package, no bf16, no disk). ``environment=False`` skips it
-    (``--check`` on another machine than the one that trains, and the stage runner's inner runs).
+    machine cannot do (a missing package, no bf16, no disk); then TRL's dataclass is built from the
+    config, so that its own checks run. ``environment=False`` skips both (``--check``, which may run
+    on another machine than the one that trains, the runner's first look, and the stage runner's
+    inner runs, checked with the whole run). ``report`` replaces the doctor's look at this machine
+    (the GPU truth kit checks another one). ``backend_first`` (a run about to train here): the
+    backend is prepared before TRL's checks import TRL, transformers and peft, since Unsloth patches
+    them when it is imported and warns when it comes second; TRL's config is then checked for the
+    loader's decision. Without it, for no particular device.
     """
-    problems = config_problems(cfg)
+    problems = config_problems(cfg)  # reads TRL's field table: TRL itself is not imported
     if problems:
         raise ConfigError(format_problems(problems))
     if environment:
-        _preflight(cfg)
+        _preflight(cfg, report)
+        problems = trainer_problems(cfg, info=_decision(cfg) if backend_first else None)
+        if problems:
+            raise ConfigError(format_problems(problems))
 
 
-# ---------------------------------------------------------------- TRL's own fields
+def _decision(cfg: RecipeConfig):
+    """The loader's decision for ``cfg`` on this machine, Unsloth imported when it is the backend;
+    None for a setting this card cannot run (the loader names it, with the fix)."""
+    from unsloth_grpo.hardware.backend import BackendError, prepare_backend
+
+    try:
+        return prepare_backend(cfg.model).info(cfg.model.name)
+    except BackendError:
+        return None
 
 
-def trainer_fields(kind: str = "GRPOConfig") -> dict:
-    """The dataclass fields of the installed TRL's ``GRPOConfig`` or ``SFTConfig`` by name."""
-    import dataclasses
-
-    import trl
-
-    return {f.name: f for f in dataclasses.fields(getattr(trl, kind))}
+# ---------------------------------------------------------------- TRL's own config
 
 
-def trainer_field_problems(values: dict, kind: str, where: str) -> list[str]:
-    """Keys of ``values`` that the installed TRL's ``kind`` does not have, or that the toolkit sets."""
-    if not values:
-        return []
-    valid = trainer_fields(kind)
-    out = []
-    for key, value in values.items():
-        if key in TRAINER_FIELDS_OWNED_ELSEWHERE:
-            out.append(f"{where}.{key}={value!r}: the toolkit sets this {kind} field from "
-                       f"{TRAINER_FIELDS_OWNED_ELSEWHERE[key]}; set that instead and remove {where}.{key}")
-        elif key not in valid:
-            close = difflib.get_close_matches(key, sorted(valid), n=1)
-            hint = f"did you mean '{where}.{close[0]}'? " if close else ""
-            out.append(f"{where}.{key} is not a field of the installed TRL's {kind}; {hint}"
-                       f"`--help-config` lists them all")
-    return out
+def trainer_problems(cfg: RecipeConfig, *, build: bool = True, info=None) -> list[str]:
+    """TRL's verdict on ``cfg``'s ``training`` keys, and with ``build`` on the config TRL's dataclass makes.
+
+    The keys are checked against ``GRPOConfig``; a stage's own keys against the trainer it runs
+    (``SFTConfig`` for ``kind: sft``). With ``build`` and no problem found, each run's TRL config is
+    then built as the run builds it (:func:`unsloth_grpo.training.trainer_args.grpo_args`) for the
+    loader's decision ``info`` (a device-neutral one when None), and what TRL's ``__post_init__``
+    refuses is reported.
+    """
+    from unsloth_grpo.training.trainer_args import GRPO, SFT, checking_info, grpo_args, sft_args, trl_values
+
+    problems = trl_values(cfg.training.trl, GRPO)[1]
+    own = set(cfg.training.__dataclass_fields__)  # the toolkit's own options, not TRL's
+    for i, stage in enumerate(cfg.stages):
+        keys = {k: v for k, v in stage.training.items() if k not in own}
+        found = trl_values(keys, SFT if stage.kind == "sft" else GRPO)[1]
+        problems += [f"stages[{i}] ({stage.name}): {p}" for p in found]
+    if problems or not build:
+        return problems
+    for where, run, kind in _runs(cfg):
+        decided = info if info is not None else checking_info(run.model.name)
+        try:
+            if kind == SFT:
+                sft_args(run, decided, checking=True)
+            else:
+                grpo_args(run, decided, weights=[r.weight for r in run.rewards], checking=True)
+        except ConfigError as exc:
+            problems.append(where + str(exc))
+    return problems
+
+
+def _runs(cfg: RecipeConfig) -> list[tuple[str, RecipeConfig, str]]:
+    """(label, the single config it trains with, TRL's config class) for every training of ``cfg``."""
+    from unsloth_grpo.training.trainer_args import GRPO, SFT
+
+    if not cfg.stages:
+        return [("", cfg, GRPO)]
+    from unsloth_grpo.training.stages import stage_config
+
+    return [(f"stages[{i - 1}] ({stage.name}): ", stage_config(cfg, i), SFT if stage.kind == "sft" else GRPO)
+            for i, stage in enumerate(cfg.stages, 1)]
 
 
 # ---------------------------------------------------------------- the rest of the package
@@ -104,6 +152,19 @@ def _task_problems(cfg: RecipeConfig) -> list[str]:
     return [f"task='{cfg.task}' is not a task of this package; {hint}choose one of: {', '.join(available_tasks())}"]
 
 
+def _model_problems(cfg: RecipeConfig) -> list[str]:
+    """A ``builtin:`` model name that names no built-in model (it would fail only after the imports)."""
+    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+
+    name = str(cfg.model.name)
+    if not name.startswith("builtin:") or name in BUILTIN_MODELS:
+        return []
+    close = difflib.get_close_matches(name, BUILTIN_MODELS, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return [f"model.name='{name}' is not a built-in model; {hint}choose one of: {', '.join(BUILTIN_MODELS)}, "
+            "or a hub id or local model directory"]
+
+
 def _reward_problems(specs, where: str) -> list[str]:
     """Build every reward once, so unknown names and bad parameters surface before loading."""
     from unsloth_grpo.rewards import get_reward
@@ -115,6 +176,101 @@ def _reward_problems(specs, where: str) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - report whatever the reward's constructor says
             out.append(f"{where}[{i}] ({spec.name}): {exc}")
     return out
+
+
+#: Completions every reward is tried on, beside the task's gold answer written out: what an
+#: untrained model writes (nothing at all, text without the tags) and a well-formed wrong answer.
+PROBE_TEXTS = ("", "I am not sure.", "<reasoning>\nA guess.\n</reasoning>\n<answer>\n0\n</answer>")
+#: Dataset rows the probe completions are written for.
+PROBE_ROWS = 2
+
+
+def _probe_batch(cfg: RecipeConfig, dataset) -> tuple[list, dict] | None:
+    """Completions and TRL's keywords for the first rows of ``dataset``, shaped as training passes
+    them: chat messages after a chat prompt, every dataset column by name, ``completion_ids``
+    (stand-ins: one id per byte of the text, as no tokenizer is loaded yet), the environments."""
+    import importlib
+
+    from unsloth_grpo.rewards.calling import as_completion, trl_keywords
+
+    rows = [dict(dataset[i]) for i in range(min(PROBE_ROWS, len(dataset)))]
+    if not rows:
+        return None
+    gold = getattr(importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}"), "gold_completion", None)
+    pairs = []
+    for row in rows:
+        written = gold(row) if gold is not None else None
+        pairs += [(row, text) for text in ([written] if written else []) + list(PROBE_TEXTS)]
+    prompts = [row["prompt"] for row, _ in pairs]
+    columns = {k: [row.get(k) for row, _ in pairs] for k in rows[0] if k not in ("prompt", "completion", "completion_ids")}
+    environments = _probe_environments(cfg, [row for row, _ in pairs])
+    if environments is False:
+        return None
+    kwargs = trl_keywords(prompts, completion_ids=[list(text.encode()) for _, text in pairs], columns=columns,
+                          environments=environments, max_steps=cfg.training.max_steps)
+    return [as_completion(text, prompt) for (_, text), prompt in zip(pairs, prompts)], kwargs
+
+
+def _probe_environments(cfg: RecipeConfig, rows: list[dict]):
+    """One environment per probe completion, reset with its row as TRL does; None without an
+    environment, False when one cannot be made (the tool checks report that)."""
+    if not cfg.tools.environment:
+        return None
+    try:
+        from unsloth_grpo.tools import build_tools
+
+        factory = build_tools(cfg.tools)["environment_factory"]
+        environments = [factory() for _ in rows]
+        for env, row in zip(environments, rows):
+            env.reset(**row)
+    except Exception:  # noqa: BLE001 - not a reward's problem
+        return False
+    return environments
+
+
+def reward_trial_problems(cfg: RecipeConfig, dataset) -> list[str]:
+    """Each reward of ``cfg`` (and of its GRPO stages) called as training calls it, on a few
+    completions for the first rows of ``dataset``: the task's gold answer written as a correct
+    completion (where the task has one), an empty completion, text without the tags and a
+    well-formed wrong answer. Inside its wrapper, so a reward with ``on_error: zero`` passes as it
+    would in training. One line per reward that raises or returns values TRL cannot use."""
+    import contextlib
+    import io
+
+    from unsloth_grpo.rewards import RewardError, build_reward_functions
+    from unsloth_grpo.rewards.calling import call_reward
+
+    batch = _probe_batch(cfg, dataset)
+    if batch is None:
+        return []
+    completions, kwargs = batch
+    groups = [("rewards", cfg.rewards)]
+    groups += [(f"stages[{i}] ({s.name}): rewards", s.rewards) for i, s in enumerate(cfg.stages)
+               if s.kind != "sft" and s.rewards]
+    how = (f"tried before loading the model on {len(completions)} completions for the first "
+           f"{min(PROBE_ROWS, len(dataset))} rows of the data, passed as training passes them")
+    out = []
+    for where, specs in groups:
+        try:
+            funcs, _ = build_reward_functions(specs)
+        except Exception:  # noqa: BLE001 - a reward that does not build is reported by config_problems
+            continue
+        for i, (fn, spec) in enumerate(zip(funcs, specs)):
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):  # a copied reward may print every call
+                    call_reward(fn, completions, **kwargs)
+            except RewardError as exc:
+                out.append(f"{where}[{i}] ({spec.name}): {exc} ({how}). Fix the reward, or give it "
+                           "params: {on_error: zero} to score such completions 0 and go on")
+    return out
+
+
+def check_rewards_on_data(cfg: RecipeConfig, dataset) -> None:
+    """Raise :class:`ConfigError` when :func:`reward_trial_problems` finds a reward training would
+    stop on; called with the loaded data, before the output directory or the model is touched."""
+    problems = reward_trial_problems(cfg, dataset)
+    if problems:
+        raise ConfigError(format_problems(problems))
 
 
 def _monitor_problems(cfg: RecipeConfig) -> list[str]:
@@ -139,33 +295,27 @@ def _layout_problems(cfg: RecipeConfig) -> list[str]:
 
 def _stage_problems(cfg: RecipeConfig) -> list[str]:
     """The stage list's own problems, then each stage checked as the single-stage config it runs as."""
-    import dataclasses
-
     from unsloth_grpo.training.stages import stage_config, stage_problems
 
     problems = stage_problems(cfg)
-    named = {f.name for f in dataclasses.fields(cfg.training)}
     for i, stage in enumerate(cfg.stages, 1):
         where = f"stages[{i - 1}] ({stage.name})"
-        if any(p.startswith(where + ":") for p in problems):
+        if stage.kind == "sft" or any(p.startswith(where + ":") for p in problems):
             continue  # its own settings are wrong already; the deeper checks would repeat them
         sub = stage_config(cfg, i)
-        own = {k: v for k, v in stage.training.items() if k not in named}  # the recipe's were checked
-        found = trainer_field_problems(own, "SFTConfig" if stage.kind == "sft" else "GRPOConfig", "training")
-        if stage.kind != "sft":
-            found += _reward_problems(sub.rewards, "rewards") + _layout_problems(sub)
-        problems += [f"{where}: {p}" for p in found]
+        problems += [f"{where}: {p}" for p in _reward_problems(sub.rewards, "rewards") + _layout_problems(sub)]
     return problems
 
 
-def _preflight(cfg: RecipeConfig) -> None:
+def _preflight(cfg: RecipeConfig, report=None) -> None:
     from unsloth_grpo.hardware.doctor import preflight
     from unsloth_grpo.training.distributed import parse_vllm_server
 
     server = parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
     preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
               fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server,
-              load_in_4bit=cfg.model.load_in_4bit)
+              load_in_4bit=cfg.model.load_in_4bit, report=report)
 
 
-__all__ = ["check_before_loading", "config_problems", "trainer_field_problems", "trainer_fields"]
+__all__ = ["check_before_loading", "check_rewards_on_data", "config_problems", "reward_trial_problems",
+           "trainer_problems"]

@@ -114,7 +114,7 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
     out = Path(cfg.output_dir)
 
     def sub(scfg: RecipeConfig, name: str, **training) -> RecipeConfig:
-        t = dataclasses.replace(scfg.training, **training)
+        t = dataclasses.replace(scfg.training, trl={**scfg.training.trl, **training})
         return dataclasses.replace(scfg, output_dir=str(out / name), training=t)
 
     select_backend(cfg.model.backend)

@@ -164,8 +164,10 @@ def plan_batch(training, world_size: int) -> tuple[BatchPlan | None, list[str]]:
     t = training
     pd, ga, g = t.per_device_train_batch_size, t.gradient_accumulation_steps, t.num_generations
     spg = t.steps_per_generation
-    gen = (getattr(t, "passthrough", None) or {}).get("generation_batch_size")
+    gen = t.get("generation_batch_size")
     problems: list[str] = []
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (pd, ga, g, spg, gen) if x is not None):
+        return None, []  # a value of the wrong type: TRL's check of the config names it
     if pd < 1 or ga < 1 or world_size < 1:
         return None, [f"training.per_device_train_batch_size ({pd}) and gradient_accumulation_steps ({ga}) "
                       "must be at least 1"]

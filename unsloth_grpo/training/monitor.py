@@ -14,6 +14,9 @@ logs (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``rewards/<name>/mea
 ``format_zero``     a format reward's mean stayed at 0
 ``no_tool_calls``   tools are offered but no completion called one (``tools/call_frequency`` 0)
 ``tool_errors``     every tool call failed (``tools/failure_frequency`` 1)
+``stale_rollouts``  the completions were not sampled from the weights being trained (TRL's
+                    ``sampling/sampling_logp_difference/mean`` stays high, or the direct check
+                    of :mod:`unsloth_grpo.training.rollouts` says so)
 ==================  ============================================================================
 
 TRL's ``reward_std`` is the standard deviation over the whole batch; ``frac_reward_zero_std`` is the
@@ -47,7 +50,7 @@ DEFAULT_FORMAT_REWARDS = ("strict_format", "soft_format", "xml_count")
 
 #: Every warning the checker can raise, in the order it checks them.
 WARNING_NAMES = ("mode_collapse", "no_signal", "kl_blowup", "flat_reward", "length_clipped", "format_zero",
-                 "no_tool_calls", "tool_errors")
+                 "no_tool_calls", "tool_errors", "stale_rollouts")
 
 HEALTH_FILE = "health.jsonl"
 
@@ -98,6 +101,12 @@ class HealthThresholds:
     stop_on_collapse: bool = _h(
         False, help="End training cleanly (with a checkpoint) when mode_collapse fires."
     )
+    rollout_logp_diff: float = _h(
+        0.15, help="stale_rollouts: mean per-token |log-prob| difference between the generator and the trained "
+        "model (TRL's sampling/sampling_logp_difference/mean, logged when vLLM generates with importance "
+        "sampling correction) above this warns."
+    )
+    rollout_window: int = _h(5, help="stale_rollouts: logged steps in a row the difference must stay above it.")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -105,7 +114,7 @@ class HealthThresholds:
             if f.name.endswith("_window") and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"monitor.{f.name}={value!r}: a window is a count of logged steps, "
                                  "use an integer >= 1")
-        for name in ("collapse_std", "kl_max", "flat_min_delta"):
+        for name in ("collapse_std", "kl_max", "flat_min_delta", "rollout_logp_diff"):
             if getattr(self, name) < 0:
                 raise ValueError(f"monitor.{name}={getattr(self, name)!r}: use a value >= 0")
         for name in ("no_signal_frac", "clipped_ratio"):
@@ -186,6 +195,7 @@ class HealthChecker:
         self._format_zero_run: dict[str, int] = {}
         self._no_call_run = 0
         self._all_failed_run = 0
+        self._stale_run = 0
 
     # ------------------------------------------------------------------ helpers
     def _fire(self, out: list[HealthWarning], step: int, name: str, message: str, fix: str,
@@ -196,6 +206,15 @@ class HealthChecker:
         w = HealthWarning(step=step, name=name, message=message, fix=fix, values=values)
         self.fired.append(w)
         out.append(w)
+
+    def add(self, warning: HealthWarning) -> bool:
+        """Record a warning found outside the metric stream (the rollout check); False when it is ignored
+        or has fired already."""
+        if (warning.name, "") in self._fired_keys or warning.name in self.t.ignore:
+            return False
+        self._fired_keys.add((warning.name, ""))
+        self.fired.append(warning)
+        return True
 
     def has_fired(self, name: str) -> bool:
         return any(n == name for n, _ in self._fired_keys)
@@ -317,7 +336,33 @@ class HealthChecker:
                     subject=reward_name,
                 )
         self._check_tools(out, step, logs)
+        self._check_rollouts(out, step, logs)
         return out
+
+    def _check_rollouts(self, out: list[HealthWarning], step: int, logs: Mapping[str, Any]) -> None:
+        """TRL 1.14 (and Unsloth's trainer, when importance sampling correction is on) logs how far the
+        generator's log-probabilities are from the trained model's on the same tokens."""
+        t = self.t
+        diff = _num(logs, "sampling/sampling_logp_difference/mean")
+        if diff is None:
+            return
+        self._stale_run = self._stale_run + 1 if diff > t.rollout_logp_diff else 0
+        if self._stale_run >= t.rollout_window:
+            self._fire(
+                out, step, "stale_rollouts",
+                f"the generator's log-probabilities differ from the trained model's by {diff:.3g} per token on "
+                f"average ({self._stale_run} logged steps in a row above {t.rollout_logp_diff}): the rollouts "
+                "are not coming from the weights being trained (an adapter the generator ignores, or weights "
+                "it did not receive after a sleep).",
+                "Update unsloth and unsloth_zoo (a bug with TRL >= 1.10 generated Unsloth's vLLM rollouts from "
+                "the base model), or set model.fast_inference=off to generate with the trained model itself.",
+                {"sampling_logp_difference_mean": diff,
+                 "sampling_logp_difference_max": _num(logs, "sampling/sampling_logp_difference/max"),
+                 "importance_sampling_ratio_min": _num(logs, "sampling/importance_sampling_ratio/min"),
+                 "importance_sampling_ratio_mean": _num(logs, "sampling/importance_sampling_ratio/mean"),
+                 "importance_sampling_ratio_max": _num(logs, "sampling/importance_sampling_ratio/max"),
+                 "window": self._stale_run},
+            )
 
     def _check_tools(self, out: list[HealthWarning], step: int, logs: Mapping[str, Any]) -> None:
         """TRL logs ``tools/call_frequency`` (calls per completion) and ``tools/failure_frequency``
@@ -387,6 +432,7 @@ def make_health_callback(output_dir: str | Path | None, thresholds: HealthThresh
     class HealthMonitor(TrainerCallback):
         def __init__(self) -> None:
             self.checker = HealthChecker(thresholds)
+            self.pending: list[HealthWarning] = []
             self.path = None if output_dir is None else Path(output_dir) / HEALTH_FILE
             if console is None:
                 from rich.console import Console
@@ -399,6 +445,11 @@ def make_health_callback(output_dir: str | Path | None, thresholds: HealthThresh
         def warnings(self) -> list[HealthWarning]:
             return self.checker.fired
 
+        def report(self, warning: HealthWarning) -> None:
+            """A warning found outside the logged metrics (the rollout check): said at the next log."""
+            if self.checker.add(warning):
+                self.pending.append(warning)
+
         def on_train_begin(self, args, state, control, **kwargs):
             # a fresh run starts a fresh file; a resumed one (global_step > 0) appends
             if state.global_step == 0 and state.is_world_process_zero and self.path is not None \
@@ -408,7 +459,7 @@ def make_health_callback(output_dir: str | Path | None, thresholds: HealthThresh
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs:
                 return control
-            fired = self.checker.update(state.global_step, logs)
+            fired, self.pending = self.pending + self.checker.update(state.global_step, logs), []
             if fired and state.is_world_process_zero:
                 if self.path is not None:
                     self.path.parent.mkdir(parents=True, exist_ok=True)

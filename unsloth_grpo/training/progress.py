@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sys
 import time
 from collections import deque
@@ -204,6 +205,29 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _keep_samples_before(path: Path, step: int) -> int | None:
+    """Keep the rows of ``samples.jsonl`` recorded before ``step``; return the last kept row's step.
+
+    A row's step is the trainer's step count when its completions were scored, so rows at ``step``
+    and after came from training beyond the checkpoint at ``step``. A torn last line is dropped.
+    """
+    if not path.exists():
+        return None
+    kept, last = [], None
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if int(row.get("step", 0)) < step:
+            kept.append(line)
+            last = int(row.get("step", 0))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
+    return last
+
+
 class SampleRecorder:
     """Sees every reward call and, every ``every`` steps, records a few samples with their scores.
 
@@ -213,19 +237,25 @@ class SampleRecorder:
     ``output_dir/samples.jsonl`` as ``{"step", "prompt", "completion", "rewards": {name: score},
     "total", <dataset columns such as "answer">}``. ``total`` is the weighted sum TRL optimises
     (None scores left out), present when ``weights`` are given. An existing ``samples.jsonl`` is
-    replaced unless ``resume=True``.
+    replaced unless ``resume=True`` (appended to) or ``resume_step=S`` (a run resumed from its
+    checkpoint at step S: the samples of steps before S are kept, the later ones, which the resumed
+    run records again, are dropped, and the every-``every``-steps rhythm goes on from the last kept).
     """
 
     def __init__(self, output_dir: str | Path | None, *, every: int = 10, num_samples: int = 2,
                  weights: Sequence[float] | None = None, print_samples: bool = True,
-                 max_chars: int = 300, file=None, resume: bool = False) -> None:
+                 max_chars: int = 300, file=None, resume: bool = False, resume_step: int | None = None) -> None:
         if every < 1:
             raise ValueError(f"samples every={every}: use an integer >= 1 (steps between sample dumps)")
         if num_samples < 1:
             raise ValueError(f"num_samples={num_samples}: use an integer >= 1")
         self.path = None if output_dir is None else Path(output_dir) / SAMPLES_FILE
-        if self.path is not None and not resume and self.path.exists() and self._is_main_process():
-            self.path.unlink()  # a new run starts a new file; resume=True appends
+        self._last_step: int | None = None
+        if self.path is not None and self._is_main_process():
+            if resume_step is not None:
+                self._last_step = _keep_samples_before(self.path, resume_step)
+            elif not resume and self.path.exists():
+                self.path.unlink()  # a new run starts a new file; resume=True appends
         self.every = every
         self.num_samples = num_samples
         self.weights = list(weights) if weights is not None else None
@@ -234,7 +264,6 @@ class SampleRecorder:
         self.file = file
         self.names: list[str] = []
         self.records_written = 0
-        self._last_step: int | None = None
         self._calls = 0
         self._batch_key = None
         self._scores: dict[int, list] = {}

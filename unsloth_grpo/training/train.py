@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
-from unsloth_grpo.training.checks import check_before_loading
+from unsloth_grpo.data import DataError, looks_like_path
+from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.training.distributed import detect
 from unsloth_grpo.training.repro import package_versions
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
@@ -35,7 +36,8 @@ def is_main_process() -> bool:
 
 
 def load_task_dataset(cfg: RecipeConfig):
-    """The training rows for ``cfg.task``; raises DataError before any model is loaded."""
+    """The training rows for ``cfg.task``; raises DataError before any model is loaded, also when
+    there are none (a run on 0 rows would only fail after the model loaded, blaming the prompt length)."""
     import importlib
 
     try:
@@ -44,7 +46,36 @@ def load_task_dataset(cfg: RecipeConfig):
         from unsloth_grpo.tasks import available_tasks
 
         raise ConfigError(f"task='{cfg.task}' is unknown; choose one of: {', '.join(available_tasks())}") from None
-    return task.load_dataset_for(cfg)
+    d = cfg.data
+    if d.limit is not None and d.limit < 1:  # said before any task reads it as something else
+        raise DataError(f"data.limit={d.limit} leaves 0 rows to train on; remove it (all rows) or set it to "
+                        "1 or more")
+    rows = _load_rows(task, cfg)
+    if len(rows) == 0:
+        raise DataError(f"data.source='{d.source}' (split '{d.split}') gives 0 rows to train on; check the "
+                        "source and data.split")
+    return rows
+
+
+def _load_rows(task, cfg: RecipeConfig):
+    source = str(cfg.data.source)
+    if source == "synthetic" or looks_like_path(source):
+        return task.load_dataset_for(cfg)
+    from unsloth_grpo.hardware.doctor import hub_offline_mode, hub_unreachable
+
+    why = hub_unreachable()
+    if why is None:
+        return task.load_dataset_for(cfg)
+    try:  # a copy in the local cache still loads; anything else fails now, not after ~25 s of retries
+        with hub_offline_mode():
+            return task.load_dataset_for(cfg)
+    except DataError as exc:
+        if not str(exc).startswith("could not load hub dataset"):
+            raise
+        raise DataError(
+            f"data.source='{source}' is a hub dataset that is not in the local cache, and {why}. Without "
+            "network, add --preset smoke (synthetic problems and the tiny built-in model, all offline) or set "
+            "data.source to a local .jsonl/.json/.csv/.parquet file") from None
 
 
 def build_grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
@@ -120,6 +151,56 @@ def disk_full(exc: BaseException) -> bool:
     return False
 
 
+#: Exit status of a run stopped by a reward that failed on real completions (a checkpoint is kept).
+REWARD_FAILED_EXIT_CODE = 5
+
+
+def _reward_error(exc: BaseException):
+    """The :class:`~unsloth_grpo.rewards.RewardError` behind ``exc`` (itself, its cause, ...), or None."""
+    from unsloth_grpo.rewards import RewardError
+
+    for _ in range(8):
+        if exc is None:
+            return None
+        if isinstance(exc, RewardError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _stopped_by_reward(error, trainer, out: Path, *, finalize: Callable[[Path], Path],
+                       fresh_dir: bool, main_process: bool, hint: str | None, log: Callable[[str], None]):
+    """The :class:`TrainingStopped` for a reward that failed mid-run: the reward, the sample and the
+    checkpoint to resume from once the reward is fixed (saved now, as Ctrl-C saves, when the newest
+    one is older than this step). Before the first step there is nothing to keep: a directory this
+    run made is removed, as after a failed start."""
+    from unsloth_grpo.training import checkpoint as ckpt
+
+    step = int(trainer.state.global_step)
+    where = f"{error} -- while scoring the completions of step {step + 1}"
+    if step == 0:
+        if fresh_dir and main_process:
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}, before any step was trained, so nothing was kept. "
+                               "Fix the reward (`unsloth-grpo rewards check` scores it on real completions) and "
+                               "start again")
+    saved = ckpt.list_checkpoints(out)
+    if (not saved or saved[-1].step != step) and main_process and detect().world_size == 1:
+        from unsloth_grpo.training import oom
+
+        staged = oom.save_checkpoint(trainer, log)
+        if staged is not None and Path(staged).name.startswith(ckpt.PREFIX):
+            finalize(Path(staged))
+            saved = ckpt.list_checkpoints(out)
+    if not saved:
+        return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; no checkpoint could be kept. Fix the reward and "
+                               "start again")
+    return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; checkpoint {saved[-1].path} holds the run at step "
+                           f"{saved[-1].step}. Fix the reward, then resume with: {hint or ckpt.resume_hint(out)}")
+
+
 def _refused_pickle(exc: BaseException) -> bool:
     """``torch.load(..., weights_only=True)`` (what transformers uses to resume) refused a pickle
     that asks to build arbitrary objects: a checkpoint file someone else crafted or damaged."""
@@ -158,7 +239,9 @@ def _ci(result: dict) -> str:
     return f"(95% CI {ci[0]:.3f}..{ci[1]:.3f})" if ci else ""
 
 
-def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict:
+def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path, *, name: str) -> dict:
+    """Evaluate ``model`` on the held-out rows; ``name`` is what the report calls it (the base model
+    before training, the run's adapter after), stored with the dataset in the result and eval.json."""
     from unsloth_grpo.evaluation.evaluate import evaluate, write_eval
 
     if cfg.tools.functions or cfg.tools.environment:  # with the tools and without, and calls per problem
@@ -167,7 +250,8 @@ def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path) -> dict
         result = evaluate_with_tools(model, tokenizer, dataset, tools_cfg=cfg.tools, **_eval_kwargs(cfg))
     else:
         result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
-    write_eval(result, where, model=cfg.model.name, dataset=cfg.data.source, split=cfg.evaluation.split)
+    result.update(model=name, dataset=str(cfg.data.source), split=cfg.evaluation.split)
+    write_eval(result, where)
     return result
 
 
@@ -205,10 +289,7 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
     finished = ckpt.finished_run(cfg.output_dir) if stage_index == 0 and resume_from is None else None
     if finished is not None:  # a stage directory is rewritten by the stage runner on purpose
         if resume:
-            raise ckpt.CheckpointError(
-                f"{cfg.output_dir} holds a run that finished at step {finished['step']} and has no checkpoint "
-                "to continue from; its adapter is final. Nothing was changed; start a new run with another "
-                "--output-dir (set training.save_steps so that a run can be continued later)")
+            raise ckpt.CheckpointError(ckpt.finished_without_checkpoint(cfg.output_dir, finished["step"]))
         raise ckpt.CheckpointError(
             f"{cfg.output_dir} holds a run that finished at step {finished['step']} (adapter, metrics.jsonl); "
             "a new run there would overwrite it. Nothing was changed: choose another --output-dir, or move "
@@ -220,8 +301,11 @@ def generation_round_steps(cfg: RecipeConfig) -> int:
     """Optimizer steps served by one round of generation: TRL generates every
     ``steps_per_generation x num_iterations`` micro-batches and steps the optimizer every
     ``gradient_accumulation_steps`` of them. Resume is exact only at a round boundary."""
+    from unsloth_grpo.training.trl_schema import field_table
+
     t = cfg.training
-    micro = (t.steps_per_generation or t.gradient_accumulation_steps) * int(t.passthrough.get("num_iterations", 1))
+    iterations = t.get("num_iterations", field_table()["num_iterations"].default)  # TRL's default: 1
+    micro = (t.steps_per_generation or t.gradient_accumulation_steps) * int(iterations)
     return micro // math.gcd(micro, t.gradient_accumulation_steps)
 
 
@@ -269,19 +353,29 @@ def _write_run_info(cfg: RecipeConfig, loaded, dataset) -> None:
     write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=loaded.info.to_dict()))
 
 
+def _starting_model(cfg: RecipeConfig, stage: tuple[int, str | None]) -> str:
+    """What the before-training evaluation evaluates, in words: the base model, or in a later stage of
+    a multi-stage run the base with the adapter the stages before this one trained."""
+    if stage[0] > 1:
+        return f"{cfg.model.name} + the adapter of the stages before '{stage[1]}' (stage {stage[0]} at its start)"
+    return f"{cfg.model.name} (before training)"
+
+
 def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Callable[[str], None]) -> None:
     """Rank 0 after training: tokenizer beside the adapter, the before/after report, the plots."""
     out = Path(cfg.output_dir)
     loaded.tokenizer.save_pretrained(str(out))
     if before is not None:
-        from unsloth_grpo.evaluation.evaluate import compare, write_report
+        from unsloth_grpo.evaluation.evaluate import change_in_words, compare, write_report
 
-        after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after")
-        write_report(compare(before, after), out)
+        after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
+                          name=f"{cfg.model.name} + the adapter trained in {out}")
+        report = compare(before, after)
+        write_report(report, out)
         lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
             f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
         log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
-            f"on {after['n']} held-out problems{lenient}, format "
+            f"on {after['n']} held-out problems ({change_in_words(report)}){lenient}, format "
             f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
     try:
         from unsloth_grpo.evaluation.plots import plot_run
@@ -314,13 +408,20 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.hardware.console import quiet_third_party
 
     quiet_third_party()
-    # every config problem at once and the doctor's preflight, before anything heavy (the stage
-    # runner checked the machine once for all its stages)
-    check_before_loading(cfg, environment=loaded is None)
+    # every config problem at once, the doctor's preflight and TRL's own checks, before anything heavy
+    # (the stage runner checked the machine and every stage once); the backend is prepared before TRL
+    check_before_loading(cfg, environment=loaded is None, backend_first=loaded is None)
     if loaded is None:
         from unsloth_grpo.hardware.doctor import preflight_recipe
 
         preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
+    if stage[0] == 0:  # the stage runner's inner runs were checked with the whole recipe
+        # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
+        # output directory and the model
+        data = dataset if dataset is not None else load_task_dataset(cfg)
+        check_rewards_on_data(cfg, data)
+        if not cfg.stages:
+            dataset = data
     if cfg.stages:
         from unsloth_grpo.training.stages import run_stages
 
@@ -330,14 +431,18 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     # One training per output directory: while this one runs (rank 0 holds the lock), a second is
     # refused. Taken at once when the directory exists, so the second run hears it before any work.
     lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
+    refused = False
     try:
         if lock is not None and Path(cfg.output_dir).is_dir():
             lock.acquire()
         return _train_one(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume, loaded=loaded,
                           stage=stage, hint=hint, lock=lock)
+    except (ConfigError, DataError, ckpt.CheckpointError):
+        refused = True  # bad input: the directory is left as it was found, lock file included
+        raise
     finally:
         if lock is not None:
-            lock.release()
+            lock.release(remove=refused)
 
 
 def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, stage, hint, lock) -> TrainResult:
@@ -346,6 +451,10 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = _resume_point(cfg, resume, stage[0], log)
+    if resume_from is not None:
+        log(f"resume: continuing from {resume_from.path} (step {resume_from.step} of {cfg.training.max_steps})")
+    elif resume:
+        log(f"resume: {cfg.output_dir} holds no checkpoint yet; training starts at step 0")
     from unsloth_grpo.training import distributed
 
     layout = distributed.detect()
@@ -359,8 +468,8 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     tool_kwargs = build_tools(cfg.tools)  # guarded tools / environment factory; {} without tools
     if tool_kwargs:
         reward_funcs = with_tool_metrics(reward_funcs)  # tools/used_share etc. from the transcripts
-    if dataset is None:
-        dataset = load_task_dataset(cfg)  # malformed data fails here, before the model
+    if dataset is None:  # a stage of a multi-stage run
+        dataset = load_task_dataset(cfg)
     prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen (vLLM standby set before)
 
     _memory_warnings(cfg, log)
@@ -386,7 +495,14 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
 
                 shutil.rmtree(out, ignore_errors=True)
             raise
-    dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+    try:
+        dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+    except DataError:
+        if fresh_dir and main_process:  # every prompt too long: the run never started, so no folder either
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     args = build_grpo_args(cfg, loaded.info, weights=weights)
     if main_process:
         _write_run_info(cfg, loaded, dataset)
@@ -400,8 +516,10 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
     from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
 
     if cfg.run.samples_every and main_process:
-        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights)
+        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights,
+                                  resume_step=resume_from.step if resume_from is not None else None)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
+    health = make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor))
     trainer_kwargs = dict(
         model=loaded.model,
         processing_class=loaded.tokenizer,
@@ -410,29 +528,40 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         **tool_kwargs,
         callbacks=[
             _metrics_callback(metrics_path),
-            make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor)),
+            health,
             *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
             saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
             *(callbacks or []),
         ],
     )
+    trainer, failure = None, None
     try:
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
         if not _may_fall_back(cfg, args):
             raise
-        log(f"unsloth-grpo: vLLM did not start ({type(exc).__name__}: {_first_line(exc)}); generating without "
+        failure = f"{type(exc).__name__}: {_first_line(exc)}"
+    if trainer is None:  # outside the except block, so the failed engine's frames can be freed first
+        from unsloth_grpo.hardware.backend import release_engine_memory
+
+        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without "
             "vLLM (set model.fast_inference=off to skip the attempt)")
+        release_engine_memory()
         loaded.info.use_vllm = False
+        loaded.info.vllm_standby = False
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    from unsloth_grpo.training.rollouts import watch_rollouts
+
+    watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
         from unsloth_grpo.evaluation.evaluate import make_eval_callback
 
         trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
-    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before") \
+    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before",
+                       name=_starting_model(cfg, stage)) \
         if cfg.evaluation.before_after and held_out is not None and main_process else None
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
@@ -459,6 +588,15 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
                 + (f"the newest complete checkpoint {last} is untouched. Free some space, then resume with: "
                    f"{hint or ckpt.resume_hint(out)}" if last else
                    "no checkpoint was completed. Free some space and start again")) from exc
+
+        def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
+            return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
+                                            stage_name=stage[1], keep_last=cfg.run.keep_last)
+
+        reward_error = _reward_error(exc)
+        if reward_error is not None:  # a reward failed on real completions: no traceback from deep in TRL
+            raise _stopped_by_reward(reward_error, trainer, out, finalize=finalize, fresh_dir=fresh_dir,
+                                     main_process=main_process, hint=hint, log=log) from exc
         # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
         # bitsandbytes, Unsloth or vLLM raise instead
         if not oom.is_oom(exc):
@@ -469,10 +607,6 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
             estimate = memory.estimate_for_config(cfg)
         except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
             estimate = None
-
-        def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
-            return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
-                                            stage_name=stage[1], keep_last=cfg.run.keep_last)
 
         code = oom.handle_oom(trainer, cfg, exc, estimate, finalize=finalize)
         log(f"resume with: {hint or ckpt.resume_hint(out)}")
