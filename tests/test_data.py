@@ -143,3 +143,28 @@ def test_synthetic_dataset_is_the_one_shared_offline_loader():
     test = synthetic_dataset(make, split="test", seed=3, num_synthetic=10, limit=None, system_prompt=None)
     assert len(test) == 10 and test[0]["prompt"] == [{"role": "user", "content": "q4-0"}]  # seed + 1
     assert (split_seed(3, "train"), split_seed(3, "validation")) == (3, 4)
+
+
+def test_the_easy_offline_set_is_one_step_one_digit_and_its_held_out_sums_are_never_trained_on():
+    import re
+
+    from unsloth_grpo.data import DataError
+    from unsloth_grpo.tasks.gsm8k import EXAMPLE_SYSTEM_PROMPT, load_gsm8k
+
+    def sums(rows):
+        return {tuple(re.search(r"<<(\d+)([+-])(\d+)=", r["answer"]).groups()) for r in rows}
+
+    train = make_synthetic_problems(400, seed=0, subset="easy")
+    test = make_synthetic_problems(200, seed=1, subset="easy", split="test")
+    for r in train + test:
+        a, op, b = re.search(r"<<(\d+)([+-])(\d+)=", r["answer"]).groups()
+        assert int(b) <= 9 and (int(a) <= 9 if op == "+" else int(a) <= 19)
+        assert parse_gold(r["answer"]) == str(int(a) + int(b) if op == "+" else int(a) - int(b))
+    assert sums(train) and sums(test) and not sums(train) & sums(test)
+    ds = load_gsm8k("synthetic", "test", subset="easy", num_synthetic=8, seed=3, system_prompt=EXAMPLE_SYSTEM_PROMPT)
+    assert len(ds) == 8 and ds[0]["prompt"][0]["content"] == EXAMPLE_SYSTEM_PROMPT
+    # the hub's default subset name keeps the usual mix; anything else is explained before loading
+    assert load_gsm8k("synthetic", num_synthetic=5, seed=3)["answer"] == load_gsm8k(
+        "synthetic", subset="main", num_synthetic=5, seed=3)["answer"]
+    with pytest.raises(DataError, match="choose one of: main, easy"):
+        load_gsm8k("synthetic", subset="eazy", num_synthetic=5)

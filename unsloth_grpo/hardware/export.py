@@ -496,7 +496,9 @@ def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, mer
 
     Read from the run's own files (``config.yaml``, ``metrics.jsonl``, ``report.json``, ``plots/``);
     whatever a run did not write is left out. The YAML header's ``base_model`` names a hub id only
-    (the run's ``model.name``), never the local cache path the weights were read from.
+    (the run's ``model.name``), never the local cache path the weights were read from. A built-in
+    real model (``builtin:smollm2-135m-instruct``) is named by its origin, with its license and how
+    its weights came here, since whatever is trained from it inherits them.
     """
     import yaml
 
@@ -514,14 +516,21 @@ def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, mer
         if rewards_seen:
             first = sum(rewards_seen[:5]) / len(rewards_seen[:5])
             last = sum(rewards_seen[-5:]) / len(rewards_seen[-5:])
+    from unsloth_grpo.real_models import REAL_MODELS
+
+    real = REAL_MODELS.get(model or "") or REAL_MODELS.get(base_model or "")
     header = {"library_name": "transformers" if merged else "peft",
               "tags": ["grpo", "trl", "unsloth-grpo", task] + ([] if merged else ["lora"])}
+    if real is not None:  # a built-in real model: its weights' license binds what is trained from them
+        header["license"] = real.license.lower()
+        hub = real.origin
     if hub:
         header["base_model"] = hub
     lines = ["---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
              f"# {task} GRPO {'model (LoRA merged)' if merged else 'LoRA adapter'}", "",
              f"Trained with GRPO (TRL's GRPOTrainer, through unsloth-grpo) on the `{task}` task.", "",
              f"- base model: `{model or 'unknown'}`" + ("" if hub else " (not a hub model)"),
+             *([f"- base model origin and license: {real.provenance()}"] if real is not None else []),
              f"- task: `{task}`, data: `{(cfg.get('data') or {}).get('source', 'unknown')}`",
              f"- steps: {steps}" + (f" of {(cfg.get('training') or {}).get('max_steps')}" if cfg.get("training") else ""),
              "- rewards: " + (", ".join(f"`{r.get('name')}` x {r.get('weight', 1.0):g}" for r in rewards) or "none recorded")]
