@@ -299,12 +299,12 @@ def test_push_uses_the_environment_token_and_never_writes_it(adapter_dir, tmp_pa
 
 
 @pytest.mark.slow
-def test_export_of_a_smoke_run_loads_with_plain_transformers(tmp_path_factory, tmp_path):
+def test_export_of_a_smoke_run_loads_with_plain_transformers(smoke_run, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from unsloth_grpo.cli import main
 
-    run = smoke_run(tmp_path_factory)
+    run, _ = smoke_run  # the README's smoke run (tests/conftest.py); export only reads it
     # the default: the smoke run trained in fp32, so it is merged in fp32 and compares exactly
     assert main(["export", "--model", str(run), "--merged", str(tmp_path / "merged"), "--verify"]) == 0
     model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
@@ -322,17 +322,6 @@ def test_export_of_a_smoke_run_loads_with_plain_transformers(tmp_path_factory, t
     assert out.shape[1] == ids["input_ids"].shape[1] + 4
     bundle = json.loads((tmp_path / "merged" / "reproducibility.json").read_text())
     assert bundle["config"]["model"]["name"] == "builtin:tiny" and bundle["seed"] == 0
-
-
-def smoke_run(tmp_path_factory) -> Path:
-    """A 4-step smoke run, trained once per test session and shared by the tests that need one."""
-    from unsloth_grpo.recipes.gsm8k import main
-
-    run = tmp_path_factory.getbasetemp() / "smoke_run"
-    if not (run / "adapter_config.json").exists():
-        assert main(["--preset", "smoke", "--output-dir", str(run), "training.max_steps=4",
-                     "run.samples_every=0"]) == 0
-    return run
 
 
 def test_model_card_names_the_hub_base_task_rewards_steps_scores_and_plots(tmp_path):

@@ -38,7 +38,8 @@ import pytest
 
 from unsloth_grpo.training import checkpoint as ck
 
-pytestmark = pytest.mark.faults
+# One worker runs them all under `-n` (pytest-xdist, --dist loadgroup): they share the reference run and the table.
+pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("faults")]
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("UNSLOTH_GRPO_FAULT_SEED", "0"))
@@ -127,7 +128,7 @@ def _assert_like_reference(run: Path, reference) -> None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _print_table(request):
+def _print_table(fault_table_in_summary):
     yield
     if not TABLE:
         return
@@ -139,9 +140,7 @@ def _print_table(request):
         lines += ["", f"largest difference of {len(MEASURED)} resumed run(s) from the uninterrupted one: "
                   f"weights {max(m[0] for m in MEASURED):.1e}, grad_norm relative {max(m[1] for m in MEASURED):.1e}"]
     text = "\n".join(lines)
-    # printed in the run's summary by tests/conftest.py: written here, during a fixture's teardown,
-    # it would land in pytest's capture and show only for a failing test
-    request.config.unsloth_grpo_fault_table = lines
+    fault_table_in_summary(lines)  # tests/conftest.py
     if os.environ.get("UNSLOTH_GRPO_FAULT_TABLE"):
         Path(os.environ["UNSLOTH_GRPO_FAULT_TABLE"]).write_text(text + "\n")
 
