@@ -510,11 +510,11 @@ def test_missing_local_model_path_is_reported(tmp_path):
 
 
 def test_the_recipe_exits_2_without_a_traceback_on_a_cpu_machine(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(profiles, "measure", lambda: CPU)
+    monkeypatch.setattr(profiles, "measure", lambda cards=None: CPU)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
 
-    def train_fn(cfg, resume=None):
+    def train_fn(cfg, resume=None, decision=None):
         raise AssertionError("training started")
 
     from unsloth_grpo.cli.recipe import add_train_arguments, run_from_args

@@ -240,13 +240,13 @@ def test_going_back_to_an_earlier_stage_sets_later_checkpoints_aside(tmp_path, m
     class Planned(Exception):
         pass
 
-    def stop(_model_cfg):  # the run's directories are prepared by now; no model is loaded here
+    def stop(*_args, **_kwargs):  # the run's directories are prepared by now; no model is loaded here
         raise Planned
 
-    monkeypatch.setattr(backend, "prepare_backend", stop)
+    monkeypatch.setattr(backend, "load_model", stop)
     lines: list[str] = []
     with pytest.raises(Planned):
-        st.run_stages(cfg, train=None, log=lines.append, resume=str(s1 / "checkpoints" / "checkpoint-2"))
+        st.run_stages(cfg, train_grpo=None, log=lines.append, resume=str(s1 / "checkpoints" / "checkpoint-2"))
 
     assert [c.name for c in (s1 / "checkpoints").iterdir()] == ["checkpoint-2"]
     assert not (s2 / "checkpoints").exists() or not list((s2 / "checkpoints").iterdir())
