@@ -362,25 +362,20 @@ def describe_summary(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_stages(cfg: RecipeConfig, *, train_grpo: Callable, decision=None, callbacks: list | None = None,
-               log: Callable[[str], None] = print, dataset=None, resume=None, lock=None):
-    """Run ``cfg.stages`` in order on one model and adapter; return the combined TrainResult.
-
-    ``train_grpo`` runs one GRPO stage (:func:`unsloth_grpo.training.train.train_grpo`, which
-    :func:`unsloth_grpo.training.train.train` passes in); ``decision`` is the run's, made by its one
-    check (the model is loaded with it); ``lock`` is the run's lock, taken as soon as this runner
-    makes the run directory, and held by the caller until the last stage ends.
+def prepare_stages(cfg: RecipeConfig, resume=None, *, dataset=None, lock=None,
+                   log: Callable[[str], None] = print) -> tuple[int, ckpt.CheckpointInfo | None]:
+    """Where a multi-stage run starts (:func:`plan_resume`), and its directory laid out for it: the
+    config and reproducibility bundle written, the stages that run again cleared of their completion
+    marker, checkpoints off the path the run now takes set aside. ``lock`` is the run's lock, taken as
+    soon as the run directory exists. Returns (first stage to run, checkpoint to resume it from).
     """
     from unsloth_grpo.config import dump_config
-    from unsloth_grpo.hardware.backend import load_model
     from unsloth_grpo.training.repro import collect_bundle, write_bundle
-    from unsloth_grpo.training.results import TrainResult
 
     run = Path(cfg.output_dir)
     first, resume_from = plan_resume(cfg, resume)
     n = len(cfg.stages)
-    main = detect().is_main
-    if main:
+    if detect().is_main:
         run.mkdir(parents=True, exist_ok=True)
         if lock is not None and not lock.held:
             lock.acquire()  # a new directory: nobody could have held it before it existed
@@ -409,21 +404,38 @@ def run_stages(cfg: RecipeConfig, *, train_grpo: Callable, decision=None, callba
         where = f"stage {first} ({cfg.stages[first - 1].name})"
         log(f"stages: {n} in order -> {run}; starting at {where}"
             + (f" from {resume_from.path}" if resume_from else ""))
+    return first, resume_from
 
+
+def run_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from: ckpt.CheckpointInfo | None,
+               train_grpo: Callable, decision=None, callbacks: list | None = None,
+               log: Callable[[str], None] = print, dataset=None):
+    """Run ``cfg.stages`` from stage ``first`` on, in order, on one loaded model and its adapter
+    (:func:`prepare_stages` says where to start and lays out the directory); return the combined
+    TrainResult.
+
+    ``loaded`` is the run's model (None only when no stage is left to run); ``train_grpo`` runs one
+    GRPO stage (:func:`unsloth_grpo.training.train.train_grpo`, which
+    :func:`unsloth_grpo.training.train.train` passes in); ``decision`` is the run's, made by its
+    one check. SFT and GRPO stages train through the same loop, under the run's lock, which the
+    caller holds until the last stage ends.
+    """
+    from unsloth_grpo.training.results import TrainResult
+
+    run = Path(cfg.output_dir)
+    n = len(cfg.stages)
+    main = detect().is_main
     start = time.time()
-    loaded = None
     hint = ckpt.resume_hint(run)
     summary = _read_summary(run)[: first - 1]
     total_steps = sum(s["steps"] for s in summary)
     for i in range(first, n + 1):
         stage = cfg.stages[i - 1]
         scfg = stage_config(cfg, i)
-        if loaded is None:  # one model for every stage: the adapter carries over in memory
-            loaded = load_model(scfg.model, scfg.lora, seed=cfg.seed, decision=decision,
-                                gradient_checkpointing=scfg.training.gradient_checkpointing, log=log)
-            if i > 1 and (resume_from is None or resume_from.stage != i):
-                load_adapter_weights(loaded.model, stage_dir(cfg, i - 1))
-                log(f"stage {i}: starting from the adapter of stage {i - 1} ({stage_dir(cfg, i - 1)})")
+        # one model for every stage: the adapter carries over in memory, and from disk into the first
+        if i == first and i > 1 and (resume_from is None or resume_from.stage != i):
+            load_adapter_weights(loaded.model, stage_dir(cfg, i - 1))
+            log(f"stage {i}: starting from the adapter of stage {i - 1} ({stage_dir(cfg, i - 1)})")
         before = lora_state(loaded.model)
         step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
         log(f"--- stage {i}/{n}: {stage.name} ({stage.kind}, {stage.max_steps} steps, "
@@ -467,5 +479,6 @@ def _write_combined(cfg: RecipeConfig) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-__all__ = ["SUMMARY_FILE", "describe_summary", "load_adapter_weights", "lora_state", "plan_resume", "run_stages",
+__all__ = ["SUMMARY_FILE", "describe_summary", "load_adapter_weights", "lora_state", "plan_resume", "prepare_stages",
+           "run_stages",
            "sft_dataset_for", "stage_config", "stage_dir", "stage_problems", "train_sft"]

@@ -231,6 +231,15 @@ def generation_round_steps(cfg: RecipeConfig) -> int:
     return micro // math.gcd(micro, t.gradient_accumulation_steps)
 
 
+def _load(cfg: RecipeConfig, decision, log: Callable[[str], None]):
+    """The run's model with its LoRA adapter, loaded as the run's ``decision`` says: the one place a
+    training loads it."""
+    from unsloth_grpo.hardware.backend import load_model
+
+    return load_model(cfg.model, cfg.lora, seed=cfg.seed, decision=decision,
+                      gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+
+
 def _memory_warnings(cfg: RecipeConfig, log: Callable[[str], None], decision=None) -> None:
     """The memory planner's warnings for this config on the run's card (``decision``'s); the
     doctor's blocking checks ran before."""
@@ -347,10 +356,13 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         if lock is not None and Path(cfg.output_dir).is_dir():
             lock.acquire()
         if cfg.stages:
-            from unsloth_grpo.training.stages import run_stages
+            from unsloth_grpo.training.stages import prepare_stages, run_stages, stage_config
 
-            return run_stages(cfg, train_grpo=train_grpo, decision=decision, callbacks=callbacks, log=log,
-                              dataset=dataset, resume=resume, lock=lock)
+            first, resume_from = prepare_stages(cfg, resume, dataset=data, lock=lock, log=log)
+            if loaded is None and first <= len(cfg.stages):  # one model for every stage
+                loaded = _load(stage_config(cfg, first), decision, log)
+            return run_stages(cfg, loaded, first=first, resume_from=resume_from, train_grpo=train_grpo,
+                              decision=decision, callbacks=callbacks, log=log, dataset=data)
         return train_grpo(cfg, decision=decision, callbacks=callbacks, log=log, dataset=data, resume=resume,
                           loaded=loaded, lock=lock)
     except (ConfigError, DataError, ckpt.CheckpointError):
@@ -402,14 +414,12 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
         if lock is not None and not lock.held:
             lock.acquire()  # a new directory: nobody could have held it before it existed
         _prepare_output_dir(cfg, resume_from, log)
-    from unsloth_grpo.hardware.backend import load_model
     from unsloth_grpo.data import filter_long_prompts
 
     start = time.time()
     if loaded is None:
         try:
-            loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed, decision=decision,
-                                gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+            loaded = _load(cfg, decision, log)
         except BaseException:
             if fresh_dir and main_process:  # a failed start leaves no half output folder behind
                 import shutil
