@@ -1,8 +1,12 @@
 """The one place that decides how a model is loaded: Unsloth, or plain transformers + peft.
 
 ``unsloth`` patches transformers, peft and TRL when it is imported, so it must be imported
-before them. Nothing else in this package imports those libraries at module level; the recipe
-calls :func:`select_backend` first, which imports Unsloth when it is the one chosen.
+before them. Nothing else in this package imports those libraries at module level. A run decides
+once, in its pre-load check (:func:`unsloth_grpo.training.checks.check_before_loading`):
+:func:`decide` gives a frozen :class:`Decision` (backend, device, dtype, 4-bit, vLLM, the card),
+:func:`use_backend` imports Unsloth when it is the one chosen, and :func:`load_model` loads with
+that decision. The backend rule itself is :func:`backend_name` (with :func:`auto_backend` for
+``auto``), which the planner, ``--preset auto``, the doctor's report and inference apply too.
 
 Example::
 

@@ -62,7 +62,7 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
-def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None):
+def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None, profile=None):
     """The one check before loading; returns the run's decision (None with ``environment=False``).
 
     Raises :class:`ConfigError` listing every config problem; then, with ``environment``, looks at
@@ -73,8 +73,9 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     TRL, transformers and peft) and TRL's config is checked for that decision, which is returned: a
     :class:`unsloth_grpo.hardware.backend.Decision` for everything that follows.
     ``environment=False`` stops after the config (``--check``, which may run on another machine than
-    the one that trains, and a run on a model loaded already). ``report`` replaces the doctor's look
-    at this machine's packages (the GPU truth kit checks another one).
+    the one that trains, and a run on a model loaded already). ``report`` and ``profile`` describe
+    another machine (the GPU truth kit checks the GPU image from here): its packages and its card
+    replace this machine's, and nothing is imported for it.
     """
     problems = config_problems(cfg)  # reads TRL's field table: TRL itself is not imported
     if problems:
@@ -88,12 +89,15 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     from unsloth_grpo.hardware.doctor import preflight_recipe
     from unsloth_grpo.hardware.profiles import cuda_devices, measure
 
-    cards = cuda_devices()  # the one look at this machine's cards; the rest is told what it saw
-    profile = measure(cards)
+    here = report is None and profile is None
+    cards = cuda_devices() if here else None  # the one look at this machine's cards; the rest is told
+    profile = measure(cards) if here else (profile or measure())
     preflight_recipe(cfg, profile=profile)  # no GPU for a GPU recipe, a missing model, the hub off
-    decision = decide(cfg.model, profile, environment=(dict(os.environ), "unsloth" in sys.modules))
+    decision = decide(cfg.model, profile,
+                      environment=(dict(os.environ), "unsloth" in sys.modules) if here else ({}, False))
     _preflight(cfg, report, cards, backend=decision.backend)
-    use_backend(decision)  # Unsloth, when it is the backend, before TRL's checks import TRL
+    if here:
+        use_backend(decision)  # Unsloth, when it is the backend, before TRL's checks import TRL
     problems = trainer_problems(cfg, info=decision.info(cfg.model.name))
     if problems:
         raise ConfigError(format_problems(problems))
