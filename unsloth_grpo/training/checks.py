@@ -98,7 +98,9 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     _preflight(cfg, report, cards, backend=decision.backend)
     if here:
         use_backend(decision)  # Unsloth, when it is the backend, before TRL's checks import TRL
-    problems = trainer_problems(cfg, info=decision.info(cfg.model.name))
+    # TRL's checks look at the hardware of the process that builds its config: for another machine,
+    # its config is built for no particular device
+    problems = trainer_problems(cfg, info=decision.info(cfg.model.name) if here else None)
     if problems:
         raise ConfigError(format_problems(problems))
     return decision
