@@ -97,7 +97,7 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
     from peft import set_peft_model_state_dict
 
     from unsloth_grpo.config import check
-    from unsloth_grpo.hardware.backend import load_model, select_backend
+    from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
     from unsloth_grpo.training.train import _held_out, load_task_dataset, train
 
@@ -117,8 +117,8 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
         t = dataclasses.replace(scfg.training, trl={**scfg.training.trl, **training})
         return dataclasses.replace(scfg, output_dir=str(out / name), training=t)
 
-    select_backend(cfg.model.backend)
-    loaded = load_model(sft_cfg.model, sft_cfg.lora, seed=cfg.seed,
+    decision = prepare_backend(sft_cfg.model)  # decided once, Unsloth imported first when it is the backend
+    loaded = load_model(sft_cfg.model, sft_cfg.lora, seed=cfg.seed, decision=decision,
                         gradient_checkpointing=sft_cfg.training.gradient_checkpointing, log=log)
     quiet = lambda msg: None  # noqa: E731 - the stage logs are long; the arm summary is printed below
     t0 = time.perf_counter()
