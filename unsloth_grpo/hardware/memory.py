@@ -1241,8 +1241,9 @@ def check_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *, margi
     """Memory problems of a recipe config on a GPU, each line naming the fix.
 
     ``gpu`` is :func:`detect_gpu`'s dict (detected when None, the run's card when a run passes its
-    ``decision``); without a GPU nothing is checked. Reports an estimate above the card's budget (with the planner's settings for
-    this card), and a vLLM pool too small for its weights and KV cache. Structural checks
+    ``decision``); without a GPU nothing is checked. Reports an estimate above the card's budget
+    (with the planner's settings for this card), and a vLLM pool too small for its weights and KV
+    cache. Structural checks
     (divisibility, lengths, LoRA rank, bf16 support, vLLM installed) live in
     ``unsloth_grpo.config.validate``.
     """
