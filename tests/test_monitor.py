@@ -86,6 +86,25 @@ def test_no_signal_needs_the_window_mean_above_the_threshold():
     assert fired(stream, no_signal_frac=0.95) == []
 
 
+def test_a_high_share_of_flat_groups_recommends_dynamic_sampling_once():
+    # half the groups teach nothing, the rest learn (the reward rises): wasteful, not broken
+    stream = [row(s, 0.2 + 0.02 * s, zero=0.5 if s % 2 else 0.4) for s in range(1, 41)]
+    checker = HealthChecker(HealthThresholds(**SHORT))
+    (w,) = checker.feed(stream)
+    assert (w.name, w.step) == ("wasted_groups", 20) and w.values["window_mean"] == pytest.approx(0.45)
+    assert "training.dynamic_sampling: refill" in w.fix and "Measured:" in w.fix
+    assert "45%" in w.message
+    # with dynamic sampling on (its metrics are logged) there is nothing to recommend
+    on = [{**r, "dynamic_sampling/rounds": 1.5} for r in stream]
+    assert fired(on) == []
+    # a share below the threshold, or one that no_signal explains, does not fire it
+    assert fired(stream, wasted_groups_frac=0.5) == []
+    flat = [row(s, 0.2, std=0.0, zero=0.9, strict=1.0, soft=1.0) for s in range(1, 41)]
+    assert "wasted_groups" not in {n for n, _ in fired(flat)}
+    with pytest.raises(ValueError, match="wasted_groups_frac=0"):
+        HealthThresholds(wasted_groups_frac=0)
+
+
 def test_kl_spike_alone_does_not_fire_but_sustained_kl_does():
     stream = []
     for s in range(1, 26):
@@ -181,6 +200,7 @@ def test_every_warning_name_is_reachable():
         [{**row(s, 0.2 + 0.04 * s), "tools/call_frequency": 0.0} for s in range(1, 21)],
         [{**row(s, 0.2 + 0.04 * s), "tools/call_frequency": 1.0, "tools/failure_frequency": 1.0} for s in range(1, 21)],
         [{**row(s, 0.2 + 0.04 * s), "sampling/sampling_logp_difference/mean": 0.5} for s in range(1, 8)],
+        [row(s, 0.2 + 0.02 * s, zero=0.5) for s in range(1, 21)],
     ]
     for stream in streams:
         names |= {n for n, _ in fired(stream)}

@@ -40,6 +40,13 @@ def test_progress_line_rate_and_eta_from_the_wall_clock():
     assert line.startswith("step   5/200 (  2%) | reward 0.512 ± 0.200")
 
 
+def test_progress_line_shows_the_share_of_flat_groups_and_sampling_rounds():
+    p = ProgressLine(None, clock=Clock())
+    assert p.line(1, {"reward": 0.5, "frac_reward_zero_std": 0.375}) == "step 1 | reward 0.500 | flat 38%"
+    line = p.line(2, {"reward": 0.5, "frac_reward_zero_std": 0.25, "dynamic_sampling/rounds": 2.0})
+    assert line.startswith("step 2 | reward 0.500 | flat 25% | rounds 2")
+
+
 def test_progress_line_without_max_steps_or_optional_metrics():
     clock = Clock()
     p = ProgressLine(None, clock=clock)

@@ -136,6 +136,10 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Values of ``training.dynamic_sampling`` (unsloth_grpo.training.dynamic_sampling.MODES).
+DYNAMIC_SAMPLING_MODES = ("off", "drop", "refill")
+
+
 @dataclass
 class TrainingConfig:
     """The ``training:`` section: TRL's own config fields by TRL's names, and a few options of the toolkit.
@@ -154,6 +158,13 @@ class TrainingConfig:
         0.1, help="Share of max_steps spent warming up the learning rate. transformers 5 removed TRL's field of "
                   "this name; the toolkit passes it to TRL as warmup_steps (a value below 1 is a share), unless "
                   "training.warmup_steps is set.")
+    dynamic_sampling: str = _f(
+        "off", help="Groups whose rewards all agree teach nothing: 'off' trains on them (TRL's behaviour), 'drop' "
+                    "leaves them out of the loss, 'refill' also generates for further prompts until the batch is full "
+                    "of informative groups (DAPO's dynamic sampling; TRL has none). See docs/dynamic-sampling.md.")
+    max_sampling_rounds: int = _f(
+        3, help="dynamic_sampling=refill: most generation rounds per step, the first included; a batch still "
+                "short after them trains on the informative groups it has.")
     trl: dict[str, Any] = _f(help="TRL's own fields, by name, as the config sets them.",
                              factory=lambda: dict(TRAINING_DEFAULTS))
 
@@ -177,6 +188,12 @@ class TrainingConfig:
     def get(self, name: str, default: Any = None) -> Any:
         """A TRL field's value as the config sets it, or ``default`` when the config leaves it to TRL."""
         return self.trl.get(name, default)
+
+    def updated(self, **values: Any) -> "TrainingConfig":
+        """A copy with ``values`` set: the toolkit's own options as fields, TRL's by name in ``trl``."""
+        own = {f.name for f in fields(self)} - {"trl"}
+        return dataclasses.replace(self, **{k: v for k, v in values.items() if k in own},
+                                   trl={**self.trl, **{k: v for k, v in values.items() if k not in own}})
 
 
 @dataclass
@@ -662,6 +679,11 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append(f"training.temperature={temperature} must be > 0 for GRPO sampling")
     if not 0 <= t.warmup_ratio < 1:
         p.append(f"training.warmup_ratio={t.warmup_ratio} must lie in [0, 1): it is a share of max_steps")
+    if t.dynamic_sampling not in DYNAMIC_SAMPLING_MODES:
+        p.append(f"training.dynamic_sampling='{t.dynamic_sampling}' is not one of {', '.join(DYNAMIC_SAMPLING_MODES)}")
+    if t.max_sampling_rounds < 1:
+        p.append(f"training.max_sampling_rounds={t.max_sampling_rounds}: a step needs at least 1 generation round "
+                 "(3 is typical for refill)")
     if not cfg.rewards and not (cfg.stages and all(s.rewards or s.kind == "sft" for s in cfg.stages)):
         p.append("rewards: the list is empty; add at least one, e.g. {name: correctness, weight: 2.0}")
     if cfg.run.keep_last is not None and cfg.run.keep_last < 1:

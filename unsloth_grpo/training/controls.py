@@ -82,6 +82,62 @@ def _accuracies(graded: dict[str, Any]) -> str:
     return f"{graded['accuracy']:.3f}" + ("" if lenient is None else f" (lenient {lenient:.3f})")
 
 
+@dataclasses.dataclass
+class SftStart:
+    """One seed's trained SFT stage: the adapter every arm starts from, and what the arms share."""
+
+    cfg: RecipeConfig  # the two-stage config
+    grpo_cfg: RecipeConfig  # its GRPO stage as a single-stage config
+    sft_cfg: RecipeConfig
+    task: Any  # the task module
+    loaded: Any  # the model, with the SFT adapter trained
+    state: dict  # the LoRA weights after SFT (restore with set_peft_model_state_dict)
+    held_out: Any
+    train_rows: Any  # the GRPO stage's training rows
+    seconds: float  # SFT training time
+    graded: dict[str, Any]  # the SFT adapter's held-out evaluation (see _graded)
+
+    def sub(self, scfg: RecipeConfig, name: str, **training) -> RecipeConfig:
+        """``scfg`` writing under ``cfg.output_dir/name``, with ``training`` keys replaced (the toolkit's
+        own options by field, TRL's in ``trl``)."""
+        return dataclasses.replace(scfg, output_dir=str(Path(self.cfg.output_dir) / name),
+                                   training=scfg.training.updated(**training))
+
+    def reset(self) -> None:
+        """Put the SFT adapter back, for the next arm."""
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(self.loaded.model, self.state)
+
+
+def train_sft_start(cfg: RecipeConfig, *, log: Callable[[str], None] = print) -> SftStart:
+    """Check ``cfg`` (stages [sft, grpo]), load the model, train the SFT stage once and grade it."""
+    import importlib
+
+    from unsloth_grpo.config import check
+    from unsloth_grpo.hardware.backend import load_model, prepare_backend
+    from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
+    from unsloth_grpo.training.train import _held_out, load_task_dataset
+
+    check_two_stage(cfg)
+    check(cfg)
+    task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
+    sft_cfg, grpo_cfg = stage_config(cfg, 1), stage_config(cfg, 2)
+    held_out = _held_out(cfg)
+    train_rows = load_task_dataset(grpo_cfg)  # bad data fails here, before the model
+    decision = prepare_backend(sft_cfg.model)  # decided once, Unsloth imported first when it is the backend
+    loaded = load_model(sft_cfg.model, sft_cfg.lora, seed=cfg.seed, decision=decision,
+                        gradient_checkpointing=sft_cfg.training.gradient_checkpointing, log=log)
+    start = SftStart(cfg, grpo_cfg, sft_cfg, task, loaded, {}, held_out, train_rows, 0.0, {})
+    t0 = time.perf_counter()
+    quiet = lambda msg: None  # noqa: E731 - the stage logs are long; the caller prints a summary
+    train_sft(start.sub(sft_cfg, "sft"), loaded, num_examples=cfg.stages[0].num_examples, log=quiet)
+    start.seconds = round(time.perf_counter() - t0, 1)
+    start.graded = _graded(task, cfg, loaded, held_out)
+    start.state = lora_state(loaded.model)
+    return start
+
+
 def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callable[[str], None] = print,
                  keep_outputs: bool = False) -> dict[str, Any]:
     """Train the SFT start once, then each of ``arms`` from it; return held-out accuracy per arm.
@@ -92,52 +148,31 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
     ``grpo_reward`` (arm -> mean training reward over its first and last 5 steps). Stage
     outputs go under ``cfg.output_dir`` and are removed at the end unless ``keep_outputs``.
     """
-    import importlib
-
-    from peft import set_peft_model_state_dict
-
-    from unsloth_grpo.config import check
-    from unsloth_grpo.hardware.backend import load_model, prepare_backend
-    from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
-    from unsloth_grpo.training.train import _held_out, load_task_dataset, train
+    from unsloth_grpo.training.stages import train_sft
+    from unsloth_grpo.training.train import train
 
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         raise ValueError(f"unknown arm(s) {', '.join(unknown)}; choose from: {', '.join(ARMS)}")
-    check_two_stage(cfg)
-    check(cfg)
-    task = importlib.import_module(f"unsloth_grpo.tasks.{cfg.task}")
-    sft_cfg, grpo_cfg = stage_config(cfg, 1), stage_config(cfg, 2)
+    start = train_sft_start(cfg, log=log)
     sft_stage, grpo_stage = cfg.stages
-    held_out = _held_out(cfg)
-    train_rows = load_task_dataset(grpo_cfg)  # bad data fails here, before the model
     out = Path(cfg.output_dir)
-
-    def sub(scfg: RecipeConfig, name: str, **training) -> RecipeConfig:
-        t = dataclasses.replace(scfg.training, trl={**scfg.training.trl, **training})
-        return dataclasses.replace(scfg, output_dir=str(out / name), training=t)
-
-    decision = prepare_backend(sft_cfg.model)  # decided once, Unsloth imported first when it is the backend
-    loaded = load_model(sft_cfg.model, sft_cfg.lora, seed=cfg.seed, decision=decision,
-                        gradient_checkpointing=sft_cfg.training.gradient_checkpointing, log=log)
+    seconds = {"sft": start.seconds}
+    evals = {"sft": start.graded}
     quiet = lambda msg: None  # noqa: E731 - the stage logs are long; the arm summary is printed below
-    t0 = time.perf_counter()
-    train_sft(sub(sft_cfg, "sft"), loaded, num_examples=sft_stage.num_examples, log=quiet)
-    seconds = {"sft": round(time.perf_counter() - t0, 1)}
-    evals = {"sft": _graded(task, cfg, loaded, held_out)}
     log(f"seed {cfg.seed} sft: accuracy {_accuracies(evals['sft'])} ({seconds['sft']:.0f}s)")
-    start = lora_state(loaded.model)
+    task, loaded, held_out = start.task, start.loaded, start.held_out
     rewards: dict[str, list[float]] = {}
     for arm in arms:
-        set_peft_model_state_dict(loaded.model, start)
+        start.reset()
         t0 = time.perf_counter()
         if arm == "extra_sft":
             # the SFT stage continued for as many steps as GRPO takes, on the same examples
-            arm_cfg = sub(sft_cfg, arm, max_steps=grpo_stage.max_steps)
+            arm_cfg = start.sub(start.sft_cfg, arm, max_steps=grpo_stage.max_steps)
             train_sft(arm_cfg, loaded, num_examples=sft_stage.num_examples, log=quiet)
         else:
-            rows = shuffled_gold(train_rows, seed=cfg.seed) if arm == "shuffled_grpo" else train_rows
-            result = train(sub(grpo_cfg, arm), loaded=loaded, dataset=rows, log=quiet)
+            rows = shuffled_gold(start.train_rows, seed=cfg.seed) if arm == "shuffled_grpo" else start.train_rows
+            result = train(start.sub(start.grpo_cfg, arm), loaded=loaded, dataset=rows, log=quiet)
             rewards[arm] = [result.mean_reward(first=5), result.mean_reward(last=5)]
         seconds[arm] = round(time.perf_counter() - t0, 1)
         evals[arm] = _graded(task, cfg, loaded, held_out)
@@ -151,4 +186,4 @@ def run_controls(cfg: RecipeConfig, *, arms: tuple[str, ...] = ARMS, log: Callab
             "seconds": seconds, "grpo_reward": rewards}
 
 
-__all__ = ["ARMS", "check_two_stage", "run_controls", "shuffled_gold", "wilson_interval"]
+__all__ = ["ARMS", "SftStart", "check_two_stage", "run_controls", "shuffled_gold", "train_sft_start", "wilson_interval"]

@@ -92,6 +92,12 @@ class ProgressLine:
         reward, std = _num(logs, "reward"), _num(logs, "reward_std")
         if reward is not None:
             parts.append(f"reward {reward:.3f}" + (f" ± {std:.3f}" if std is not None else ""))
+        flat = _num(logs, "frac_reward_zero_std")
+        if flat is not None:  # groups whose rewards all agree: no gradient from them
+            parts.append(f"flat {flat:.0%}")
+        rounds = _num(logs, "dynamic_sampling/rounds")
+        if rounds is not None:
+            parts.append(f"rounds {rounds:g}")
         kl = _num(logs, "kl")
         if kl is not None:
             parts.append(f"kl {kl:.4f}")

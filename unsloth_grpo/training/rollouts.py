@@ -143,7 +143,9 @@ class RolloutCheck:
             with model.disable_adapter():
                 off = score(model, input_ids, attention_mask, keep, batch_size=n)[0]
         generator = out.get("sampling_per_token_logps")
-        verdict = judge(on, off, mask, None if generator is None else generator[:n], min_z=self.min_z)
+        generator = None if generator is None else generator[:n]
+        on, off, mask, generator = self._across_processes(on, off, mask, generator)
+        verdict = judge(on, off, mask, generator, min_z=self.min_z)
         step = int(self.trainer.state.global_step) + 1  # the step these completions train
         self._log_metric(verdict)
         if verdict.from_trained is None:
@@ -163,6 +165,24 @@ class RolloutCheck:
                      f"{verdict.how} ({shown}). The policy gradient then trains on samples the policy does "
                      "not produce, while the loss looks normal."),
             fix=FIX, values=verdict.values))
+
+    def _across_processes(self, on, off, mask, generator):
+        """Every rank's scorings together, so that all ranks judge the same completions: they then log
+        the same ``rollouts/adapter_logp_gain`` and stop checking at the same round (a rank that kept
+        checking alone would wait forever in the next gather)."""
+        accelerator = getattr(self.trainer, "accelerator", None)
+        if accelerator is None or getattr(accelerator, "num_processes", 1) <= 1:
+            return on, off, mask, generator
+
+        def together(t, pad):
+            t = accelerator.pad_across_processes(t.contiguous(), dim=1, pad_index=pad)
+            return accelerator.gather(t)
+
+        on, off = together(on, 0.0), together(off, 0.0)
+        mask = together(mask.to(on.dtype), 0.0)  # padded tokens count for nothing
+        if generator is not None:
+            generator = together(generator.to(on.dtype), float("nan"))
+        return on, off, mask, generator
 
     def _log_metric(self, verdict: Verdict) -> None:
         gain = verdict.values.get("adapter_logp_gain_per_token")

@@ -486,6 +486,21 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     from unsloth_grpo.training.rollouts import watch_rollouts
 
     watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
+    if loaded.info.backend == "transformers" or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
+        from unsloth_grpo.training import shared_prefill
+
+        shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions
+    if cfg.training.dynamic_sampling != "off":
+        from unsloth_grpo.training import dynamic_sampling
+
+        try:
+            dynamic_sampling.attach(trainer, cfg.training.dynamic_sampling, max_rounds=cfg.training.max_sampling_rounds,
+                                    log=log)
+            if main_process:
+                log(dynamic_sampling.describe(cfg.training.dynamic_sampling, cfg.training.max_sampling_rounds))
+        except dynamic_sampling.DynamicSamplingError as exc:  # a trainer class without TRL's methods
+            if main_process:
+                log(f"dynamic sampling: off for this run ({exc})")
     held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
         from unsloth_grpo.evaluation.evaluate import make_eval_callback

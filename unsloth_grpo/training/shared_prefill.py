@@ -1,0 +1,109 @@
+"""One prompt prefill per group: GRPO's transformers generation without computing a prompt G times.
+
+TRL repeats each prompt ``num_generations`` times and hands the whole batch to ``model.generate``,
+so the prompt's forward pass (the prefill) runs once per completion. Measured on the arith demo
+(benchmarks/step_time.py), that prefill was about a third of ``model.generate``'s time. :func:`attach`
+wraps the generate call TRL makes: the prompt, minus its last token, is run once per distinct
+prompt, its key/value cache is copied to every row of the group, and ``model.generate`` continues
+from that cache. Sampling is untouched (the same logits processors, the same random draws), so the
+completions are those of the plain call: on the tiny CPU models the tokens were identical.
+
+It applies only inside TRL's own generation (``_generate_single_turn``), only to a batch with
+repeated rows and a plain dynamic cache, and falls back to the plain call otherwise (vLLM, beam
+search, multimodal inputs, other cache types). If the shared path ever raises, it is switched off
+for the rest of the run with one line on the log, and that batch is generated the plain way.
+
+Example::
+
+    trainer = GRPOTrainer(...)
+    attach(trainer)
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+
+class SharedPrefill:
+    """The wrapper :func:`attach` installs; ``enabled`` switches it (off: TRL's plain generate call)."""
+
+    def __init__(self, trainer, model, log: Callable[[str], None] | None) -> None:
+        self.enabled = True
+        self.log = log
+        self._active = False
+        self._plain_generate = model.generate
+        self._model = model
+        turn = trainer._generate_single_turn
+
+        @functools.wraps(turn)
+        def single_turn(*args, **kwargs):
+            self._active = True
+            try:
+                return turn(*args, **kwargs)
+            finally:
+                self._active = False
+
+        trainer._generate_single_turn = single_turn
+        model.generate = self.generate
+
+    def generate(self, *args, **kwargs):
+        if not (self._active and self.enabled) or args:
+            return self._plain_generate(*args, **kwargs)
+        try:
+            cache = shared_cache(self._model, kwargs)
+        except Exception as exc:  # noqa: BLE001 - a speed-up must never end a run
+            self.enabled = False
+            if self.log is not None:
+                self.log(f"shared prompt prefill: off for this run ({type(exc).__name__}: {exc}); generating as usual")
+            cache = None
+        if cache is None:
+            return self._plain_generate(*args, **kwargs)
+        return self._plain_generate(**kwargs, past_key_values=cache)
+
+
+def attach(trainer, *, log: Callable[[str], None] | None = print) -> SharedPrefill | None:
+    """Share prompt prefills in ``trainer``'s transformers generation (``trainer.shared_prefill``);
+    None when it cannot apply (vLLM generation, a trainer without TRL's generation method)."""
+    if getattr(trainer, "use_vllm", False) or not hasattr(trainer, "_generate_single_turn"):
+        return None
+    model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
+    trainer.shared_prefill = SharedPrefill(trainer, model, log)
+    return trainer.shared_prefill
+
+
+def shared_cache(model, kwargs: dict[str, Any]):
+    """The cache of ``kwargs['input_ids']`` minus its last column, computed once per run of identical
+    rows and copied to each row; None when the call is not one this can serve."""
+    import torch
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
+    config = kwargs.get("generation_config")
+    extra = set(kwargs) - {"input_ids", "attention_mask", "generation_config"}
+    if ids is None or mask is None or extra or ids.dim() != 2 or ids.shape[1] < 2:
+        return None
+    if config is not None and (getattr(config, "num_beams", 1) or 1) > 1 or getattr(config, "cache_implementation", None):
+        return None
+    if model.training and getattr(model, "is_gradient_checkpointing", False):
+        return None  # checkpointed layers keep no cache in training mode
+    same = (ids[1:] == ids[:-1]).all(dim=1) & (mask[1:] == mask[:-1]).all(dim=1)
+    starts = torch.cat([same.new_ones(1), ~same]).nonzero().flatten()
+    if len(starts) == ids.shape[0]:
+        return None  # every row differs: nothing to share
+    unique_ids, unique_mask = ids[starts, :-1], mask[starts, :-1]
+    # positions as model.generate derives them from the attention mask (left padding)
+    positions = unique_mask.long().cumsum(-1) - 1
+    positions.masked_fill_(unique_mask == 0, 1)
+    with torch.no_grad():
+        out = model(input_ids=unique_ids, attention_mask=unique_mask, position_ids=positions, use_cache=True)
+    cache = out.past_key_values
+    if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers) \
+            or cache.get_seq_length() != unique_ids.shape[1]:
+        return None
+    counts = torch.diff(torch.cat([starts, starts.new_tensor([ids.shape[0]])]))
+    cache.batch_select_indices(torch.repeat_interleave(torch.arange(len(starts), device=ids.device), counts.to(ids.device)))
+    return cache
+
+
+__all__ = ["SharedPrefill", "attach", "shared_cache"]
