@@ -252,7 +252,7 @@ def test_two_processes_train_the_same_refilled_batch(tmp_path):
     rows = {r: [json.loads(x) for x in (ranks / f"metrics.rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
     assert [r["step"] for r in rows[1]] == [r["step"] for r in rows[0]] == [1, 2, 3, 4]
     for a, b in zip(rows[0], rows[1]):
-        # step_time is each process's clock; the rollout check scores each process's own rows
+        # step_time is each process's clock (the rollout check gathers every rank's rows)
         assert {k for k in a if a[k] != b[k]} <= {"step_time"}, (a, b)
     ds = [{k.split("/")[1]: v for k, v in r.items() if k.startswith("dynamic_sampling/")} for r in rows[0]]
     # a generation stops as soon as its batch is full of informative groups, else at the cap
