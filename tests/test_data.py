@@ -168,3 +168,44 @@ def test_the_easy_offline_set_is_one_step_one_digit_and_its_held_out_sums_are_ne
         "synthetic", subset="main", num_synthetic=5, seed=3)["answer"]
     with pytest.raises(DataError, match="choose one of: main, easy"):
         load_gsm8k("synthetic", subset="eazy", num_synthetic=5)
+
+
+# ------------------------------------------------------------------ one rule for "is this a local path"
+
+
+@pytest.mark.parametrize("name, local", [
+    ("./rows.jsonl", True), ("/data/model", True), ("~/models/qwen", True), ("rows.csv", True),
+    ("rows.parquet", True), ("config.json", True), ("runs/2026/adapter", True), ("C:\\models\\qwen", True),
+    ("openai/gsm8k", False), ("Qwen/Qwen2.5-1.5B-Instruct", False), ("gsm8k", False), ("builtin:tiny", False),
+    ("synthetic", False),
+])
+def test_one_rule_says_which_names_are_local_paths(name, local, tmp_path, monkeypatch):
+    from unsloth_grpo.data import looks_like_path
+
+    monkeypatch.chdir(tmp_path)
+    assert looks_like_path(name) is local
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "model").mkdir()
+    assert looks_like_path("org/model")  # an owner/name that is a directory here is that directory
+
+
+def test_every_reader_of_a_name_takes_a_missing_path_for_a_missing_path(tmp_path, monkeypatch):
+    """A data source, a model to generate with, a model to plan for and a recipe's model: the same
+    name is the same kind of thing to each, and a missing path is said to be missing, never looked up
+    on the hub (``runs/2026/adapter`` used to be a hub id to the data and inference loaders)."""
+    from unsloth_grpo.config import load_config
+    from unsloth_grpo.hardware import backend, doctor, memory
+    from unsloth_grpo.hardware.profiles import PROFILES
+    from unsloth_grpo.data import load_table
+
+    monkeypatch.chdir(tmp_path)
+    name = "runs/2026/adapter"
+    with pytest.raises(DataError, match="does not exist"):
+        load_table(name)
+    with pytest.raises(backend.BackendError, match="does not exist"):
+        backend.load_for_inference(name, log=lambda _m: None)
+    with pytest.raises(memory.UnknownModelError, match="does not exist"):
+        memory.load_model_config(name)
+    cfg = load_config({"model": {"name": name}, "rewards": [{"name": "correctness"}]})
+    [problem] = doctor.recipe_problems(cfg, profile=PROFILES["t4"], env={}, hub_probe=lambda *a: (False, "no"))
+    assert "is a path that does not exist" in problem.message

@@ -274,10 +274,10 @@ def test_auto_shrink_resumes_after_an_out_of_memory_with_the_smaller_config(tmp_
 
     calls = []
 
-    def train_fn(cfg, resume=None):
+    def train_fn(cfg, resume=None, decision=None):
         calls.append((cfg.training.per_device_train_batch_size, resume))
         extra = [OutOfMemoryAtStep2()] if len(calls) == 1 else []
-        return train(cfg, resume=resume, callbacks=extra, log=lambda s: None)
+        return train(cfg, resume=resume, decision=decision, callbacks=extra, log=lambda s: None)
 
     parser = argparse.ArgumentParser()
     add_train_arguments(parser, ["smoke"])

@@ -69,12 +69,13 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
 
     from unsloth_grpo.config import parse_override
     from unsloth_grpo.hardware import memory, profiles
+    from unsloth_grpo.hardware.backend import backend_name
 
     here = gpu is None
     gpu = gpu if gpu is not None else memory.detect_gpu()
     if gpu is None:
         raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use --preset smoke")
-    backend = memory.resolve_backend(cfg.model.backend, cfg.model.vllm_server)
+    backend = backend_name(cfg.model.backend, vllm_server=cfg.model.vllm_server, strict=False)[0]
     choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm,
                                         env=dict(os.environ) if here else None,
                                         unsloth_imported=here and "unsloth" in sys.modules)
@@ -294,32 +295,29 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
               + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards)
               + " (each tried on sample completions of the first rows)")
         return 0
-    from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere, preflight_recipe
+    from unsloth_grpo.hardware.backend import BackendError
+    from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere
     from unsloth_grpo.training.results import TrainingStopped
-
-    try:
-        preflight_recipe(cfg)  # before any import of the training stack: no GPU, missing model, hub off
-    except RecipeCannotRunHere as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
 
-    # the config's problems, before the trainer imports (TRL's own checks come in train(), backend first)
-    check_before_loading(cfg, environment=False)
-    if resume is True:
-        from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
-
-        why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
-        if why is not None:
-            raise CheckpointError(why)
     shrinks = 0
     while True:
         try:
-            result = train_fn(cfg, resume=resume) if resume is not None else train_fn(cfg)
+            # the run's one check: the config, this machine (no GPU, a missing model, the hub off),
+            # the backend, TRL's own checks; all before the trainer imports. Training receives the
+            # decision it returns and does not ask again.
+            decision = check_before_loading(cfg)
+            if resume is True and shrinks == 0:
+                from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
+
+                why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
+                if why is not None:
+                    raise CheckpointError(why)
+            result = train_fn(cfg, resume=resume, decision=decision)
             break
-        except RecipeCannotRunHere as exc:
+        except (RecipeCannotRunHere, BackendError) as exc:
             if getattr(args, "debug", False):
                 raise
             print(f"error: {exc}", file=sys.stderr)

@@ -1,8 +1,12 @@
 """The one place that decides how a model is loaded: Unsloth, or plain transformers + peft.
 
 ``unsloth`` patches transformers, peft and TRL when it is imported, so it must be imported
-before them. Nothing else in this package imports those libraries at module level; the recipe
-calls :func:`select_backend` first, which imports Unsloth when it is the one chosen.
+before them. Nothing else in this package imports those libraries at module level. A run decides
+once, in its pre-load check (:func:`unsloth_grpo.training.checks.check_before_loading`):
+:func:`decide` gives a frozen :class:`Decision` (backend, device, dtype, 4-bit, vLLM, the card),
+:func:`use_backend` imports Unsloth when it is the one chosen, and :func:`load_model` loads with
+that decision. The backend rule itself is :func:`backend_name` (with :func:`auto_backend` for
+``auto``), which the planner, ``--preset auto``, the doctor's report and inference apply too.
 
 Example::
 
@@ -20,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.profiles import (
     CPU,
     CardProfile,
@@ -221,28 +226,34 @@ def auto_backend(unsloth_importable: bool | None = None, world_size: int | None 
     return "transformers", "unsloth is not installed"
 
 
-def backend_name(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
-    """The backend a run uses and why, checked but not imported; raises BackendError when it cannot run."""
+def backend_name(requested: str = "auto", *, vllm_server: str | None = None, strict: bool = True) -> tuple[str, str]:
+    """The backend ``model.backend=requested`` runs on, and why: the one rule, used by the loader's
+    decision, the planner, ``--preset auto`` and inference. Imports nothing.
+
+    ``auto`` follows :func:`auto_backend`. ``strict`` (a run on this machine) raises BackendError
+    for an explicit backend that cannot run here; without it (a plan, maybe for another machine's
+    card) an explicit backend is taken as asked.
+    """
     from unsloth_grpo.config import BACKENDS
 
     if requested not in BACKENDS:
         raise BackendError(f"model.backend='{requested}' is not one of {', '.join(BACKENDS)}")
-    if requested == "transformers":
-        return "transformers", "requested"
-    if requested == "unsloth":
-        if importlib.util.find_spec("unsloth") is None:
-            raise BackendError("model.backend='unsloth' but unsloth is not installed: "
-                               "pip install 'unsloth-grpo[unsloth]', or set model.backend=auto")
-        if _world_size() > 1:
-            raise BackendError(
-                f"model.backend='unsloth' under {_world_size()} processes: Unsloth's fast path is single-GPU. "
-                "Set model.backend=transformers (or auto) to train data-parallel with accelerate/torchrun."
-            )
-        if vllm_server:
-            raise BackendError("model.backend='unsloth' with model.vllm_server: Unsloth's trainer generates with "
-                               "its own in-process vLLM and ignores the server; set model.backend=transformers")
-        return "unsloth", "requested"
-    return auto_backend(vllm_server=vllm_server)
+    if requested == "auto":
+        return auto_backend(vllm_server=vllm_server)
+    if requested == "transformers" or not strict:
+        return requested, "requested"
+    if importlib.util.find_spec("unsloth") is None:
+        raise BackendError("model.backend='unsloth' but unsloth is not installed: "
+                           "pip install 'unsloth-grpo[unsloth]', or set model.backend=auto")
+    if _world_size() > 1:
+        raise BackendError(
+            f"model.backend='unsloth' under {_world_size()} processes: Unsloth's fast path is single-GPU. "
+            "Set model.backend=transformers (or auto) to train data-parallel with accelerate/torchrun."
+        )
+    if vllm_server:
+        raise BackendError("model.backend='unsloth' with model.vllm_server: Unsloth's trainer generates with "
+                           "its own in-process vLLM and ignores the server; set model.backend=transformers")
+    return "unsloth", "requested"
 
 
 def select_backend(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
@@ -255,7 +266,11 @@ def select_backend(requested: str = "auto", *, vllm_server: str | None = None) -
 
 @dataclass(frozen=True)
 class Decision:
-    """Everything the loader decides about a run on one card, before anything is loaded."""
+    """Everything the loader decides about a run on one card, before anything is loaded.
+
+    Made once per run (:func:`unsloth_grpo.training.checks.check_before_loading`) and handed to
+    whatever needs it (TRL's arguments, the memory warnings, the loader), which never decide again.
+    """
 
     backend: str
     backend_reason: str
@@ -264,6 +279,8 @@ class Decision:
     load_in_4bit: bool
     vllm: VllmChoice
     notes: tuple[str, ...] = ()
+    #: The card the run trains on (the CPU profile on a CPU, or with ``model.device: cpu``).
+    card: CardProfile = CPU
 
     def info(self, model_name: str) -> BackendInfo:
         return BackendInfo(self.backend, self.device, self.dtype, self.load_in_4bit, self.vllm.use, model_name,
@@ -316,7 +333,7 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
     if not choice.use and model_cfg.fast_inference == "auto" and card.cuda and not model_cfg.vllm_server:
         notes.append(f"no vLLM: {choice.reason}")
     notes += ignored_settings(model_cfg, name, choice)
-    return Decision(name, why, "cuda" if card.cuda else "cpu", dtype, load_4bit, choice, tuple(notes))
+    return Decision(name, why, "cuda" if card.cuda else "cpu", dtype, load_4bit, choice, tuple(notes), card)
 
 
 def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
@@ -331,10 +348,18 @@ def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
     return []
 
 
-def prepare_backend(model_cfg, profile: CardProfile | None = None) -> Decision:
-    """Decide for this machine and import Unsloth when it is the backend, standby set first."""
+def prepare_backend(model_cfg, profile: CardProfile | None = None, *,
+                    environment: tuple[dict, bool] | None = None) -> Decision:
+    """:func:`decide` for this machine (its card measured when ``profile`` is None), then
+    :func:`use_backend`. ``environment`` as :func:`decide` takes it."""
+    return use_backend(decide(model_cfg, profile, environment=environment))
+
+
+def use_backend(decision: Decision) -> Decision:
+    """Act on a decision before anything else loads: import Unsloth when it is the backend, with
+    ``UNSLOTH_VLLM_STANDBY`` set first (Unsloth reads it at import, and patches transformers, peft
+    and TRL then)."""
     global _STANDBY_SET_HERE
-    decision = decide(model_cfg, profile)
     if decision.backend == "unsloth":
         _STANDBY_SET_HERE = set_standby_environment(decision.vllm) or _STANDBY_SET_HERE  # read at import
         _import_unsloth()
@@ -422,13 +447,15 @@ def prepare_tokenizer(tokenizer, model=None) -> Any:
 
 
 def load_model(model_cfg, lora_cfg=None, *, seed: int = 3407, gradient_checkpointing: bool = True,
-               log=print, profile: CardProfile | None = None) -> LoadedModel:
+               log=print, profile: CardProfile | None = None, decision: Decision | None = None) -> LoadedModel:
     """Load the base model and tokenizer and attach LoRA (when ``lora_cfg`` is given).
 
-    Every choice comes from :func:`decide` for this machine's card (or ``profile``). Prints the
-    chosen backend, device, dtype and 4-bit/vLLM state once.
+    Every choice comes from ``decision``, the run's (:func:`prepare_backend` made it before any
+    library was imported), or when None from :func:`prepare_backend` now, for this machine's card
+    (or ``profile``). Prints the chosen backend, device, dtype and 4-bit/vLLM state once.
     """
-    decision = prepare_backend(model_cfg, profile)
+    if decision is None:
+        decision = prepare_backend(model_cfg, profile)
     path = resolve_model_path(model_cfg.name)
     info = decision.info(model_cfg.name)
     log(f"unsloth-grpo: {info.summary()}")
@@ -574,7 +601,7 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     An adapter directory is loaded on top of the base model named in its ``adapter_config.json``
     (the tokenizer saved beside the adapter wins, so the chat template travels with it).
     """
-    if not str(name_or_path).startswith("builtin:") and looks_local(name_or_path) and not Path(name_or_path).exists():
+    if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
         raise BackendError(f"model path '{name_or_path}' does not exist")
     profile = measure() if profile is None else profile
     dev = resolve_device(device, profile)
@@ -583,9 +610,9 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     adapter = is_adapter_dir(path)
     base = json.loads((Path(path) / "adapter_config.json").read_text())["base_model_name_or_path"] if adapter else path
     base = resolve_model_path(base)  # an adapter of the smoke run names builtin:tiny
-    chosen = backend
-    if backend == "auto":
-        chosen = "unsloth" if dev == "cuda" and importlib.util.find_spec("unsloth") else "transformers"
+    # the training rule; on a CPU ``auto`` generates with transformers (Unsloth's CPU fallback trains,
+    # its fast generation path needs CUDA)
+    chosen = backend_name(backend, strict=False)[0] if backend != "auto" or dev == "cuda" else "transformers"
     # an adapter is evaluated on the weights it was trained on: a 4-bit run's base loads in 4-bit again
     four = adapter and trained_in_4bit(path, base)
     note = "adapter on " + base if adapter else ""
@@ -625,7 +652,3 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     model.eval()
     return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
 
-
-def looks_local(name: str) -> bool:
-    s = str(name)
-    return s.startswith((".", "/", "~")) or os.path.sep in s and os.path.exists(s.split(os.path.sep)[0])

@@ -47,6 +47,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from unsloth_grpo.config import BACKENDS, FAST_INFERENCE  # the choices' names, defined once
+from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.profiles import CardProfile, vllm_version_problem
 
 logger = logging.getLogger(__name__)
@@ -336,11 +337,12 @@ def _tidy(spec: str) -> str:
 # ---------------------------------------------------------------- probes (each replaceable)
 
 
-def probe_torch() -> TorchInfo:
+def probe_torch(cards: list[dict[str, Any]] | None = None) -> TorchInfo:
     """Import torch and list the visible GPUs. The only heavy import the doctor makes.
 
     The cards are read by :func:`unsloth_grpo.hardware.profiles.cuda_devices`, which leaves CUDA
-    uninitialized in this process (the recipe's preflight runs before ``import unsloth``)."""
+    uninitialized in this process (the recipe's preflight runs before ``import unsloth``); a run
+    that read them already passes them as ``cards``."""
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - a broken torch install is itself the finding
@@ -349,7 +351,7 @@ def probe_torch() -> TorchInfo:
 
     cuda_build = getattr(torch.version, "cuda", None)
     try:
-        cards = cuda_devices()
+        cards = cuda_devices() if cards is None else cards
         gpus = [GPU(c["index"], c["name"], int(c["total_bytes"]), tuple(c["capability"]), c.get("free_bytes"))
                 for c in cards]
     except Exception as exc:  # noqa: BLE001 - e.g. a driver/runtime mismatch
@@ -1000,10 +1002,6 @@ def preflight(
 # ---------------------------------------------------------------- a recipe on this machine
 
 
-def _looks_local(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name
-
-
 def _cached_repos(cache_dir: str) -> list[str]:
     """Model repositories in the hub cache (``models--org--name`` folders), as ``org/name``."""
     root = Path(cache_dir)
@@ -1117,12 +1115,10 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
                 "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
     if name.startswith("builtin:"):
         return out + _real_builtin_problems(name)
-    if _looks_local(name):
+    if looks_like_path(name):
         if not Path(name).expanduser().exists():
             out.append(Problem(ERROR, "model", f"model.name '{name}' is a path that does not exist",
                                "point model.name at a model directory (with config.json), or at a hub id"))
-        return out
-    if Path(name).exists():
         return out
     cache = cache_dir or hf_cache_dir(env)
     if _in_cache(name, cache):

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from unsloth_grpo.data import looks_like_path
+
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 GGUF_HELP = (
@@ -103,7 +105,7 @@ def adapter_base(adapter: Path, override: str | None = None) -> str:
                           "pass --base-model") from None
     if not base:
         raise ExportError(f"{adapter}/adapter_config.json names no base model; pass --base-model")
-    if base.startswith((".", "/", "~")) and not Path(base).expanduser().exists():
+    if looks_like_path(base) and not Path(base).expanduser().exists():
         raise ExportError(f"the adapter's base model '{base}' is not on this machine; pass --base-model "
                           "PATH_OR_HUB_ID (the same weights the run trained on)")
     return resolve_model_path(base)
@@ -485,7 +487,7 @@ def _run_dir_of(source: Path) -> Path:
 
 def _hub_id(name: str | None) -> str | None:
     """``name`` when it is a hub id (org/name), not a local path, a cache path or builtin:tiny."""
-    if not name or name.startswith(("builtin:", ".", "/", "~")) or name.count("/") != 1 or Path(name).exists():
+    if not name or name.count("/") != 1 or looks_like_path(name):
         return None
     return name
 
