@@ -485,10 +485,10 @@ def environment_check(config_path: str, *, simulated: bool) -> dict:
                   env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, "no network on the GPU machine"))
     problems = [p for p in doctor.recipe_problems(cfg, **kw)]
     blocking = [str(p) for p in problems if p.blocking]
-    try:
-        check_before_loading(cfg, environment=True, report=report)
+    try:  # the run's own check: the recipe's preflight again (said once here), the environment, the backend
+        check_before_loading(cfg, environment=True, report=report, profile=kw.get("profile"))
     except doctor.EnvironmentProblem as exc:
-        blocking += [str(p) for p in exc.problems]
+        blocking += [str(p) for p in exc.problems if str(p) not in blocking]
     except ConfigError as exc:
         blocking.append(str(exc))
     if report is None:

@@ -164,6 +164,18 @@ def test_extract_answer_fallbacks(text, expected):
     assert extract_answer(text) is None
 
 
+def test_an_answer_sentence_ends_at_its_stop_when_the_line_goes_on_without_numbers():
+    """Seen in SmolLM2-135M-Instruct's completions: the line goes on after the answer sentence. The
+    fallback read the whole line ("60. Please refer to the math word problem.") as unreadable."""
+    real = "14 * 4 = 60\nThe answer is 60. Please refer to the math word problem.\n\nReasoning: 14 books"
+    assert extract_answer(real, fallback=True) == "60."
+    assert grading.grade(real, "60", fallback=True).correct
+    # another number after the stop is still a second number, never a free pick
+    assert not grading.grade("The answer is 60. Bob keeps 56.", "60", fallback=True).correct
+    assert extract_answer("The answer is 2.5 apples.", fallback=True) == "2.5 apples."
+    assert extract_answer("The answer is $1,000.00 in total", fallback=True) == "$1,000.00 in total"
+
+
 def test_fallbacks_ignore_the_reasoning():
     text = "<reasoning>maybe \\boxed{17}</reasoning> so \\boxed{18}"
     assert extract_answer(text, fallback=True) == "18"

@@ -175,10 +175,12 @@ MAX_LINES = 600
 
 #: Package files allowed past :data:`MAX_LINES`, each with the reason it has not been split yet.
 LONG_FILES = {
-    "hardware/doctor.py": "five jobs in one file; issue 24's branch edits it, split by job once it has landed",
-    "hardware/export.py": "issue 24's branch edits it; its subcommand moves to cli/ once it has landed",
+    "hardware/doctor.py": "five jobs in one file (issue 24, which edited it, has landed): to be split by job",
+    "hardware/export.py": "merging and GGUF, the model card and the hub push, the merge check in one file "
+                          "(issue 24 has landed): to be split by job",
+    "hardware/backend.py": "the backend rule, the decision and the loader; issue 24 added the real built-in "
+                           "model's fetch: the built-in names and their resolution are the next to move out",
     "config.py": "the recipe config: its sections with a help text per field, YAML in and out, the shape checks",
-    "training/train.py": "the GRPO run; issue 27's trainer-loop branch reshapes it",
 }
 
 
@@ -352,3 +354,92 @@ def test_importing_rewards_imports_no_task_and_a_task_reward_loads_its_module_on
             "get_reward('correctness'); before = tasks()\n"
             "get_reward('countdown_equation'); print(before, 'unsloth_grpo.tasks.countdown' in tasks())")
     assert _fresh(code) == "[] True"
+
+
+# ------------------------------------------------------------------ each decision once per run
+
+
+#: Functions that make a decision or a check a run needs once: (module, function, what it is).
+ONCE_PER_RUN = (
+    ("unsloth_grpo.training.checks", "config_problems", "the config check"),
+    ("unsloth_grpo.training.checks", "check_rewards_on_data", "the rewards tried on the data"),
+    ("unsloth_grpo.hardware.doctor", "recipe_problems", "the recipe's preflight on this machine"),
+    ("unsloth_grpo.hardware.doctor", "run_checks", "the environment's preflight"),
+    ("unsloth_grpo.hardware.profiles", "cuda_devices", "the look at this machine's cards"),
+    ("unsloth_grpo.hardware.backend", "decide", "the backend decision"),
+    ("unsloth_grpo.hardware.backend", "backend_name", "the backend rule"),
+    ("unsloth_grpo.hardware.backend", "use_backend", "acting on the decision (Unsloth imported when chosen)"),
+    ("unsloth_grpo.hardware.backend", "load_model", "the model load"),
+)
+
+#: Run inside the child process: wrap every function of ONCE_PER_RUN (also where another module bound
+#: it by name), record the package files on the stack when the model's weights are read, run the CLI.
+_COUNTING_RUN = r"""
+import collections, functools, importlib, json, os, sys, traceback
+targets, argv = json.loads(sys.argv[1]), sys.argv[2:]
+package = os.path.join(os.getcwd(), "unsloth_grpo") + os.sep
+calls, stacks = collections.Counter(), []
+
+def counted(key, real):
+    @functools.wraps(real)
+    def wrapper(*args, **kwargs):
+        calls[key] += 1
+        return real(*args, **kwargs)
+    return wrapper
+
+originals = {}
+for module, name in targets:
+    real = getattr(importlib.import_module(module), name)
+    originals[id(real)] = (real, counted(f"{module}.{name}", real))
+for mod in [m for n, m in list(sys.modules.items()) if n.startswith("unsloth_grpo")]:
+    for attr, value in list(vars(mod).items()):
+        if id(value) in originals and originals[id(value)][0] is value:
+            setattr(mod, attr, originals[id(value)][1])
+
+import transformers
+real_load = transformers.AutoModelForCausalLM.from_pretrained.__func__
+def from_pretrained(cls, *args, **kwargs):
+    stacks.append([f"{os.path.relpath(f.filename)}:{f.name}" for f in traceback.extract_stack()[:-1]
+                   if f.filename.startswith(package)])
+    return real_load(cls, *args, **kwargs)
+transformers.AutoModelForCausalLM.from_pretrained = classmethod(from_pretrained)
+
+from unsloth_grpo.recipes import gsm8k
+code = gsm8k.main(argv)
+print("COUNTED " + json.dumps({"exit": code, "calls": calls, "stacks": stacks}))
+"""
+
+
+def _counted_run(tmp_path: Path, *argv: str) -> dict:
+    import json
+
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT.parent)}
+    targets = json.dumps([[module, name] for module, name, _ in ONCE_PER_RUN])
+    out = subprocess.run([sys.executable, "-c", _COUNTING_RUN, targets, *argv], capture_output=True, text=True,
+                         cwd=ROOT.parent, env=env)
+    found = [line for line in out.stdout.splitlines() if line.startswith("COUNTED ")]
+    assert found, out.stdout[-3000:] + out.stderr[-3000:]
+    return json.loads(found[-1][len("COUNTED "):])
+
+
+@pytest.mark.slow
+def test_a_run_is_checked_decided_and_loaded_once(tmp_path):
+    """A real run through the command line, with an SFT and a GRPO stage: each check and decision is
+    made once (the card read once, the backend decided once, the model loaded once), and the model's
+    name reaches ``from_pretrained`` through at most 4 files of the package."""
+    stages = tmp_path / "stages.yaml"
+    stages.write_text(
+        "stages:\n"
+        "  - {name: preformat, kind: sft, max_steps: 2, learning_rate: 5.0e-3, num_examples: 16}\n"
+        "  - {name: format, max_steps: 1}\n")
+    found = _counted_run(tmp_path, "--preset", "smoke", "--config", str(stages), "--output-dir",
+                         str(tmp_path / "run"), "model.backend=transformers", "run.samples_every=0",
+                         "data.num_synthetic=16")
+    assert found["exit"] == 0
+    twice = {f"{module}.{name} ({what})": found["calls"].get(f"{module}.{name}", 0)
+             for module, name, what in ONCE_PER_RUN if found["calls"].get(f"{module}.{name}", 0) != 1}
+    assert twice == {}, "each of these must run exactly once per run"
+    (stack,) = found["stacks"]  # one model, for both stages
+    files = list(dict.fromkeys(frame.split(":")[0] for frame in stack))
+    assert len(files) <= 4, stack
+    assert files[0].endswith("recipes/gsm8k.py") and files[-1].endswith("hardware/backend.py"), stack

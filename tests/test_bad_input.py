@@ -156,7 +156,7 @@ def test_a_malformed_jsonl_line_is_named_by_its_number(tmp_path, capsys):
 def test_resume_does_not_swallow_the_next_override(tmp_path):
     seen = {}
 
-    def fake_train(cfg, resume=None):
+    def fake_train(cfg, resume=None, decision=None):
         seen.update(steps=cfg.training.max_steps, resume=resume)
         raise SystemExit(0)
 

@@ -143,3 +143,69 @@ def test_synthetic_dataset_is_the_one_shared_offline_loader():
     test = synthetic_dataset(make, split="test", seed=3, num_synthetic=10, limit=None, system_prompt=None)
     assert len(test) == 10 and test[0]["prompt"] == [{"role": "user", "content": "q4-0"}]  # seed + 1
     assert (split_seed(3, "train"), split_seed(3, "validation")) == (3, 4)
+
+
+def test_the_easy_offline_set_is_one_step_one_digit_and_its_held_out_sums_are_never_trained_on():
+    import re
+
+    from unsloth_grpo.data import DataError
+    from unsloth_grpo.tasks.gsm8k import EXAMPLE_SYSTEM_PROMPT, load_gsm8k
+
+    def sums(rows):
+        return {tuple(re.search(r"<<(\d+)([+-])(\d+)=", r["answer"]).groups()) for r in rows}
+
+    train = make_synthetic_problems(400, seed=0, subset="easy")
+    test = make_synthetic_problems(200, seed=1, subset="easy", split="test")
+    for r in train + test:
+        a, op, b = re.search(r"<<(\d+)([+-])(\d+)=", r["answer"]).groups()
+        assert int(b) <= 9 and (int(a) <= 9 if op == "+" else int(a) <= 19)
+        assert parse_gold(r["answer"]) == str(int(a) + int(b) if op == "+" else int(a) - int(b))
+    assert sums(train) and sums(test) and not sums(train) & sums(test)
+    ds = load_gsm8k("synthetic", "test", subset="easy", num_synthetic=8, seed=3, system_prompt=EXAMPLE_SYSTEM_PROMPT)
+    assert len(ds) == 8 and ds[0]["prompt"][0]["content"] == EXAMPLE_SYSTEM_PROMPT
+    # the hub's default subset name keeps the usual mix; anything else is explained before loading
+    assert load_gsm8k("synthetic", num_synthetic=5, seed=3)["answer"] == load_gsm8k(
+        "synthetic", subset="main", num_synthetic=5, seed=3)["answer"]
+    with pytest.raises(DataError, match="choose one of: main, easy"):
+        load_gsm8k("synthetic", subset="eazy", num_synthetic=5)
+
+
+# ------------------------------------------------------------------ one rule for "is this a local path"
+
+
+@pytest.mark.parametrize("name, local", [
+    ("./rows.jsonl", True), ("/data/model", True), ("~/models/qwen", True), ("rows.csv", True),
+    ("rows.parquet", True), ("config.json", True), ("runs/2026/adapter", True), ("C:\\models\\qwen", True),
+    ("openai/gsm8k", False), ("Qwen/Qwen2.5-1.5B-Instruct", False), ("gsm8k", False), ("builtin:tiny", False),
+    ("synthetic", False),
+])
+def test_one_rule_says_which_names_are_local_paths(name, local, tmp_path, monkeypatch):
+    from unsloth_grpo.data import looks_like_path
+
+    monkeypatch.chdir(tmp_path)
+    assert looks_like_path(name) is local
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "model").mkdir()
+    assert looks_like_path("org/model")  # an owner/name that is a directory here is that directory
+
+
+def test_every_reader_of_a_name_takes_a_missing_path_for_a_missing_path(tmp_path, monkeypatch):
+    """A data source, a model to generate with, a model to plan for and a recipe's model: the same
+    name is the same kind of thing to each, and a missing path is said to be missing, never looked up
+    on the hub (``runs/2026/adapter`` used to be a hub id to the data and inference loaders)."""
+    from unsloth_grpo.config import load_config
+    from unsloth_grpo.hardware import architecture, backend, doctor
+    from unsloth_grpo.hardware.profiles import PROFILES
+    from unsloth_grpo.data import load_table
+
+    monkeypatch.chdir(tmp_path)
+    name = "runs/2026/adapter"
+    with pytest.raises(DataError, match="does not exist"):
+        load_table(name)
+    with pytest.raises(backend.BackendError, match="does not exist"):
+        backend.load_for_inference(name, log=lambda _m: None)
+    with pytest.raises(architecture.UnknownModelError, match="does not exist"):
+        architecture.load_model_config(name)
+    cfg = load_config({"model": {"name": name}, "rewards": [{"name": "correctness"}]})
+    [problem] = doctor.recipe_problems(cfg, profile=PROFILES["t4"], env={}, hub_probe=lambda *a: (False, "no"))
+    assert "is a path that does not exist" in problem.message

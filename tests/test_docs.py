@@ -71,8 +71,9 @@ _DOTTED = re.compile(r"`(unsloth_grpo(?:\.\w+)+)(?:\([^`]*\))?`")
 def _named_in(text: str):
     for module, names in _FROM_IMPORT.findall(text):
         for name in names.split(","):
-            if name.strip():
-                yield module, name.strip()
+            name = name.split(" as ")[0].strip()  # ``import resolve_model_path as r``
+            if name:
+                yield module, name
     for dotted in _DOTTED.findall(text):
         yield dotted.rpartition(".")[0], dotted.rpartition(".")[2]
 

@@ -208,7 +208,7 @@ def test_no_gpu():
     problems = run_checks(report)
     assert [p.severity for p in problems] == [WARNING, WARNING]
     assert problems[1].message == (
-        "torch 2.14.1+cpu is a CPU-only build: training runs on CPU, practical only for tiny models"
+        "torch 2.14.1+cpu is a CPU-only build: training runs on CPU, practical only for small models"
     )
     assert not any(p.blocking for p in problems)
     with pytest.raises(EnvironmentProblem, match="fast_inference is 'on' but vLLM cannot be used"):
@@ -226,8 +226,10 @@ def test_a_machine_without_a_gpu_is_not_told_to_check_a_driver():
     report = make_report(torch_info=TorchInfo("2.14.1+cu130", "13.0", False, (), nvidia_driver=False), modules=())
     (problem,) = run_checks(report)
     assert problem.message == ("torch 2.14.1+cu130 is a CUDA 13.0 build on a machine with no NVIDIA GPU: "
-                               "training runs on CPU, practical only for tiny models")
+                               "training runs on CPU, practical only for small models")
     assert "driver" not in problem.fix and "nvidia-smi" not in problem.fix
+    # a real 135M model does train on a CPU (the smollm2 presets); the fix must not say otherwise
+    assert "--preset smollm2" in problem.fix and "a real model needs" not in problem.fix
 
 
 def test_gpu_without_bf16():

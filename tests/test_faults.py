@@ -39,7 +39,8 @@ import pytest
 from unsloth_grpo import runs
 from unsloth_grpo.training import checkpoint as ck
 
-pytestmark = pytest.mark.faults
+# One worker runs them all under `-n` (pytest-xdist, --dist loadgroup): they share the reference run and the table.
+pytestmark = [pytest.mark.faults, pytest.mark.xdist_group("faults")]
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("UNSLOTH_GRPO_FAULT_SEED", "0"))
@@ -128,7 +129,7 @@ def _assert_like_reference(run: Path, reference) -> None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _print_table(request):
+def _print_table(fault_table_in_summary):
     yield
     if not TABLE:
         return
@@ -140,9 +141,7 @@ def _print_table(request):
         lines += ["", f"largest difference of {len(MEASURED)} resumed run(s) from the uninterrupted one: "
                   f"weights {max(m[0] for m in MEASURED):.1e}, grad_norm relative {max(m[1] for m in MEASURED):.1e}"]
     text = "\n".join(lines)
-    # printed in the run's summary by tests/conftest.py: written here, during a fixture's teardown,
-    # it would land in pytest's capture and show only for a failing test
-    request.config.unsloth_grpo_fault_table = lines
+    fault_table_in_summary(lines)  # tests/conftest.py
     if os.environ.get("UNSLOTH_GRPO_FAULT_TABLE"):
         Path(os.environ["UNSLOTH_GRPO_FAULT_TABLE"]).write_text(text + "\n")
 
@@ -333,6 +332,103 @@ def test_signals_kills_and_a_second_run_on_one_training(tmp_path, ref, capsys):
     rc, out = _run(run, "--resume", str(run))
     assert rc == 0 and f"training: 64 prompts, {STEPS} steps" in out, out[-3000:]
     _assert_like_reference(run, ref)
+
+
+# ---------------------------------------------------------------- an SFT stage
+
+
+#: A run whose first stage is SFT (8 steps, a checkpoint every 2) and whose second is GRPO: SFT and
+#: GRPO stages train through one loop, so each fault must end an SFT stage as it ends a GRPO run.
+SFT_STAGES = ("stages:\n"
+              "  - {name: preformat, kind: sft, max_steps: 8, learning_rate: 5.0e-3, num_examples: 64}\n"
+              "  - {name: format, max_steps: 2}\n")
+SFT_STEPS = 8
+#: Keys of the SFT rows compared with the uninterrupted run (the GRPO stage's rows use COMPARED).
+SFT_COMPARED = ("loss", "grad_norm", "mean_token_accuracy", "entropy")
+
+
+def _staged(run: Path, *extra: str) -> list[str]:
+    config = run.parent / f"{run.name}-stages.yaml"
+    config.write_text(SFT_STAGES)
+    return ["--preset", "smoke", "--config", str(config), "--output-dir", str(run), *OVERRIDES, *extra]
+
+
+@pytest.fixture(scope="module")
+def staged_reference(tmp_path_factory):
+    """The uninterrupted SFT-then-GRPO run: its combined metrics rows and final adapter weights."""
+    from safetensors.torch import load_file
+
+    run = tmp_path_factory.mktemp("faults-sft") / "reference"
+    rc, out = _run(run, *_staged(run))
+    assert rc == 0 and "done in" in out, out[-3000:]
+    return _rows(run), load_file(str(run / "adapter_model.safetensors"))
+
+
+def _assert_like_staged_reference(run: Path, reference) -> None:
+    from safetensors.torch import load_file
+
+    ref_rows, ref_weights = reference
+    rows = _rows(run)
+    assert [(r["stage"], r["stage_step"]) for r in rows] == [(r["stage"], r["stage_step"]) for r in ref_rows]
+    assert [r["stage_step"] for r in rows if r["stage"] == 1] == list(range(1, SFT_STEPS + 1))
+    for a, b in zip(ref_rows, rows):
+        for key in SFT_COMPARED if a["stage"] == 1 else COMPARED:
+            assert key in a and b[key] == pytest.approx(a[key], **RESUME_TOL), (a["step"], key, a.get(key), b[key])
+    weights = load_file(str(run / "adapter_model.safetensors"))
+    diff = max((weights[k] - ref_weights[k]).abs().max().item() for k in ref_weights)
+    grad = max(abs(b["grad_norm"] - a["grad_norm"]) / max(abs(a["grad_norm"]), 1e-12) for a, b in zip(ref_rows, rows))
+    MEASURED.append((diff, grad))
+    assert diff < WEIGHTS_TOL, diff
+
+
+@pytest.mark.slow
+def test_signals_a_full_disk_and_a_second_run_in_an_sft_stage(tmp_path, staged_reference, capsys):
+    """The SFT stage of a two-stage run: SIGTERM inside a seeded step saves that step's checkpoint
+    (exit 143) while a second run on the directory is refused; the resumed run then meets a full
+    disk at its next save (exit 4, naming the newest complete checkpoint); resumed again, it ends
+    exactly where the uninterrupted run ends."""
+    from unsloth_grpo.recipes.gsm8k import main
+    from unsloth_grpo.training.train import DISK_FULL_EXIT_CODE
+
+    rng = random.Random(SEED + 3)
+    run = tmp_path / "run"
+    sft = run / "stages" / "01-preformat"
+
+    event = rng.choice(sorted(EVENTS))
+    step = rng.randint(1, 4)  # room for the save after the signal and a later one for the full disk
+    proc, log = _start(run, *_staged(run), spec={"point": "stop", "event": event, "step": step})
+    event, step = _wait_until_stopped(proc, log)
+    capsys.readouterr()
+    refused = (main(["--resume", str(run)]), capsys.readouterr().err)  # the run is stopped inside its SFT stage
+    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signal.SIGCONT)
+    rc, out = _finish(proc, log)
+    assert rc == 143, out[-3000:]
+    assert "resume with:" in out and "Traceback" not in out
+    saved = step + EVENTS[event][1]
+    assert f"stopped by SIGTERM at step {saved};" in out, out[-3000:]
+    _assert_intact("SIGTERM in an SFT stage", f"step {step}, {EVENTS[event][0]}", sft, saved,
+                   f"exit 143, saved step {_newest(sft)}")
+    assert _newest(sft) == saved and runs.read_marker(runs.latest_checkpoint(sft))["stage"] == 1
+    code, err = refused
+    assert code == 2 and "is in use by a training that is still running (pid" in err, err
+    _assert_intact("second run during an SFT stage", f"while the run was in step {step}", sft, saved,
+                   "refused at once (exit 2, names the pid)")
+
+    # resumed, the next save of the SFT stage meets a full disk
+    at = rng.randint(1, 3)  # a file of the first checkpoint written after the resume
+    rc, out = _run(run, "--resume", str(run), spec={"point": "enospc", "at": at})
+    assert rc == DISK_FULL_EXIT_CODE, out[-3000:]
+    msg = "\n".join(line for line in out.splitlines() if line.startswith("stopped: "))
+    assert "the disk is full" in msg and "No space left on device" in msg and "resume with:" in msg, out[-3000:]
+    assert f"the newest complete checkpoint {sft / 'checkpoints' / f'checkpoint-{saved}'} is untouched" in msg, msg
+    assert not list(sft.glob("checkpoint-*"))  # the half-written staging directory is gone
+    _assert_intact("ENOSPC during an SFT save", f"torch.save call {at} after the resume", sft, saved,
+                   f"exit {DISK_FULL_EXIT_CODE}, names checkpoint-{saved}")
+
+    rc, out = _run(run, "--resume", str(run))
+    assert rc == 0 and "done in" in out, out[-3000:]
+    _assert_like_staged_reference(run, staged_reference)
 
 
 # ---------------------------------------------------------------- faults inside the process

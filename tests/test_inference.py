@@ -104,12 +104,10 @@ def test_missing_model_is_a_clear_error(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_generate_answers_on_the_smoke_model(tmp_path_factory, capsys):
-    from test_export import smoke_run
-
+def test_generate_answers_on_the_smoke_model(smoke_run, capsys):
     from unsloth_grpo.cli import main
 
-    run = smoke_run(tmp_path_factory)
+    run, _ = smoke_run  # the README's smoke run (tests/conftest.py)
     assert main(["generate", "--model", str(run), "--max-new-tokens", "12", "What is 15 + 27?"]) == 0
     out = capsys.readouterr().out
     assert "Q: What is 15 + 27?" in out and "\nanswer: " in out

@@ -254,3 +254,37 @@ def test_a_kernels_runtime_error_oom_stops_the_run_with_a_resumable_checkpoint(t
     assert report["checkpoint"] == str(out / "checkpoints" / "checkpoint-2")
     assert runs.check_checkpoint(report["checkpoint"]) == (True, "")
     assert ck.resolve_resume(True, out).step == 2
+
+
+@pytest.mark.slow
+def test_an_oom_in_an_sft_stage_stops_it_as_in_a_grpo_run(tmp_path):
+    """SFT and GRPO stages train through one loop: an out-of-memory error inside an SFT stage saves a
+    resumable checkpoint of that stage, writes the report there and ends the run with the OOM code."""
+    from transformers import TrainerCallback
+
+    from unsloth_grpo import runs
+    from unsloth_grpo.config import config_to_dict, load_config
+    from unsloth_grpo.recipes import gsm8k
+    from unsloth_grpo.training import checkpoint as ck
+    from unsloth_grpo.training.train import TrainingStopped, train
+
+    class KernelOOM(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 64.00 MiB (from a custom kernel)")
+
+    out = tmp_path / "run"
+    base = load_config(gsm8k.PRESETS["smoke"], overrides=[f"output_dir={out}", "model.backend=transformers",
+                                                          "data.num_synthetic=16", "run.samples_every=0"])
+    cfg = load_config({**config_to_dict(base), "stages": [
+        {"name": "preformat", "kind": "sft", "max_steps": 4, "learning_rate": 5e-3, "num_examples": 16},
+        {"name": "format", "max_steps": 2}]})
+    with pytest.raises(TrainingStopped) as stop:
+        train(cfg, callbacks=[KernelOOM()], log=lambda _m: None)
+    assert stop.value.code == OOM_EXIT_CODE
+    stage = out / "stages" / "01-preformat"
+    report = json.loads((stage / "oom_report.json").read_text())
+    assert report["checkpoint"] == str(stage / "checkpoints" / "checkpoint-2")
+    assert runs.check_checkpoint(report["checkpoint"]) == (True, "")
+    assert runs.read_marker(report["checkpoint"])["stage"] == 1
+    assert ck.resolve_resume(True, out).step == 2

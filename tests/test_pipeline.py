@@ -26,18 +26,12 @@ def _first_last(metrics, n=5):
     return sum(rewards[:n]) / n, sum(rewards[-n:]) / n
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """``python -m unsloth_grpo.recipes.gsm8k --preset smoke`` exactly as the README runs it."""
-    out = tmp_path_factory.mktemp("smoke") / "run"
-    proc = _run(["-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--output-dir", str(out)], cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out, proc
+# smoke_run (tests/conftest.py): the README's smoke command in a fresh process, trained once per test run
 
 
 @pytest.mark.slow
 def test_smoke_recipe_leaves_adapter_metrics_config_and_learns(smoke_run):
-    out, proc = smoke_run
+    out, stdout = smoke_run
     for name in ("adapter_config.json", "adapter_model.safetensors", "tokenizer.json", "metrics.jsonl",
                  "config.yaml", "run_info.json", "health.jsonl", "samples.jsonl"):
         assert (out / name).exists(), name
@@ -54,8 +48,8 @@ def test_smoke_recipe_leaves_adapter_metrics_config_and_learns(smoke_run):
     assert resolved == gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(out))
     info = json.loads((out / "run_info.json").read_text())
     assert info["backend"]["backend"] == "unsloth" and info["backend"]["device"] == "cpu"
-    assert "backend=unsloth device=cpu dtype=fp32 4bit=off vllm=off" in proc.stdout
-    assert "step 100/100" in proc.stdout  # the progress line
+    assert "backend=unsloth device=cpu dtype=fp32 4bit=off vllm=off" in stdout
+    assert "step 100/100" in stdout  # the progress line
 
 
 @pytest.mark.slow
@@ -280,10 +274,10 @@ def test_auto_shrink_resumes_after_an_out_of_memory_with_the_smaller_config(tmp_
 
     calls = []
 
-    def train_fn(cfg, resume=None):
+    def train_fn(cfg, resume=None, decision=None):
         calls.append((cfg.training.per_device_train_batch_size, resume))
         extra = [OutOfMemoryAtStep2()] if len(calls) == 1 else []
-        return train(cfg, resume=resume, callbacks=extra, log=lambda s: None)
+        return train(cfg, resume=resume, decision=decision, callbacks=extra, log=lambda s: None)
 
     parser = argparse.ArgumentParser()
     add_train_arguments(parser, ["smoke"])

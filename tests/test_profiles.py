@@ -236,6 +236,26 @@ def test_server_mode_never_runs_unsloth():
     assert d.backend == "transformers" and not d.vllm.use  # the server generates, no in-process engine
 
 
+def test_one_backend_rule_for_runs_plans_and_the_preset_for_this_card(monkeypatch):
+    """``backend_name`` is the rule: a run (strict) refuses a backend that cannot run here; a plan for a
+    card, maybe another machine's, takes an explicit backend as asked and follows the same ``auto``."""
+    from unsloth_grpo.recipes import gsm8k
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert backend.backend_name("auto") == ("transformers", "2 processes: Unsloth is single-GPU")
+    with pytest.raises(backend.BackendError):
+        backend.backend_name("unsloth")  # under 2 processes (or without Unsloth): not for a run here
+    assert backend.backend_name("unsloth", strict=False) == ("unsloth", "requested")
+    with pytest.raises(backend.BackendError, match="is not one of"):
+        backend.backend_name("tensorflow", strict=False)
+    cfg = gsm8k.RECIPE.resolve()
+    assert planner.settings_from_config(cfg, T4.as_gpu(), vllm=GOOD_VLLM)["backend"] == "transformers"
+    planned = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, backend="unsloth"))
+    assert planner.settings_from_config(planned, T4.as_gpu(), vllm=GOOD_VLLM)["backend"] == "unsloth"
+    assert not hasattr(planner, "resolve_backend") and not hasattr(memory, "resolve_backend")  # no copy of the rule
+
+
 def test_standby_is_set_before_unsloth_is_imported():
     env: dict = {}
     profiles.set_standby_environment(vllm_choice(T4, vllm_version="0.27.1"), env)
@@ -510,11 +530,11 @@ def test_missing_local_model_path_is_reported(tmp_path):
 
 
 def test_the_recipe_exits_2_without_a_traceback_on_a_cpu_machine(monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(profiles, "measure", lambda: CPU)
+    monkeypatch.setattr(profiles, "measure", lambda cards=None: CPU)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
 
-    def train_fn(cfg, resume=None):
+    def train_fn(cfg, resume=None, decision=None):
         raise AssertionError("training started")
 
     from unsloth_grpo.cli.recipe import add_train_arguments, run_from_args

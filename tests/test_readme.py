@@ -31,8 +31,8 @@ def test_memory_table_is_the_planners_output():
 
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
-    assert 'pip install -q -c ci/constraints.txt -e ".[test]"' in ci and "python -m pytest -q" in ci
-    assert 'pip install -c ci/constraints.txt -e ".[test]" && python -m pytest -q tests' in README
+    assert 'pip install -q -c ci/constraints.txt -e ".[test]"' in ci and "python -m pytest -q -n 2 " in ci
+    assert 'pip install -c ci/constraints.txt -e ".[test]" && python -m pytest -q -n 2 tests' in README
     assert "python -m unsloth_grpo.recipes.gsm8k --preset smoke --output-dir outputs/smoke" in README
 
 

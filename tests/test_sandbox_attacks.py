@@ -188,3 +188,17 @@ def test_timeout_returns_within_the_limit():
     r = box.run(Job(solution="while True:\n    pass\n", tests=["pass"]))
     assert r.status == "timeout" and r.passed == 0
     assert time.perf_counter() - t0 < 1.0 + SLACK
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "fresh-interpreter"])
+def test_a_job_that_reaches_the_cpu_limit_is_a_timeout_not_a_memory_kill(fork_server):
+    # The CPU limit is reached long before the wall clock here. With the hard CPU limit equal to
+    # the soft one the kernel sends SIGKILL (it checks the hard limit first), which reads as the
+    # out-of-memory killer; CI saw `while True` reported as "memory" when both limits raced.
+    box = Sandbox(Limits(timeout=20.0, cpu_seconds=1), fork_server=fork_server)
+    try:
+        r = box.run(Job(solution="while True:\n    pass\n", tests=["pass"]))
+    finally:
+        box.close()
+    assert r.status == "timeout", (r.status, r.seconds)
+    assert r.seconds < 20.0

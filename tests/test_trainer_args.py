@@ -357,13 +357,13 @@ def test_the_backend_is_prepared_before_the_run_imports_trl():
         "import sys\n"
         "from unsloth_grpo.hardware import backend\n"
         "seen = []\n"
-        "def prepare(model_cfg, *args, **kwargs):  # the decision, without importing Unsloth\n"
+        "def use(decision):  # where Unsloth would be imported; not imported here\n"
         "    seen.append(sorted(m for m in ('transformers', 'trl', 'peft') if m in sys.modules))\n"
-        "    return backend.decide(model_cfg)\n"
-        "backend.prepare_backend = prepare\n"
+        "    return decision\n"
+        "backend.use_backend = use\n"
         "from unsloth_grpo.recipes import gsm8k\n"
         "from unsloth_grpo.training.checks import check_before_loading\n"
-        "check_before_loading(gsm8k.RECIPE.resolve(preset='smoke'), backend_first=True)  # as train() does\n"
+        "check_before_loading(gsm8k.RECIPE.resolve(preset='smoke'))  # as a run does\n"
         "print(seen, 'transformers' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[[]] True"  # prepared first, then TRL's config was built

@@ -24,14 +24,23 @@ class DataError(ValueError):
     """The dataset is malformed. The message names the row or column and the fix."""
 
 
-def looks_like_path(source: str) -> bool:
-    """A source is a local path when it has a known file suffix, a path separator that points
-    at something on disk, or starts with ``.``/``/``/``~``. Hub ids are ``owner/name``."""
-    if Path(source).suffix.lower() in LOCAL_FORMATS:
+def looks_like_path(source: str | os.PathLike) -> bool:
+    """Whether a name from the config is a path on this machine rather than a hub id: the one rule
+    for ``data.source``, ``model.name`` and every other name that may be either.
+
+    A path starts with ``.``, ``/`` or ``~``, holds a backslash or more than one ``/`` (a hub id is
+    ``name`` or ``owner/name``), ends in a data-file suffix (``.jsonl``, ``.json``, ``.csv``,
+    ``.parquet``), or names something that exists here. ``builtin:`` names are neither. A name this
+    rule calls a path is never looked up on the hub, so a typo in it cannot reach the network.
+    """
+    text = os.fspath(source)
+    if text.startswith("builtin:"):
+        return False
+    if text.startswith((".", "/", "~")) or "\\" in text or text.count("/") > 1:
         return True
-    if source.startswith((".", "/", "~")):
+    if Path(text).suffix.lower() in LOCAL_FORMATS:
         return True
-    return os.path.exists(source)
+    return os.path.exists(text)
 
 
 def load_table(source: str, *, split: str = "train", subset: str | None = None):

@@ -69,12 +69,13 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
 
     from unsloth_grpo.config import parse_override
     from unsloth_grpo.hardware import architecture, planner, profiles
+    from unsloth_grpo.hardware.backend import backend_name
 
     here = gpu is None
     gpu = gpu if gpu is not None else planner.detect_gpu()
     if gpu is None:
         raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use --preset smoke")
-    backend = planner.resolve_backend(cfg.model.backend, cfg.model.vllm_server)
+    backend = backend_name(cfg.model.backend, vllm_server=cfg.model.vllm_server, strict=False)[0]
     choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm,
                                         env=dict(os.environ) if here else None,
                                         unsloth_imported=here and "unsloth" in sys.modules)
@@ -139,6 +140,43 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
         "run": {"samples_every": 20},
         "monitor": {"ignore": ["length_clipped"]},
     }, {"data": data or {}, "training": training or {}, "run": run or {}})
+
+
+#: The preset that trains the real built-in model on a CPU (``--preset smollm2``).
+REAL_MODEL_PRESET = "smollm2"
+
+
+def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict], data: dict | None = None,
+                      training: dict | None = None) -> dict:
+    """The CPU preset on the real built-in model (SmolLM2-135M-Instruct, fetched on first use).
+
+    A real 135M model writes sentences, so the run is short on steps, not on sense: 8 completions
+    of at most ``max_completion_length`` tokens per step at temperature 0.7 (at 1.0 this model's
+    samples are mostly noise), LoRA on every linear layer at a high constant rate, no gradient
+    checkpointing (memory is no concern on a CPU; recomputation is). The task's system prompt is
+    replaced by one that shows an answer in the format: told the format in words alone, the model
+    uses it in none of its samples, and GRPO has nothing to reinforce (docs/real_model.md).
+    Rambling completions reach the length limit; they are kept in the loss (they are what the
+    model should unlearn), and the length-clipping warning is off.
+    """
+    return merge_dicts({
+        "output_dir": output_dir,
+        "seed": 0,
+        "model": {"name": "builtin:smollm2-135m-instruct", "max_seq_length": 512, "load_in_4bit": False,
+                  "dtype": "fp32", "device": "cpu"},
+        "lora": {"r": 16, "alpha": 32},
+        "data": {"source": "synthetic", "num_synthetic": 512, "max_prompt_tokens": 256,
+                 "system_prompt": system_prompt},
+        "rewards": rewards,
+        "training": {
+            "max_steps": 30, "learning_rate": 2e-4, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
+            "weight_decay": 0.0, "max_grad_norm": 1.0, "num_generations": 8, "per_device_train_batch_size": 8,
+            "max_completion_length": 48, "temperature": 0.7, "save_steps": 10, "gradient_checkpointing": False,
+            "mask_truncated_completions": False,
+        },
+        "run": {"samples_every": 10},
+        "monitor": {"ignore": ["length_clipped"]},
+    }, {"data": data or {}, "training": training or {}})
 
 
 def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | None) -> None:
@@ -257,32 +295,29 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
               + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards)
               + " (each tried on sample completions of the first rows)")
         return 0
-    from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere, preflight_recipe
+    from unsloth_grpo.hardware.backend import BackendError
+    from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere
     from unsloth_grpo.training.results import TrainingStopped
-
-    try:
-        preflight_recipe(cfg)  # before any import of the training stack: no GPU, missing model, hub off
-    except RecipeCannotRunHere as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
 
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
 
-    # the config's problems, before the trainer imports (TRL's own checks come in train(), backend first)
-    check_before_loading(cfg, environment=False)
-    if resume is True:
-        from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
-
-        why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
-        if why is not None:
-            raise CheckpointError(why)
     shrinks = 0
     while True:
         try:
-            result = train_fn(cfg, resume=resume) if resume is not None else train_fn(cfg)
+            # the run's one check: the config, this machine (no GPU, a missing model, the hub off),
+            # the backend, TRL's own checks; all before the trainer imports. Training receives the
+            # decision it returns and does not ask again.
+            decision = check_before_loading(cfg)
+            if resume is True and shrinks == 0:
+                from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
+
+                why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
+                if why is not None:
+                    raise CheckpointError(why)
+            result = train_fn(cfg, resume=resume, decision=decision)
             break
-        except RecipeCannotRunHere as exc:
+        except (RecipeCannotRunHere, BackendError) as exc:
             if getattr(args, "debug", False):
                 raise
             print(f"error: {exc}", file=sys.stderr)

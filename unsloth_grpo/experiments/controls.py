@@ -105,7 +105,7 @@ class SftStart:
 def train_sft_start(cfg: RecipeConfig, *, log: Callable[[str], None] = print) -> SftStart:
     """Check ``cfg`` (stages [sft, grpo]), load the model, train the SFT stage once and grade it."""
     from unsloth_grpo.config import check
-    from unsloth_grpo.hardware.backend import load_model, select_backend
+    from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.tasks import get_task
     from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
     from unsloth_grpo.training.train import _held_out, load_task_dataset
@@ -116,8 +116,8 @@ def train_sft_start(cfg: RecipeConfig, *, log: Callable[[str], None] = print) ->
     sft_cfg, grpo_cfg = stage_config(cfg, 1), stage_config(cfg, 2)
     held_out = _held_out(cfg)
     train_rows = load_task_dataset(grpo_cfg)  # bad data fails here, before the model
-    select_backend(cfg.model.backend)
-    loaded = load_model(sft_cfg.model, sft_cfg.lora, seed=cfg.seed,
+    decision = prepare_backend(sft_cfg.model)  # decided once, Unsloth imported first when it is the backend
+    loaded = load_model(sft_cfg.model, sft_cfg.lora, seed=cfg.seed, decision=decision,
                         gradient_checkpointing=sft_cfg.training.gradient_checkpointing, log=log)
     start = SftStart(cfg, grpo_cfg, sft_cfg, task, loaded, {}, held_out, train_rows, 0.0, {})
     t0 = time.perf_counter()

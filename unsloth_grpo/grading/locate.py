@@ -237,11 +237,25 @@ def _boxed_candidates(text: str, spans: list[tuple[int, int]]) -> list[str]:
         pos = group[1]
 
 
+#: Where a sentence ends inside a line: a stop, then a space (``2.5`` and ``$1,000.00`` go on).
+_SENTENCE_END = re.compile(r"[.!?](?=\s)")
+
+
+def _sentence(candidate: str) -> str:
+    """An "The answer is X" candidate up to the end of its sentence, when the rest of its line holds
+    no other number: real models go on talking on the same line ("The answer is 60. Please refer to
+    the problem."), which is no second answer; "60. Or maybe 56." still reads as two numbers."""
+    m = _SENTENCE_END.search(candidate)
+    if m is None or any(c.isdigit() for c in candidate[m.end():]):
+        return candidate
+    return candidate[: m.end()]
+
+
 def _answer_sentences(text: str, spans: list[tuple[int, int]]) -> list[str]:
     lower = text.lower()
     if len(lower) != len(text):  # a few characters change length when lower-cased
-        return [m.group(1) for m in _outside(_ANSWER_IS_ANY_CASE.finditer(text), spans)]
-    return [text[m.start(1) : m.end(1)] for m in _outside(_ANSWER_IS.finditer(lower), spans)]
+        return [_sentence(m.group(1)) for m in _outside(_ANSWER_IS_ANY_CASE.finditer(text), spans)]
+    return [_sentence(text[m.start(1) : m.end(1)]) for m in _outside(_ANSWER_IS.finditer(lower), spans)]
 
 
 def _outside(matches: Iterable[re.Match], spans: list[tuple[int, int]]) -> list[re.Match]:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from unsloth_grpo.data import looks_like_path
+
 #: Architectures whose parameter count is exact here, keyed by ``config.json``'s ``model_type``.
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text", "gemma3", "phi3")
 
@@ -138,11 +140,6 @@ def _builtin_key(name: str) -> str | None:
     return key if key in BUILTIN_CONFIGS else None
 
 
-def _looks_like_path(text: str) -> bool:
-    """A filesystem path rather than a name or an ``org/name`` hub id."""
-    return text.startswith((".", "/", "~")) or text.count("/") > 1 or text.endswith(".json") or "\\" in text
-
-
 def _tiny_config() -> dict[str, Any]:
     """The architecture of ``builtin:tiny`` (vocabulary: the tiny tokenizer's 512 + 7 added)."""
     from unsloth_grpo.models.builtin import FORMAT_TOKENS, TINY_MODEL_KWARGS
@@ -182,7 +179,7 @@ def load_model_config(config_or_path: Any) -> dict[str, Any]:
             return json.loads(path.read_text())
         except json.JSONDecodeError as exc:
             raise UnknownModelError(f"'{path}' is not valid JSON: {exc}") from None
-    if _looks_like_path(text):
+    if looks_like_path(text):
         raise UnknownModelError(f"'{text}' does not exist; pass an existing model directory or config.json")
     key = _builtin_key(text)
     if key is not None:
@@ -197,8 +194,7 @@ def model_display_name(config_or_path: Any) -> str:
     """A short name for tables: the built-in key, the directory name, or the model type."""
     if isinstance(config_or_path, (str, os.PathLike)):
         text = str(config_or_path)
-        exists = Path(text).expanduser().exists()
-        key = _builtin_key(text) if not exists and not _looks_like_path(text) else None
+        key = _builtin_key(text) if not looks_like_path(text) else None
         if key:
             return key
         path = Path(text)

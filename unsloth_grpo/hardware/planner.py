@@ -400,39 +400,39 @@ def plan_for_choice(model_config: Any, gpu: Mapping[str, Any], choice: Any, **kw
     return both
 
 
-def resolve_backend(backend: str, vllm_server: str | None = None) -> str:
-    """The backend a run would use: 'auto' follows the backend layer's rule (without importing Unsloth)."""
-    if backend != "auto":
-        return backend
-    from unsloth_grpo.hardware.backend import auto_backend
-
-    return auto_backend(vllm_server=vllm_server)[0]
-
-
 def settings_from_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *,
-                         vllm: tuple[str | None, bool] | None = None) -> dict[str, Any]:
+                         vllm: tuple[str | None, bool] | None = None, decision: Any = None) -> dict[str, Any]:
     """The :func:`estimate_memory` keywords a recipe config implies on ``gpu`` (flat names).
 
-    vLLM on or off, its pool and standby come from the same decision the loader makes
-    (:func:`unsloth_grpo.hardware.profiles.vllm_choice`); ``vllm`` is the installed vLLM
-    (version, bnb plugin), looked up when None.
+    A run passes its ``decision`` (:class:`unsloth_grpo.hardware.backend.Decision`): its card,
+    backend, dtype, 4-bit and vLLM are taken from it, not decided again. Otherwise the backend
+    follows the backend layer's rule, and vLLM on or off, its pool and standby come from the same
+    decision the loader makes (:func:`unsloth_grpo.hardware.profiles.vllm_choice`); ``vllm`` is the
+    installed vLLM (version, bnb plugin), looked up when None.
     """
     m, lo, t, d = recipe_cfg.model, recipe_cfg.lora, recipe_cfg.training, recipe_cfg.data
-    backend = resolve_backend(m.backend, m.vllm_server)
-    profile = from_gpu(gpu)
+    load_4bit = bool(m.load_in_4bit)
+    if decision is not None:
+        gpu, backend, load_4bit = decision.card.as_gpu(), decision.backend, decision.load_in_4bit
+        choice, dtype = decision.vllm, decision.dtype
+    else:
+        from unsloth_grpo.hardware.backend import backend_name
+
+        backend = backend_name(m.backend, vllm_server=m.vllm_server, strict=False)[0]
+        profile = from_gpu(gpu)
+        choice = choice_for_config(m, profile, backend=backend, vllm=vllm) if gpu is not None else None
+        dtype = m.dtype
+        if dtype == "auto" or gpu is not None:
+            try:
+                dtype = training_dtype(profile, m.dtype) if gpu is not None else "bf16"
+            except HardwareError:
+                dtype = "fp16"  # the config check reports bf16 on this card
     use_vllm, util, standby = m.fast_inference == "on", m.gpu_memory_utilization, False
-    if gpu is not None:
-        choice = choice_for_config(m, profile, backend=backend, vllm=vllm)
+    if choice is not None:
         use_vllm, util, standby = choice.use, choice.gpu_memory_utilization, choice.standby
-    dtype = m.dtype
-    if dtype == "auto" or gpu is not None:
-        try:
-            dtype = training_dtype(profile, m.dtype) if gpu is not None else "bf16"
-        except HardwareError:
-            dtype = "fp16"  # the config check reports bf16 on this card
     targets = list(lo.target_modules)
     return dict(
-        load_in_4bit=bool(m.load_in_4bit), lora_rank=lo.r, lora_targets=targets,
+        load_in_4bit=load_4bit, lora_rank=lo.r, lora_targets=targets,
         num_generations=t.num_generations, per_device_train_batch_size=t.per_device_train_batch_size,
         gradient_accumulation_steps=t.gradient_accumulation_steps, steps_per_generation=t.steps_per_generation,
         max_prompt_length=d.max_prompt_tokens, max_completion_length=t.max_completion_length, beta=t.beta,
@@ -443,27 +443,34 @@ def settings_from_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, 
     )
 
 
-def estimate_for_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None) -> MemoryEstimate:
-    """:func:`estimate_memory` for a recipe config (raises UnknownModelError for unknown models)."""
-    return estimate_memory(recipe_cfg.model.name, **settings_from_config(recipe_cfg, gpu))
+def estimate_for_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *,
+                        decision: Any = None) -> MemoryEstimate:
+    """:func:`estimate_memory` for a recipe config (raises UnknownModelError for unknown models);
+    ``decision`` as :func:`settings_from_config` takes it."""
+    return estimate_memory(recipe_cfg.model.name, **settings_from_config(recipe_cfg, gpu, decision=decision))
 
 
-def check_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *, margin: float = 0.10) -> list[str]:
+def check_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *, margin: float = 0.10,
+                 decision: Any = None) -> list[str]:
     """Memory problems of a recipe config on a GPU, each line naming the fix.
 
-    ``gpu`` is :func:`detect_gpu`'s dict (detected when None); without a GPU nothing is
-    checked. Reports an estimate above the card's budget (with the planner's settings for
-    this card), and a vLLM pool too small for its weights and KV cache. Structural checks
+    ``gpu`` is :func:`detect_gpu`'s dict (detected when None, the run's card when a run passes its
+    ``decision``); without a GPU nothing is checked. Reports an estimate above the card's budget
+    (with the planner's settings for this card), and a vLLM pool too small for its weights and KV
+    cache. Structural checks
     (divisibility, lengths, LoRA rank, bf16 support, vLLM installed) live in
     ``unsloth_grpo.config.validate``.
     """
-    gpu = gpu if gpu is not None else detect_gpu()
+    if decision is not None:
+        gpu = decision.card.as_gpu()
+    elif gpu is None:
+        gpu = detect_gpu()
     if gpu is None:
         return []
     name = recipe_cfg.model.name
     total = float(gpu["total_gb"])
     try:
-        settings = settings_from_config(recipe_cfg, gpu)
+        settings = settings_from_config(recipe_cfg, gpu, decision=decision)
         est = estimate_memory(name, **settings)
     except UnknownModelError as exc:
         return [f"warning: memory not checked: {exc}"]

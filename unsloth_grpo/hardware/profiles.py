@@ -164,11 +164,12 @@ def from_gpu(gpu: Mapping[str, Any] | None) -> CardProfile:
                        tuple(cc) if cc is not None else (8, 0), source="measured")
 
 
-def measure() -> CardProfile:
+def measure(cards: list[dict[str, Any]] | None = None) -> CardProfile:
     """This machine's first CUDA card as a profile; the CPU profile without one.
 
-    Read through :func:`cuda_devices`, which leaves CUDA uninitialized in this process."""
-    cards = cuda_devices()
+    ``cards`` as :func:`cuda_devices` gives them (a run reads them once and passes them on);
+    read through it when None, which leaves CUDA uninitialized in this process."""
+    cards = cuda_devices() if cards is None else cards
     if not cards:
         return CPU
     c = cards[0]

@@ -2,6 +2,7 @@
 
     python -m unsloth_grpo.recipes.gsm8k                          # Qwen2.5-1.5B 4-bit, a consumer GPU
     python -m unsloth_grpo.recipes.gsm8k --preset smoke --output-dir outputs/smoke   # offline, CPU, ~1 min
+    python -m unsloth_grpo.recipes.gsm8k --preset smollm2     # a real 135M model (SmolLM2), offline after its first use, CPU
     python -m unsloth_grpo.recipes.gsm8k --config recipes/gsm8k.yaml training.max_steps=50
 """
 
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from unsloth_grpo.cli.recipe import Recipe, run_recipe, smoke_preset
-from unsloth_grpo.tasks.gsm8k import DEFAULT_REWARDS
+from unsloth_grpo.cli.recipe import REAL_MODEL_PRESET, Recipe, real_model_preset, run_recipe, smoke_preset
+from unsloth_grpo.tasks.gsm8k import DEFAULT_REWARDS, EXAMPLE_SYSTEM_PROMPT
 
 DEFAULTS = {
     "task": "gsm8k",
@@ -35,6 +36,15 @@ PRESETS = {
         # measured on this model: a longer run at a gentler rate and a warmer temperature
         training={"max_steps": 100, "learning_rate": 1e-2, "temperature": 1.2},
         run={"samples_every": 25},
+    ),
+    # The real built-in model (SmolLM2-135M-Instruct) on a CPU: the format shown by an example, and
+    # each tag paid on its own (xml_count once=False), since the base model writes none of them.
+    REAL_MODEL_PRESET: real_model_preset(
+        output_dir="outputs/gsm8k-smollm2",
+        system_prompt=EXAMPLE_SYSTEM_PROMPT,
+        data={"subset": "easy"},  # one-step, one-digit problems: the base model is right on some of them
+        rewards=[{"name": "xml_count", "weight": 1.0, "params": {"per_tag": 0.25, "once": False}},
+                 {"name": "correctness", "weight": 2.0}],
     ),
     # Colab T4 (16 GB, no bf16): 0.5B-1.5B 4-bit fits with 8 generations of 512 tokens.
     "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card

@@ -64,7 +64,11 @@ def _main():  # noqa: C901  (one function on purpose: its locals are what the un
         "RLIMIT_CORE": 0,
     }
     for name, value in wanted.items():
-        resource.setrlimit(getattr(resource, name), (value, value))
+        # The CPU limit's hard value sits one second above the soft one: at the soft limit the
+        # kernel sends SIGXCPU (read as a timeout); with both equal it sends SIGKILL, which cannot
+        # be told from the out-of-memory killer. A job that survives SIGXCPU dies a second later.
+        hard = value + 1 if name == "RLIMIT_CPU" else value
+        resource.setrlimit(getattr(resource, name), (value, hard))
     try:
         netns = os.readlink("/proc/self/ns/net")
     except OSError:

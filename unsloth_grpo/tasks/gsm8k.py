@@ -14,8 +14,10 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import random
 import re
+import zlib
 from decimal import Decimal
 
 from unsloth_grpo.data import DataError, load_table, synthetic_dataset, to_prompt_dataset
@@ -26,6 +28,15 @@ SYSTEM_PROMPT = (
     "Respond in the following format:\n"
     "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
     "Put only the final number inside <answer>."
+)
+
+#: The format shown by a worked example, for a small real model that ignores a format described in
+#: words (SmolLM2-135M-Instruct writes no tags under SYSTEM_PROMPT; docs/real_model.md).
+EXAMPLE_SYSTEM_PROMPT = (
+    "Solve the math word problem. Reply in exactly this format:\n"
+    "<reasoning>\nthe calculation\n</reasoning>\n<answer>\nthe final number\n</answer>\n"
+    "Example:\nQuestion: Ann has 3 pens and buys 4 more. How many pens does Ann have now?\n"
+    "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
 )
 
 #: Rewards the recipe uses unless the config lists its own: format first, then correctness.
@@ -81,12 +92,15 @@ def load_gsm8k(
     """GSM8K rows as ``prompt`` (system + user chat messages) and ``answer`` (clean number string).
 
     ``source`` is ``"openai/gsm8k"`` (hub), a local ``.jsonl/.json/.csv/.parquet`` file with
-    ``question`` and ``answer`` columns in GSM8K's format, or ``"synthetic"`` for offline problems.
+    ``question`` and ``answer`` columns in GSM8K's format, or ``"synthetic"`` for offline problems;
+    then ``subset`` picks the offline set (:data:`SYNTHETIC_SUBSETS`: ``main``, or ``easy``).
     """
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     if source == "synthetic":
-        return synthetic_dataset(make_synthetic_problems, split=split, seed=seed, num_synthetic=num_synthetic,
-                                 limit=limit, system_prompt=system, gold_parser=parse_gold)
+        kind = synthetic_subset(subset)
+        return synthetic_dataset(functools.partial(make_synthetic_problems, subset=kind, split=split), split=split,
+                                 seed=seed, num_synthetic=num_synthetic, limit=limit, system_prompt=system,
+                                 gold_parser=parse_gold)
     rows = load_table(source, split=split, subset=subset)
     return to_prompt_dataset(
         rows,
@@ -132,11 +146,58 @@ def _problem(rng: random.Random) -> dict[str, str]:
     return {"question": q, "answer": f"{steps}\n#### {result:,}"}
 
 
-def make_synthetic_problems(n: int, seed: int = 0) -> list[dict[str, str]]:
-    """``n`` GSM8K-format problems (``question``, ``answer`` with ``#### N``), deterministic per seed."""
+#: The offline problem sets (``data.subset`` when ``data.source`` is ``synthetic``): ``main`` mixes
+#: one- and two-step problems with numbers up to 200; ``easy`` is one step, adding or taking away a
+#: one-digit number (a small real model is right on some of them; see docs/real_model.md).
+SYNTHETIC_SUBSETS = ("main", "easy")
+
+#: ``easy`` problems are split by their arithmetic: one sum or difference in ``EASY_HELD_OUT_EVERY``
+#: (by CRC) is held out, so no held-out problem is a training problem under other names.
+EASY_HELD_OUT_EVERY = 4
+
+
+def synthetic_subset(subset: str | None) -> str:
+    """``data.subset`` as an offline problem set: None (the hub default's absence) is ``main``."""
+    kind = subset or "main"
+    if kind not in SYNTHETIC_SUBSETS:
+        raise DataError(f"data.subset='{subset}' is not an offline problem set of the gsm8k task; with "
+                        f"data.source=synthetic choose one of: {', '.join(SYNTHETIC_SUBSETS)}")
+    return kind
+
+
+def _easy_split(op: str, a: int, b: int) -> str:
+    return "test" if zlib.crc32(f"{a}{op}{b}".encode()) % EASY_HELD_OUT_EVERY == 0 else "train"
+
+
+def _easy_problem(rng: random.Random, split: str) -> dict[str, str]:
+    """One step: add a one-digit number to one, or take one away from a number up to 19."""
+    while True:
+        name, other = rng.sample(_NAMES, 2)
+        thing = rng.choice(_THINGS)
+        if rng.random() < 0.5:
+            a, b = rng.randint(2, 9), rng.randint(2, 9)
+            op, result = "+", a + b
+            q = f"{name} has {a} {thing}. {other} gives {name} {b} more. How many {thing} does {name} have now?"
+        else:
+            a, b = rng.randint(10, 19), rng.randint(2, 9)
+            op, result = "-", a - b
+            q = f"{name} had {a} {thing} and sold {b} of them. How many {thing} are left?"
+        if _easy_split(op, a, b) == ("train" if split == "train" else "test"):
+            return {"question": q, "answer": f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}"}
+
+
+def make_synthetic_problems(n: int, seed: int = 0, *, subset: str = "main",
+                            split: str = "train") -> list[dict[str, str]]:
+    """``n`` GSM8K-format problems (``question``, ``answer`` with ``#### N``), deterministic per seed.
+
+    ``subset`` is one of :data:`SYNTHETIC_SUBSETS`. ``split`` matters for ``easy`` only, whose
+    held-out problems (any split but ``train``) use sums and differences no training problem uses.
+    """
     if n < 1:
         raise DataError(f"num_synthetic={n}: ask for at least one synthetic problem")
     rng = random.Random(seed)
+    if synthetic_subset(subset) == "easy":
+        return [_easy_problem(rng, split) for _ in range(n)]
     return [_problem(rng) for _ in range(n)]
 
 

@@ -44,6 +44,15 @@ SYSTEM_PROMPT = (
     "Put only a JSON object with exactly the requested keys inside <answer>."
 )
 
+#: The format shown by a worked example, for a small real model that ignores a format described in
+#: words (the recipe's ``smollm2`` preset; docs/real_model.md).
+EXAMPLE_SYSTEM_PROMPT = (
+    "Read the text and reply in exactly this format:\n"
+    "<reasoning>\nwhere each value is\n</reasoning>\n<answer>\na JSON object with exactly the asked keys\n</answer>\n"
+    "Example:\nExtract a JSON object with exactly the keys name, age from this text:\nAnn Lee is 34 years old.\n"
+    "<reasoning>\nThe name is Ann Lee and the age is 34.\n</reasoning>\n<answer>\n{\"name\": \"Ann Lee\", \"age\": 34}\n</answer>"
+)
+
 #: Rewards the recipe uses unless the config lists its own.
 DEFAULT_REWARDS = [
     {"name": "xml_count", "weight": 0.5},

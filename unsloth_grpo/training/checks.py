@@ -1,4 +1,5 @@
-"""The one check a run passes before any model loads: every problem of a config, in one list.
+"""The one check a run passes before any model loads: every problem of a config, in one list,
+then this machine, then the run's one decision.
 
 ``unsloth_grpo.config`` parses and checks shapes and names on its own (it imports nothing above
 the ground floor). What needs the rest of the package is checked here, in this order:
@@ -11,19 +12,22 @@ the ground floor). What needs the rest of the package is checked here, in this o
 5. TRL's fields: every ``training`` key is a field of the installed ``GRPOConfig`` (a stage's own
    keys, of the trainer it runs) with a value of the type TRL declares, read from TRL's field
    table (:mod:`unsloth_grpo.training.trl_schema`) without importing TRL;
-6. the machine: the doctor's preflight (:func:`unsloth_grpo.hardware.doctor.preflight`);
-7. TRL's own checks: TRL's dataclass is built from the config as the run will build it
-   (:func:`unsloth_grpo.training.trainer_args.grpo_args`), and what its ``__post_init__`` refuses
-   is reported. This imports TRL, and with it transformers and torch (seconds), so it runs when
-   the run is about to start on this machine (``environment=True``), after the backend is
-   prepared (Unsloth, when it is the backend, must be imported before transformers and TRL);
-   ``--check`` stops after step 5.
+6. the machine, looked at once (its cards read once): the recipe on this machine (a GPU for a GPU
+   recipe, the model on disk or in the cache: :func:`unsloth_grpo.hardware.doctor.recipe_problems`),
+   then the environment (packages, bf16, disk: :func:`unsloth_grpo.hardware.doctor.preflight`);
+7. the run's decision: backend, device, dtype, 4-bit and vLLM for this card
+   (:func:`unsloth_grpo.hardware.backend.prepare_backend`, which imports Unsloth when it is the
+   backend, before TRL, transformers and peft);
+8. TRL's own checks: TRL's dataclass is built from the config for that decision as the run will
+   build it (:func:`unsloth_grpo.training.trainer_args.grpo_args`), and what its ``__post_init__``
+   refuses is reported. This imports TRL, and with it transformers and torch (seconds).
 
-The recipe runner, ``--check`` and :func:`unsloth_grpo.training.train.train` all call
-:func:`check_before_loading`, so a typo costs the same seconds whichever way a run starts::
+``--check`` (which may run on another machine than the one that trains) stops after step 5.
+A run makes this check once, the recipe runner or :func:`unsloth_grpo.training.train.train`,
+and everything after it receives the decision it returns instead of deciding again::
 
-    problems = config_problems(cfg)          # steps 1-5 as lines (build=True: and step 7)
-    check_before_loading(cfg)                # raises ConfigError, or the doctor's EnvironmentProblem
+    problems = config_problems(cfg)          # steps 1-5 as lines (build=True: and step 8)
+    decision = check_before_loading(cfg)     # raises ConfigError, RecipeCannotRunHere, EnvironmentProblem
 
 Once the data is loaded (still before the model), :func:`check_rewards_on_data` calls every reward
 the way training will (:func:`reward_trial_problems`): a reward that raises, returns the wrong
@@ -58,39 +62,48 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
-def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None,
-                         backend_first: bool = False) -> None:
-    """Raise :class:`ConfigError` listing every config problem, then run the doctor's preflight and TRL's checks.
+def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None, profile=None):
+    """The one check before loading; returns the run's decision (None with ``environment=False``).
 
-    The preflight raises :class:`unsloth_grpo.hardware.doctor.EnvironmentProblem` for what this
-    machine cannot do (a missing package, no bf16, no disk); then TRL's dataclass is built from the
-    config, so that its own checks run. ``environment=False`` skips both (``--check``, which may run
-    on another machine than the one that trains, the runner's first look, and the stage runner's
-    inner runs, checked with the whole run). ``report`` replaces the doctor's look at this machine
-    (the GPU truth kit checks another one). ``backend_first`` (a run about to train here): the
-    backend is prepared before TRL's checks import TRL, transformers and peft, since Unsloth patches
-    them when it is imported and warns when it comes second; TRL's config is then checked for the
-    loader's decision. Without it, for no particular device.
+    Raises :class:`ConfigError` listing every config problem; then, with ``environment``, looks at
+    this machine once: :class:`unsloth_grpo.hardware.doctor.RecipeCannotRunHere` for a recipe that
+    cannot run here (no GPU for a GPU recipe, a missing model), :class:`EnvironmentProblem` for what
+    the environment lacks (a package, bf16, disk), BackendError for a setting the card cannot run.
+    The backend is then prepared (Unsloth imported when it is the backend, before TRL's checks import
+    TRL, transformers and peft) and TRL's config is checked for that decision, which is returned: a
+    :class:`unsloth_grpo.hardware.backend.Decision` for everything that follows.
+    ``environment=False`` stops after the config (``--check``, which may run on another machine than
+    the one that trains, and a run on a model loaded already). ``report`` and ``profile`` describe
+    another machine (the GPU truth kit checks the GPU image from here): its packages and its card
+    replace this machine's, and nothing is imported for it.
     """
     problems = config_problems(cfg)  # reads TRL's field table: TRL itself is not imported
     if problems:
         raise ConfigError(format_problems(problems))
-    if environment:
-        _preflight(cfg, report)
-        problems = trainer_problems(cfg, info=_decision(cfg) if backend_first else None)
-        if problems:
-            raise ConfigError(format_problems(problems))
-
-
-def _decision(cfg: RecipeConfig):
-    """The loader's decision for ``cfg`` on this machine, Unsloth imported when it is the backend;
-    None for a setting this card cannot run (the loader names it, with the fix)."""
-    from unsloth_grpo.hardware.backend import BackendError, prepare_backend
-
-    try:
-        return prepare_backend(cfg.model).info(cfg.model.name)
-    except BackendError:
+    if not environment:
         return None
+    import os
+    import sys
+
+    from unsloth_grpo.hardware.backend import decide, use_backend
+    from unsloth_grpo.hardware.doctor import preflight_recipe
+    from unsloth_grpo.hardware.profiles import cuda_devices, measure
+
+    here = report is None and profile is None
+    cards = cuda_devices() if here else None  # the one look at this machine's cards; the rest is told
+    profile = measure(cards) if here else (profile or measure())
+    preflight_recipe(cfg, profile=profile)  # no GPU for a GPU recipe, a missing model, the hub off
+    decision = decide(cfg.model, profile,
+                      environment=(dict(os.environ), "unsloth" in sys.modules) if here else ({}, False))
+    _preflight(cfg, report, cards, backend=decision.backend)
+    if here:
+        use_backend(decision)  # Unsloth, when it is the backend, before TRL's checks import TRL
+    # TRL's checks look at the hardware of the process that builds its config: for another machine,
+    # its config is built for no particular device
+    problems = trainer_problems(cfg, info=decision.info(cfg.model.name) if here else None)
+    if problems:
+        raise ConfigError(format_problems(problems))
+    return decision
 
 
 # ---------------------------------------------------------------- TRL's own config
@@ -302,12 +315,17 @@ def _stage_problems(cfg: RecipeConfig) -> list[str]:
     return problems
 
 
-def _preflight(cfg: RecipeConfig, report=None) -> None:
-    from unsloth_grpo.hardware.doctor import preflight
+def _preflight(cfg: RecipeConfig, report=None, cards=None, backend: str | None = None) -> None:
+    """The doctor's blocking checks of this environment for ``cfg`` on the decided ``backend``
+    (``cards`` as read already)."""
+    from unsloth_grpo.hardware.doctor import collect_report, preflight, probe_torch
     from unsloth_grpo.hardware.launch import parse_vllm_server
 
     server = parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
-    preflight(cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
+    if report is None:
+        report = collect_report(output_dir=cfg.output_dir, check_hub=False, vllm_server=server,
+                                torch_info=probe_torch(cards))
+    preflight(backend or cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
               fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server,
               load_in_4bit=cfg.model.load_in_4bit, report=report)
 

@@ -222,9 +222,9 @@ def layout_problems(cfg, layout: Layout | None = None, *, have=None, gpu_count=N
 
 
 def _visible_gpus() -> int:
-    import torch
+    from unsloth_grpo.hardware.profiles import cuda_devices
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return len(cuda_devices())  # the one reader of the cards (it leaves CUDA uninitialized here)
 
 
 def vllm_server_kwargs(value: str) -> dict[str, Any]:

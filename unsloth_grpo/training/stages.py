@@ -190,21 +190,24 @@ def _sft_metrics_callback(path: Path, log: Callable[[str], None]):
 
 def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list | None = None,
               log: Callable[[str], None] = print, resume: ckpt.CheckpointInfo | None = None,
-              stage: tuple[int, str] = (0, None), hint: str | None = None):
-    """Supervised fine-tuning of ``loaded.model``'s adapter on formatted examples (TRL's SFTTrainer)."""
+              stage: tuple[int, str] = (0, None), hint: str | None = None, decision=None):
+    """Supervised fine-tuning of ``loaded.model``'s adapter on formatted examples (TRL's SFTTrainer),
+    through the one trainer loop (:func:`unsloth_grpo.training.loop.run_trainer`): signals, a full
+    disk and out-of-memory end an SFT stage as they end a GRPO one. ``decision`` is the run's."""
     from trl import SFTTrainer
 
     from unsloth_grpo.config import dump_config
+    from unsloth_grpo.training.loop import run_trainer
     from unsloth_grpo.runs import collect_bundle, write_bundle
-    from unsloth_grpo.training.results import TrainResult, TrainingStopped
+    from unsloth_grpo.training.results import TrainResult
     from unsloth_grpo.training.trainer_args import sft_args
 
     t, info = cfg.training, loaded.info
     out = Path(cfg.output_dir)
     dataset = sft_dataset_for(cfg, num_examples)
     metrics_path = out / "metrics.jsonl"
-    main = detect().is_main
-    if main:
+    fresh_dir = not out.exists()
+    if detect().is_main:
         out.mkdir(parents=True, exist_ok=True)
         dump_config(cfg, out / "config.yaml")
         ckpt.clean_staging(out)
@@ -223,11 +226,8 @@ def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list |
     trainer.remove_callback(PrinterCallback)
     log(f"sft stage: {len(dataset)} formatted examples, {t.max_steps} steps, lr {t.learning_rate:g} -> {out}")
     start = time.time()
-    trainer.train(resume_from_checkpoint=str(resume.path) if resume is not None else None)
-    if saver.interrupted:
-        raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
-                              f"{saver.interrupted}: checkpoint {saver.last_checkpoint}; resume with: "
-                              f"{hint or ckpt.resume_hint(out)}")
+    run_trainer(trainer, cfg, saver, resume_from=resume, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
+                decision=decision)
     trainer.save_model(str(out))
     if trainer.is_world_process_zero():
         loaded.tokenizer.save_pretrained(str(out))
@@ -323,24 +323,23 @@ def describe_summary(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_stages(cfg: RecipeConfig, *, train: Callable, callbacks: list | None = None,
-               log: Callable[[str], None] = print, dataset=None, resume=None):
-    """Run ``cfg.stages`` in order on one model and adapter; return the combined TrainResult.
-
-    ``train`` runs one GRPO stage (:func:`unsloth_grpo.training.train.train`, which calls this
-    runner for a config with stages and passes itself in).
+def prepare_stages(cfg: RecipeConfig, resume=None, *, dataset=None, lock=None,
+                   log: Callable[[str], None] = print) -> tuple[int, ckpt.CheckpointInfo | None]:
+    """Where a multi-stage run starts (:func:`plan_resume`), and its directory laid out for it: the
+    config and reproducibility bundle written, the stages that run again cleared of their completion
+    marker, checkpoints off the path the run now takes set aside. ``lock`` is the run's lock, taken as
+    soon as the run directory exists. Returns (first stage to run, checkpoint to resume it from).
     """
-    from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.config import dump_config
     from unsloth_grpo.runs import collect_bundle, write_bundle
-    from unsloth_grpo.training.results import TrainResult
 
     run = Path(cfg.output_dir)
     first, resume_from = plan_resume(cfg, resume)
     n = len(cfg.stages)
-    main = detect().is_main
-    if main:
+    if detect().is_main:
         run.mkdir(parents=True, exist_ok=True)
+        if lock is not None and not lock.held:
+            lock.acquire()  # a new directory: nobody could have held it before it existed
         dump_config(cfg, run / "config.yaml")
         write_bundle(run, collect_bundle(cfg, dataset=dataset))
         for i in range(first, n + 1):  # stages that run (again): no stale completion marker or checkpoints
@@ -366,32 +365,48 @@ def run_stages(cfg: RecipeConfig, *, train: Callable, callbacks: list | None = N
         where = f"stage {first} ({cfg.stages[first - 1].name})"
         log(f"stages: {n} in order -> {run}; starting at {where}"
             + (f" from {resume_from.path}" if resume_from else ""))
+    return first, resume_from
 
-    prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen
+
+def run_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from: ckpt.CheckpointInfo | None,
+               train_grpo: Callable, decision=None, callbacks: list | None = None,
+               log: Callable[[str], None] = print, dataset=None):
+    """Run ``cfg.stages`` from stage ``first`` on, in order, on one loaded model and its adapter
+    (:func:`prepare_stages` says where to start and lays out the directory); return the combined
+    TrainResult.
+
+    ``loaded`` is the run's model (None only when no stage is left to run); ``train_grpo`` runs one
+    GRPO stage (:func:`unsloth_grpo.training.train.train_grpo`, which
+    :func:`unsloth_grpo.training.train.train` passes in); ``decision`` is the run's, made by its
+    one check. SFT and GRPO stages train through the same loop, under the run's lock, which the
+    caller holds until the last stage ends.
+    """
+    from unsloth_grpo.training.results import TrainResult
+
+    run = Path(cfg.output_dir)
+    n = len(cfg.stages)
+    main = detect().is_main
     start = time.time()
-    loaded = None
     hint = ckpt.resume_hint(run)
     summary = _read_summary(run)[: first - 1]
     total_steps = sum(s["steps"] for s in summary)
     for i in range(first, n + 1):
         stage = cfg.stages[i - 1]
         scfg = stage_config(cfg, i)
-        if loaded is None:  # one model for every stage: the adapter carries over in memory
-            loaded = load_model(scfg.model, scfg.lora, seed=cfg.seed,
-                                gradient_checkpointing=scfg.training.gradient_checkpointing, log=log)
-            if i > 1 and (resume_from is None or resume_from.stage != i):
-                load_adapter_weights(loaded.model, stage_dir(cfg, i - 1))
-                log(f"stage {i}: starting from the adapter of stage {i - 1} ({stage_dir(cfg, i - 1)})")
+        # one model for every stage: the adapter carries over in memory, and from disk into the first
+        if i == first and i > 1 and (resume_from is None or resume_from.stage != i):
+            load_adapter_weights(loaded.model, stage_dir(cfg, i - 1))
+            log(f"stage {i}: starting from the adapter of stage {i - 1} ({stage_dir(cfg, i - 1)})")
         before = lora_state(loaded.model)
         step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
         log(f"--- stage {i}/{n}: {stage.name} ({stage.kind}, {stage.max_steps} steps, "
             f"lr {scfg.training.learning_rate:g})")
         if stage.kind == "sft":
             result = train_sft(scfg, loaded, num_examples=stage.num_examples, callbacks=callbacks, log=log,
-                               resume=step_resume, stage=(i, stage.name), hint=hint)
+                               resume=step_resume, stage=(i, stage.name), hint=hint, decision=decision)
         else:
-            result = train(scfg, callbacks=callbacks, log=log, dataset=dataset, resume=step_resume,
-                           loaded=loaded, stage=(i, stage.name), hint=hint)
+            result = train_grpo(scfg, decision=decision, callbacks=callbacks, log=log, dataset=dataset,
+                                resume=step_resume, loaded=loaded, stage=(i, stage.name), hint=hint)
         change = _change_l2(before, lora_state(loaded.model)) if step_resume is None else None
         entry = summarize_stage(i, stage, result, change, scfg)
         summary.append(entry)
@@ -425,5 +440,6 @@ def _write_combined(cfg: RecipeConfig) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-__all__ = ["SUMMARY_FILE", "describe_summary", "load_adapter_weights", "lora_state", "plan_resume", "run_stages",
+__all__ = ["SUMMARY_FILE", "describe_summary", "load_adapter_weights", "lora_state", "plan_resume", "prepare_stages",
+           "run_stages",
            "sft_dataset_for", "stage_config", "stage_dir", "stage_problems", "train_sft"]

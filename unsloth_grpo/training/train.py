@@ -11,7 +11,6 @@ so a typo costs seconds, not a model load. Outputs land in ``cfg.output_dir``:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import time
@@ -20,14 +19,15 @@ from typing import Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
 from unsloth_grpo.data import DataError, looks_like_path
-from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.runs import package_versions
+from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
+from unsloth_grpo.training.loop import DISK_FULL_EXIT_CODE, REWARD_FAILED_EXIT_CODE, disk_full
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
 from unsloth_grpo.training.trainer_args import grpo_args
 
-__all__ = ["TrainResult", "TrainingStopped", "build_grpo_args", "is_main_process", "load_task_dataset",
-           "metrics_row", "train"]
+__all__ = ["DISK_FULL_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "TrainResult", "TrainingStopped", "build_grpo_args",
+           "disk_full", "is_main_process", "load_task_dataset", "metrics_row", "train", "train_grpo"]
 
 
 def is_main_process() -> bool:
@@ -126,84 +126,6 @@ def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != "training.max_steps")
 
 
-#: Exit status of a run stopped by a full disk (a save failed; the older checkpoints are intact).
-DISK_FULL_EXIT_CODE = 4
-
-
-def disk_full(exc: BaseException) -> bool:
-    """True for ENOSPC/EDQUOT, also when a library (safetensors) wraps it in its own error."""
-    import errno
-
-    for _ in range(8):  # the exception, its cause, their causes
-        if exc is None:
-            return False
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        text = str(exc)
-        if "No space left on device" in text or "os error 28" in text or "Disk quota exceeded" in text:
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-#: Exit status of a run stopped by a reward that failed on real completions (a checkpoint is kept).
-REWARD_FAILED_EXIT_CODE = 5
-
-
-def _reward_error(exc: BaseException):
-    """The :class:`~unsloth_grpo.rewards.RewardError` behind ``exc`` (itself, its cause, ...), or None."""
-    from unsloth_grpo.rewards import RewardError
-
-    for _ in range(8):
-        if exc is None:
-            return None
-        if isinstance(exc, RewardError):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
-def _stopped_by_reward(error, trainer, out: Path, *, finalize: Callable[[Path], Path],
-                       fresh_dir: bool, main_process: bool, hint: str | None, log: Callable[[str], None]):
-    """The :class:`TrainingStopped` for a reward that failed mid-run: the reward, the sample and the
-    checkpoint to resume from once the reward is fixed (saved now, as Ctrl-C saves, when the newest
-    one is older than this step). Before the first step there is nothing to keep: a directory this
-    run made is removed, as after a failed start."""
-    from unsloth_grpo.training import checkpoint as ckpt
-
-    step = int(trainer.state.global_step)
-    where = f"{error} -- while scoring the completions of step {step + 1}"
-    if step == 0:
-        if fresh_dir and main_process:
-            import shutil
-
-            shutil.rmtree(out, ignore_errors=True)
-        return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}, before any step was trained, so nothing was kept. "
-                               "Fix the reward (`unsloth-grpo rewards check` scores it on real completions) and "
-                               "start again")
-    saved = ckpt.list_checkpoints(out)
-    if (not saved or saved[-1].step != step) and main_process and detect().world_size == 1:
-        from unsloth_grpo.training import oom
-
-        staged = oom.save_checkpoint(trainer, log)
-        if staged is not None and Path(staged).name.startswith(ckpt.PREFIX):
-            finalize(Path(staged))
-            saved = ckpt.list_checkpoints(out)
-    if not saved:
-        return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; no checkpoint could be kept. Fix the reward and "
-                               "start again")
-    return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; checkpoint {saved[-1].path} holds the run at step "
-                           f"{saved[-1].step}. Fix the reward, then resume with: {hint or ckpt.resume_hint(out)}")
-
-
-def _refused_pickle(exc: BaseException) -> bool:
-    """``torch.load(..., weights_only=True)`` (what transformers uses to resume) refused a pickle
-    that asks to build arbitrary objects: a checkpoint file someone else crafted or damaged."""
-    import pickle
-
-    return isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower()
-
-
 def _held_out(cfg: RecipeConfig):
     """The evaluation slice: the task's held-out split of the same source, ``evaluation.limit`` rows."""
     import dataclasses
@@ -299,12 +221,22 @@ def generation_round_steps(cfg: RecipeConfig) -> int:
     return micro // math.gcd(micro, t.gradient_accumulation_steps)
 
 
-def _memory_warnings(cfg: RecipeConfig, log: Callable[[str], None]) -> None:
-    """The memory planner's warnings for this config; the doctor's blocking checks ran before."""
+def _load(cfg: RecipeConfig, decision, log: Callable[[str], None]):
+    """The run's model with its LoRA adapter, loaded as the run's ``decision`` says: the one place a
+    training loads it."""
+    from unsloth_grpo.hardware.backend import load_model
+
+    return load_model(cfg.model, cfg.lora, seed=cfg.seed, decision=decision,
+                      gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+
+
+def _memory_warnings(cfg: RecipeConfig, log: Callable[[str], None], decision=None) -> None:
+    """The memory planner's warnings for this config on the run's card (``decision``'s); the
+    doctor's blocking checks ran before."""
     try:
         from unsloth_grpo.hardware.planner import check_config
 
-        for warning in check_config(cfg):
+        for warning in check_config(cfg, decision=decision):
             log(f"memory: {warning}")
     except Exception as exc:  # noqa: BLE001 - the planner must never block a run it cannot model
         log(f"memory: no estimate ({exc})")
@@ -383,50 +315,46 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
 
 
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
-          dataset=None, resume=None, loaded=None, stage: tuple[int, str | None] = (0, None),
-          hint: str | None = None) -> TrainResult:
-    """Run one GRPO training job described by ``cfg`` and return its metrics and outputs.
+          dataset=None, resume=None, loaded=None, decision=None) -> TrainResult:
+    """Run the training described by ``cfg`` and return its metrics and outputs.
 
     ``resume``: None (a fresh run; refused when the output directory holds checkpoints), True
     (the latest complete checkpoint, or a fresh start when there is none) or a run/checkpoint path.
     A config with ``stages`` runs them in order (:func:`unsloth_grpo.training.stages.run_stages`).
-    ``loaded`` reuses an already loaded model (the stage runner); ``stage`` and ``hint`` label
-    checkpoints and the resume message. SIGINT/SIGTERM save a checkpoint and raise
-    :class:`TrainingStopped` with exit code 130/143.
+    ``decision``: the run's decision, from the check the caller made already
+    (:func:`unsloth_grpo.training.checks.check_before_loading`, as the recipe runner does); when
+    None, that check is made here, once. ``loaded`` reuses a model loaded already (its config is
+    checked, not the machine). SIGINT/SIGTERM save a checkpoint and raise :class:`TrainingStopped`
+    with exit code 130/143 (:func:`unsloth_grpo.training.loop.run_trainer`).
     """
-    from unsloth_grpo.hardware.backend import prepare_backend
     from unsloth_grpo.hardware.console import quiet_third_party
-
-    quiet_third_party()
-    # every config problem at once, the doctor's preflight and TRL's own checks, before anything heavy
-    # (the stage runner checked the machine and every stage once); the backend is prepared before TRL
-    check_before_loading(cfg, environment=loaded is None, backend_first=loaded is None)
-    if loaded is None:
-        from unsloth_grpo.hardware.doctor import preflight_recipe
-
-        preflight_recipe(cfg)  # no GPU for a GPU recipe, a missing model, the hub off: said now, not after retries
-    if stage[0] == 0:  # the stage runner's inner runs were checked with the whole recipe
-        # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
-        # output directory and the model
-        data = dataset if dataset is not None else load_task_dataset(cfg)
-        check_rewards_on_data(cfg, data)
-        if not cfg.stages:
-            dataset = data
-    if cfg.stages:
-        from unsloth_grpo.training.stages import run_stages
-
-        return run_stages(cfg, train=train, callbacks=callbacks, log=log, dataset=dataset, resume=resume)
     from unsloth_grpo.training import checkpoint as ckpt
 
-    # One training per output directory: while this one runs (rank 0 holds the lock), a second is
-    # refused. Taken at once when the directory exists, so the second run hears it before any work.
+    quiet_third_party()
+    if decision is None:  # every config problem, this machine, the backend, TRL's own checks: once
+        decision = check_before_loading(cfg, environment=loaded is None)
+    # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
+    # output directory and the model
+    data = dataset if dataset is not None else load_task_dataset(cfg)
+    check_rewards_on_data(cfg, data)
+    # One training per output directory, every stage included: while this one runs (rank 0 holds the
+    # lock), a second is refused. Taken at once when the directory exists, so the second run hears it
+    # before any work; else as soon as the run makes the directory.
     lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
     refused = False
     try:
         if lock is not None and Path(cfg.output_dir).is_dir():
             lock.acquire()
-        return _train_one(cfg, callbacks=callbacks, log=log, dataset=dataset, resume=resume, loaded=loaded,
-                          stage=stage, hint=hint, lock=lock)
+        if cfg.stages:
+            from unsloth_grpo.training.stages import prepare_stages, run_stages, stage_config
+
+            first, resume_from = prepare_stages(cfg, resume, dataset=data, lock=lock, log=log)
+            if loaded is None and first <= len(cfg.stages):  # one model for every stage
+                loaded = _load(stage_config(cfg, first), decision, log)
+            return run_stages(cfg, loaded, first=first, resume_from=resume_from, train_grpo=train_grpo,
+                              decision=decision, callbacks=callbacks, log=log, dataset=data)
+        return train_grpo(cfg, decision=decision, callbacks=callbacks, log=log, dataset=data, resume=resume,
+                          loaded=loaded, lock=lock)
     except (ConfigError, DataError, ckpt.CheckpointError):
         refused = True  # bad input: the directory is left as it was found, lock file included
         raise
@@ -435,9 +363,16 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             lock.release(remove=refused)
 
 
-def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, stage, hint, lock) -> TrainResult:
-    """The body of :func:`train` for one stage, under the run lock."""
-    from unsloth_grpo.hardware.backend import prepare_backend
+def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callable[[str], None] = print,
+               dataset=None, resume=None, loaded=None, stage: tuple[int, str | None] = (0, None),
+               hint: str | None = None, lock=None) -> TrainResult:
+    """One GRPO training (a run, or a stage of one) on a checked config, under the run lock.
+
+    ``decision`` is the run's (None only for a model loaded already); ``loaded`` reuses a loaded
+    model (the stage runner's, a notebook's); ``stage`` and ``hint`` label checkpoints and the
+    resume message; ``lock`` (the run's, when this training makes the run directory) is taken as
+    soon as the directory exists.
+    """
     from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = _resume_point(cfg, resume, stage[0], log)
@@ -460,9 +395,7 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         reward_funcs = with_tool_metrics(reward_funcs)  # tools/used_share etc. from the transcripts
     if dataset is None:  # a stage of a multi-stage run
         dataset = load_task_dataset(cfg)
-    prepare_backend(cfg.model)  # imports unsloth first when it is the one chosen (vLLM standby set before)
-
-    _memory_warnings(cfg, log)
+    _memory_warnings(cfg, log, decision)
     out = Path(cfg.output_dir)
     main_process = layout.is_main
     metrics_path = out / "metrics.jsonl"
@@ -471,14 +404,12 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
         if lock is not None and not lock.held:
             lock.acquire()  # a new directory: nobody could have held it before it existed
         _prepare_output_dir(cfg, resume_from, log)
-    from unsloth_grpo.hardware.backend import load_model
     from unsloth_grpo.data import filter_long_prompts
 
     start = time.time()
     if loaded is None:
         try:
-            loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed,
-                                gradient_checkpointing=cfg.training.gradient_checkpointing, log=log)
+            loaded = _load(cfg, decision, log)
         except BaseException:
             if fresh_dir and main_process:  # a failed start leaves no half output folder behind
                 import shutil
@@ -571,57 +502,10 @@ def _train_one(cfg: RecipeConfig, *, callbacks, log, dataset, resume, loaded, st
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
         f"{cfg.training.num_generations} generations per prompt -> {out}")
-    from unsloth_grpo.training import oom
+    from unsloth_grpo.training.loop import run_trainer
 
-    cpu_ranks = layout.world_size > 1 and loaded.info.device == "cpu"
-    try:
-        with distributed.cpu_resume_fix() if cpu_ranks else contextlib.nullcontext():
-            trainer.train(resume_from_checkpoint=str(resume_from.path) if resume_from is not None else None)
-    except Exception as exc:
-        if resume_from is not None and _refused_pickle(exc):
-            raise ckpt.CheckpointError(
-                f"{resume_from.path} holds a file that is not plain tensor data ({str(exc).splitlines()[0]}); "
-                "it was refused unread, because loading it could run code. Resume only from checkpoints "
-                "that this tool wrote; start a new run otherwise") from None
-        if disk_full(exc):
-            half = ckpt.clean_staging(out) if main_process else []
-            last = ckpt.latest_checkpoint(out)
-            raise TrainingStopped(
-                DISK_FULL_EXIT_CODE,
-                f"the disk is full ({exc}) at step {trainer.state.global_step}; "
-                + (f"the half-written save {half[0].name} was removed; " if half else "")
-                + (f"the newest complete checkpoint {last} is untouched. Free some space, then resume with: "
-                   f"{hint or ckpt.resume_hint(out)}" if last else
-                   "no checkpoint was completed. Free some space and start again")) from exc
-
-        def finalize(staged: Path) -> Path:  # under checkpoints/, where --resume looks
-            return ckpt.finalize_checkpoint(staged, out, step=trainer.state.global_step, stage=stage[0],
-                                            stage_name=stage[1], keep_last=cfg.run.keep_last)
-
-        reward_error = _reward_error(exc)
-        if reward_error is not None:  # a reward failed on real completions: no traceback from deep in TRL
-            raise _stopped_by_reward(reward_error, trainer, out, finalize=finalize, fresh_dir=fresh_dir,
-                                     main_process=main_process, hint=hint, log=log) from exc
-        # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
-        # bitsandbytes, Unsloth or vLLM raise instead
-        if not oom.is_oom(exc):
-            raise
-        from unsloth_grpo.hardware import planner
-
-        try:
-            estimate = planner.estimate_for_config(cfg)
-        except Exception:  # noqa: BLE001 - an unknown architecture has no estimate
-            estimate = None
-
-        code = oom.handle_oom(trainer, cfg, exc, estimate, finalize=finalize)
-        log(f"resume with: {hint or ckpt.resume_hint(out)}")
-        raise TrainingStopped(code, "CUDA ran out of memory; a checkpoint and a smaller config were written") from exc
-    finally:
-        saver.restore_signals()  # also when training raised: Ctrl-C must work again afterwards
-    if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
-        raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
-                              f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
-                              f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
+    run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
+                decision=decision)
     trainer.save_model(str(out))  # rank 0 only, inside the Trainer
     if trainer.is_world_process_zero():
         _finish_run(cfg, trainer, loaded, held_out, before, log)

