@@ -273,13 +273,25 @@ def test_the_reward_lab_scores_the_real_models_samples(smollm2_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_unsloth_backend_trains_the_real_model(smollm2_dir, tmp_path):
+def test_unsloth_backend_trains_evaluates_and_exports_the_real_model(smollm2_dir, tmp_path):
+    """The other backend end to end: one GRPO step on Unsloth's CPU path, evaluation before and after,
+    and a merged export that plain transformers reloads with the adapter's logits."""
     pytest.importorskip("unsloth")
+    from unsloth_grpo.hardware import export as ex
     from unsloth_grpo.training.train import train
 
     result = train(_cfg(tmp_path / "unsloth", "model.backend=unsloth", "training.max_steps=1",
-                        "evaluation.before_after=false", "training.save_steps=0"), log=_quiet)
+                        "training.save_steps=0"), log=_quiet)
     assert result.global_step == 1 and result.backend["backend"] == "unsloth"
     saved = json.loads((result.output_dir / "tokenizer_config.json").read_text())
     assert saved["eos_token"] == "<|im_end|>"
     assert (result.output_dir / "adapter_model.safetensors").is_file()
+    report = json.loads((result.output_dir / "report.json").read_text())
+    assert {m["metric"] for m in report["metrics"]} >= {"accuracy", "lenient_accuracy", "format_compliance"}
+    for stage in ("eval_before", "eval_after"):
+        assert json.loads((result.output_dir / stage / "eval.json").read_text())["n"] == 4
+
+    exported = ex.export_model(result.output_dir, tmp_path / "merged", dtype="fp32", log=_quiet)
+    check = ex.verify_merge(exported)
+    assert check.ok and check.max_abs_diff < 1e-4, check.summary()
+    assert "license: apache-2.0" in (tmp_path / "merged" / "README.md").read_text()
