@@ -166,5 +166,28 @@ def test_the_fork_server_stops_with_its_sandbox_and_restarts_when_needed():
     box.close()
 
 
+def test_a_job_sent_to_a_server_that_just_died_is_a_crash_not_an_exception():
+    """The server can die between the check that it lives and the job's request (its reader thread
+    has not seen the end of its output yet): the job then never ran and left no stderr file. CI saw
+    FileNotFoundError there on a loaded machine; it is a crashed job, and the next one restarts it."""
+    import time
+
+    box = Sandbox(Limits(timeout=3.0))
+    job = Job(solution=ADD, tests=TESTS, entry_point="add")
+    assert box.run(job).status == "passed"
+    server = box._server
+    server.proc.kill()
+    server.proc.wait()
+    deadline = time.monotonic() + 10
+    while server.alive and time.monotonic() < deadline:  # the reader thread notices the end ...
+        time.sleep(0.01)
+    server.alive = True  # ... and this is the moment before it did
+    try:
+        assert box.run(job).status == "crashed"
+        assert box.run(job).status == "passed"
+    finally:
+        box.close()
+
+
 def test_result_fraction_without_tests():
     assert Result(status="failed", passed=0, total=0, seconds=0.0).fraction == 0.0

@@ -371,7 +371,9 @@ class Sandbox:
             finally:
                 os.close(result_fd)
             lines = (io / "results").read_bytes().decode("utf-8", errors="replace").splitlines()
-            stderr = (io / "stderr").read_bytes()[-4 * limits.stderr_chars:].decode("utf-8", errors="replace")
+            # no stderr file: the job never started (its fork server died before forking it)
+            err = io / "stderr"
+            stderr = err.read_bytes()[-4 * limits.stderr_chars:].decode("utf-8", errors="replace") if err.exists() else ""
         return self._result(job, nonce, lines, returncode, seconds, timed_out, stderr[-limits.stderr_chars:])
 
     def _spawn(self, io: Path, work: Path, result_fd: int) -> tuple[int, float, bool]:
