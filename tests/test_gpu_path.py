@@ -247,7 +247,7 @@ def test_a_driver_too_old_for_torchs_cuda_is_named_not_called_no_gpu(monkeypatch
     monkeypatch.setattr(doctor_recipe, "cuda_driver_problem", lambda: said, raising=False)
     cfg = gsm8k.RECIPE.resolve()
     found = recipe_problems(cfg, profile=CPU, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
-                                   cache_dir="/nonexistent")
+                            cache_dir="/nonexistent")
     gpu = [p for p in found if p.topic == "gpu"]
     assert len(gpu) == 1 and "580.65" in gpu[0].message and "no CUDA GPU" not in gpu[0].message
     problem = profiles.driver_problem("2.13.0+cu130", "13.0", "535.104.05")
@@ -303,7 +303,7 @@ def test_preset_auto_in_16_bit_loads_the_16_bit_repository(tmp_path):
     (snap / "snapshots" / "abc").mkdir(parents=True)
     (snap / "snapshots" / "abc" / "config.json").write_text("{}")
     found = recipe_problems(cfg, profile=A100, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
-                                   cache_dir=str(tmp_path))
+                            cache_dir=str(tmp_path))
     assert found == []
     four = gsm8k.RECIPE.resolve(preset="auto", gpu=T4.as_gpu(), overrides=["model.load_in_4bit=true"])
     assert four.model.name == "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit"  # 4-bit keeps the pre-quantized upload

@@ -493,11 +493,11 @@ def test_cpu_only_offline_machine_refuses_the_default_recipe(tmp_path):
     assert any("no CUDA GPU: this recipe needs one" in m and "`--preset smoke` runs here" in m for m in msgs)
     assert any("not in the local cache" in m and "offline mode is on" in m for m in msgs)
     assert recipe_problems(gsm8k.RECIPE.resolve(preset="smoke"), profile=CPU, env=env,
-                                  hub_probe=_never, cache_dir=str(tmp_path)) == []
+                           hub_probe=_never, cache_dir=str(tmp_path)) == []
     for p in GPU_PROFILES:  # the GPU part of the verdict is the profile's
         assert not any("no CUDA GPU" in q.message
                        for q in recipe_problems(cfg, profile=p, env=env, hub_probe=_never,
-                                                       cache_dir=str(tmp_path)))
+                                                cache_dir=str(tmp_path)))
 
 
 def test_what_needs_a_gpu(tiny_model_dir):
@@ -516,15 +516,15 @@ def test_hub_id_typo_offline_names_the_cached_model_and_never_retries(tmp_path):
     (tmp_path / "models--Qwen--Qwen2.5-1.5B-Instruct" / "refs" / "main").write_text("abc")
     good = gsm8k.RECIPE.resolve(overrides=["model.name=Qwen/Qwen2.5-1.5B-Instruct"])
     assert recipe_problems(good, profile=T4, env={"HF_HUB_OFFLINE": "1"}, hub_probe=_never,
-                                  cache_dir=str(tmp_path)) == []
+                           cache_dir=str(tmp_path)) == []
     typo = gsm8k.RECIPE.resolve(overrides=["model.name=Qwen/Qwen2.5-1.5B-Instrutc"])
     [p] = recipe_problems(typo, profile=T4, env={"HF_HUB_OFFLINE": "1"}, hub_probe=_never,
-                                 cache_dir=str(tmp_path))
+                          cache_dir=str(tmp_path))
     assert "did you mean 'Qwen/Qwen2.5-1.5B-Instruct'" in p.fix
     # not in offline mode but no network: one probe, then the same verdict
     probes = []
     [p] = recipe_problems(typo, profile=T4, env={}, cache_dir=str(tmp_path),
-                                 hub_probe=lambda *a: probes.append(a) or (False, "name lookup failed"))
+                          hub_probe=lambda *a: probes.append(a) or (False, "name lookup failed"))
     assert len(probes) == 1 and "does not answer" in p.message
 
 

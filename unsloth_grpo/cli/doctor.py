@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "config", None):
         profile = _profile_of(report)
         problems = sorted(recipe_problems(cfg, profile=profile, hub_probe=lambda *_: (report.hub.ok is not False,
-                                                                               report.hub.detail))
+                                                                                      report.hub.detail))
                           + problems, key=lambda p: p.severity != ERROR)
     if getattr(args, "json", False):
         print(json.dumps({"report": report.to_dict(), "problems": [dataclasses.asdict(p) for p in problems]}, indent=2))

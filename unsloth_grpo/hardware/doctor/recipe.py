@@ -2,7 +2,7 @@
 
 :func:`recipe_problems` lists the problems, :func:`preflight_recipe` raises
 :class:`RecipeCannotRunHere` on the blocking ones (the CLI exits with 2). :func:`hub_unreachable`
-and :func:`hub_offline_mode` are the hub helpers the loader uses too.
+and :func:`hub_offline_mode` are the hub helpers that loading the training data uses too.
 """
 
 from __future__ import annotations

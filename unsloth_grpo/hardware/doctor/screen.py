@@ -8,7 +8,13 @@ from packaging.utils import canonicalize_name
 
 from unsloth_grpo.hardware.doctor.checks import Problem
 from unsloth_grpo.hardware.doctor.report import Report, gib
-from unsloth_grpo.hardware.doctor.requirements import PACKAGE, THIRD_PARTY_SOURCES, TRACKED, Declared, combine_specifiers
+from unsloth_grpo.hardware.doctor.requirements import (
+    PACKAGE,
+    THIRD_PARTY_SOURCES,
+    TRACKED,
+    Declared,
+    combine_specifiers,
+)
 
 
 def render(report: Report, problems: Sequence[Problem], console=None) -> None:
