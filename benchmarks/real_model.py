@@ -86,16 +86,16 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
     """Base, then each arm trained from the same start, graded on the same held-out problems."""
     from peft import set_peft_model_state_dict
 
-    from unsloth_grpo.hardware.backend import load_model, select_backend
+    from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.experiments.controls import shuffled_gold
     from unsloth_grpo.training.stages import lora_state
     from unsloth_grpo.training.train import train
 
     held_out = held_out_rows(cfg, n_held_out)
     rows = training_rows(cfg, held_out)
-    select_backend(cfg.model.backend)
+    decision = prepare_backend(cfg.model)  # decided once; Unsloth is imported first when it is the backend
     loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed, gradient_checkpointing=cfg.training.gradient_checkpointing,
-                        log=log)
+                        log=log, decision=decision)
     out = {"seed": cfg.seed, "grades": {"base": grade(cfg, loaded, held_out)}, "seconds": {}, "train_reward": {}}
     log(f"seed {cfg.seed} base: {_line(out['grades']['base'])}")
     start = lora_state(loaded.model)  # LoRA's B matrices start at zero: this is the base model

@@ -188,3 +188,49 @@ def test_the_real_model_presets_pass_every_check_before_loading(recipe):
     assert config_problems(cfg) == []
     assert (cfg.model.name, cfg.model.device, cfg.model.load_in_4bit) == ("builtin:smollm2-135m-instruct", "cpu", False)
     assert "Example:" in cfg.data.system_prompt and "<answer>" in cfg.data.system_prompt
+
+
+# ------------------------------------------------------------------ benchmarks/real_model.py
+
+
+def _bench():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "real_model.py"
+    spec = importlib.util.spec_from_file_location("real_model_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmarks_goal_is_judged_seed_by_seed():
+    bench = _bench()
+    grade = lambda strict, lenient: {"accuracy": strict, "lenient_accuracy": lenient}  # noqa: E731
+    runs = [{"seed": 0, "grades": {"base": grade(0.0, 0.2), "grpo": grade(0.5, 0.5), "shuffled": grade(0.1, 0.3)}},
+            {"seed": 1, "grades": {"base": grade(0.1, 0.4), "grpo": grade(0.25, 0.3), "shuffled": grade(0.3, 0.3)}}]
+    first, second = bench.goal(runs)
+    assert first == ("seed 0: strict >= base + 20 points: yes, lenient >= base: yes, "
+                     "strict above the shuffled control: yes")
+    assert second == ("seed 1: strict >= base + 20 points: NO, lenient >= base: NO, "
+                      "strict above the shuffled control: NO")
+
+
+@pytest.mark.slow
+def test_the_real_model_benchmark_runs_both_arms_from_one_start(tmp_path):
+    """The benchmark's whole path (held-out rows, one decision and load, both arms from the same start,
+    grading, the table and results.json), with the tiny model and one step per arm for speed."""
+    import json
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, "benchmarks/real_model.py", "--seeds", "0", "--held-out", "4",
+                           "--out", str(out), "model.name=builtin:tiny", "training.max_steps=1"],
+                          cwd=repo, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads((out / "results.json").read_text())
+    [run] = result["runs"]
+    assert set(run["grades"]) == {"base", "grpo", "shuffled"} and set(run["seconds"]) == {"grpo", "shuffled"}
+    assert all(g["n"] == 4 for g in run["grades"].values())
+    assert "after shuffled-gold GRPO (control)" in proc.stdout and "seed 0: strict >= base + 20 points" in proc.stdout

@@ -62,6 +62,8 @@ WHEELS = {
     # packaging>=26.3 (SpecifierSet.is_unsatisfiable); carried so that the doctor's checks pass there as here
     "packaging": "26.4",
     "certifi": "2026.10.19.post1",
+    # this project's own: the real built-in model is converted from a GGUF file (pure Python, ~100 kB)
+    "gguf": "0.19.0",
 }
 
 #: The machine's Python packages (the device tool's KINDS.md, read 2026-11-17), with the versions
