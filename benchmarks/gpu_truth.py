@@ -439,12 +439,14 @@ def carried_requirements(dist: str) -> list[str] | None:
 def gpu_image_report(output_dir: str):
     """What the doctor would see on the GPU machine: its image's packages plus the carried wheels,
     its Python, torch and card; requirement markers evaluated for it (Python 3.12, Linux x86-64)."""
-    from unsloth_grpo.hardware import doctor
+    from unsloth_grpo.hardware.doctor.probes import GPU, TorchInfo
+    from unsloth_grpo.hardware.doctor.report import collect_report
+    from unsloth_grpo.hardware.doctor.requirements import requirements_from_pyproject
 
     canon = wheels._canon
     versions: dict[str, str | None] = {canon(p): wheels.IMAGE_VERSIONS.get(p, "unknown") for p in wheels.IMAGE_PACKAGES}
     versions.update({canon(p): v for p, v in wheels.WHEELS.items()})
-    ours, python = doctor.requirements_from_pyproject(ROOT / "pyproject.toml")
+    ours, python = requirements_from_pyproject(ROOT / "pyproject.toml")
     requirements = {"unsloth-grpo": ours}
     for dist in ("unsloth", "unsloth_zoo"):
         lines = carried_requirements(dist)
@@ -453,10 +455,10 @@ def gpu_image_report(output_dir: str):
                                "python tools/gather_gpu_wheels.py --check (or install that version here)")
         requirements[dist] = lines
     modules = {canon(p).replace("-", "_") for p in versions}
-    card = doctor.GPU(0, GPU_IMAGE["gpu"], GPU_IMAGE["total_bytes"], GPU_IMAGE["capability"], GPU_IMAGE["total_bytes"])
-    torch_info = doctor.TorchInfo(GPU_IMAGE["torch"], GPU_IMAGE["cuda"], True, (card,), nvidia_driver=True,
-                                  driver_version=GPU_IMAGE["driver"])
-    return doctor.collect_report(
+    card = GPU(0, GPU_IMAGE["gpu"], GPU_IMAGE["total_bytes"], GPU_IMAGE["capability"], GPU_IMAGE["total_bytes"])
+    torch_info = TorchInfo(GPU_IMAGE["torch"], GPU_IMAGE["cuda"], True, (card,), nvidia_driver=True,
+                           driver_version=GPU_IMAGE["driver"])
+    return collect_report(
         versions=versions, requirements=requirements, requires_python=python, torch_info=torch_info,
         env={k: v for k, v in child_env().items() if k.endswith("_OFFLINE")}, python_version=GPU_IMAGE["python"],
         importable=lambda mod: mod.replace("-", "_").lower() in modules, output_dir=output_dir, check_hub=False,
@@ -469,12 +471,15 @@ def environment_check(config_path: str, *, simulated: bool) -> dict:
     checks them against the GPU image (:func:`gpu_image_report`), else against this machine."""
     from unsloth_grpo.config import ConfigError
     from unsloth_grpo.hardware import doctor, profiles
+    from unsloth_grpo.hardware.doctor.checks import EnvironmentProblem, run_checks
+    from unsloth_grpo.hardware.doctor.recipe import recipe_problems
+    from unsloth_grpo.hardware.doctor.report import collect_report
     from unsloth_grpo.recipes.gsm8k import RECIPE
     from unsloth_grpo.training.checks import check_before_loading
 
     import logging
 
-    logging.getLogger(doctor.__name__).setLevel(logging.ERROR)  # its warnings are returned, not printed
+    logging.getLogger(doctor.__name__).setLevel(logging.ERROR)  # its modules' warnings are returned, not printed
     cfg = RECIPE.resolve(config=config_path)  # as `python -m unsloth_grpo.recipes.gsm8k --config` resolves it
     report = gpu_image_report(cfg.output_dir) if simulated else None
     kw: dict = {}
@@ -483,19 +488,18 @@ def environment_check(config_path: str, *, simulated: bool) -> dict:
         kw = dict(profile=profiles.CardProfile("h200", card.name, card.total_memory_bytes / 2**30,
                                                card.compute_capability, source="measured"),
                   env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, "no network on the GPU machine"))
-    problems = [p for p in doctor.recipe_problems(cfg, **kw)]
+    problems = [p for p in recipe_problems(cfg, **kw)]
     blocking = [str(p) for p in problems if p.blocking]
     try:  # the run's own check: the recipe's preflight again (said once here), the environment, the backend
         check_before_loading(cfg, environment=True, report=report, profile=kw.get("profile"))
-    except doctor.EnvironmentProblem as exc:
+    except EnvironmentProblem as exc:
         blocking += [str(p) for p in exc.problems if str(p) not in blocking]
     except ConfigError as exc:
         blocking.append(str(exc))
     if report is None:
-        report = doctor.collect_report(output_dir=cfg.output_dir, check_hub=False)
-    warnings = [str(p) for p in doctor.run_checks(report, backend=cfg.model.backend,
-                                                  fast_inference=cfg.model.fast_inference,
-                                                  load_in_4bit=cfg.model.load_in_4bit) if not p.blocking]
+        report = collect_report(output_dir=cfg.output_dir, check_hub=False)
+    warnings = [str(p) for p in run_checks(report, backend=cfg.model.backend, fast_inference=cfg.model.fast_inference,
+                                           load_in_4bit=cfg.model.load_in_4bit) if not p.blocking]
     return {"simulated": simulated, "config": str(config_path), "blocking": blocking, "warnings": warnings}
 
 

@@ -175,7 +175,6 @@ MAX_LINES = 600
 
 #: Package files allowed past :data:`MAX_LINES`, each with the reason it has not been split yet.
 LONG_FILES = {
-    "hardware/doctor.py": "five jobs in one file (issue 24, which edited it, has landed): to be split by job",
     "hardware/export.py": "merging and GGUF, the model card and the hub push, the merge check in one file "
                           "(issue 24 has landed): to be split by job",
     "hardware/backend.py": "the backend rule, the decision and the loader; issue 24 added the real built-in "
@@ -363,8 +362,8 @@ def test_importing_rewards_imports_no_task_and_a_task_reward_loads_its_module_on
 ONCE_PER_RUN = (
     ("unsloth_grpo.training.checks", "config_problems", "the config check"),
     ("unsloth_grpo.training.checks", "check_rewards_on_data", "the rewards tried on the data"),
-    ("unsloth_grpo.hardware.doctor", "recipe_problems", "the recipe's preflight on this machine"),
-    ("unsloth_grpo.hardware.doctor", "run_checks", "the environment's preflight"),
+    ("unsloth_grpo.hardware.doctor.recipe", "recipe_problems", "the recipe's preflight on this machine"),
+    ("unsloth_grpo.hardware.doctor.checks", "run_checks", "the environment's preflight"),
     ("unsloth_grpo.hardware.profiles", "cuda_devices", "the look at this machine's cards"),
     ("unsloth_grpo.hardware.backend", "decide", "the backend decision"),
     ("unsloth_grpo.hardware.backend", "backend_name", "the backend rule"),

@@ -194,7 +194,8 @@ def test_every_reader_of_a_name_takes_a_missing_path_for_a_missing_path(tmp_path
     name is the same kind of thing to each, and a missing path is said to be missing, never looked up
     on the hub (``runs/2026/adapter`` used to be a hub id to the data and inference loaders)."""
     from unsloth_grpo.config import load_config
-    from unsloth_grpo.hardware import architecture, backend, doctor
+    from unsloth_grpo.hardware import architecture, backend
+    from unsloth_grpo.hardware.doctor.recipe import recipe_problems
     from unsloth_grpo.hardware.profiles import PROFILES
     from unsloth_grpo.data import load_table
 
@@ -207,5 +208,5 @@ def test_every_reader_of_a_name_takes_a_missing_path_for_a_missing_path(tmp_path
     with pytest.raises(architecture.UnknownModelError, match="does not exist"):
         architecture.load_model_config(name)
     cfg = load_config({"model": {"name": name}, "rewards": [{"name": "correctness"}]})
-    [problem] = doctor.recipe_problems(cfg, profile=PROFILES["t4"], env={}, hub_probe=lambda *a: (False, "no"))
+    [problem] = recipe_problems(cfg, profile=PROFILES["t4"], env={}, hub_probe=lambda *a: (False, "no"))
     assert "is a path that does not exist" in problem.message

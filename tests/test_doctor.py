@@ -13,20 +13,13 @@ import time
 import pytest
 
 from unsloth_grpo.cli import doctor as doctor_cli
-from unsloth_grpo.hardware import doctor
-from unsloth_grpo.hardware.doctor import (
-    ERROR,
-    GPU,
-    WARNING,
-    Declared,
-    EnvironmentProblem,
-    TorchInfo,
-    collect_report,
-    combine_specifiers,
-    parse_declared,
-    preflight,
-    run_checks,
-)
+from unsloth_grpo.hardware.doctor import probes as doctor_probes
+from unsloth_grpo.hardware.doctor import requirements as doctor_requirements
+from unsloth_grpo.hardware.doctor.checks import ERROR, WARNING, EnvironmentProblem, preflight, run_checks
+from unsloth_grpo.hardware.doctor.probes import GPU, TorchInfo
+from unsloth_grpo.hardware.doctor.report import collect_report
+from unsloth_grpo.hardware.doctor.requirements import Declared, combine_specifiers, parse_declared
+from unsloth_grpo.hardware.doctor.screen import render
 
 GIB = 2**30
 
@@ -342,11 +335,11 @@ def test_unreachable_hub_is_a_warning():
 
 
 def test_hub_address_and_cache_dir_follow_the_environment():
-    assert doctor.hub_address({}) == ("huggingface.co", 443)
-    assert doctor.hub_address({"HF_ENDPOINT": "http://mirror.local:8080"}) == ("mirror.local", 8080)
-    assert doctor.hf_cache_dir({"HF_HUB_CACHE": "/c", "HF_HOME": "/h"}) == "/c"
-    assert doctor.hf_cache_dir({"HF_HOME": "/h"}) == "/h/hub"
-    assert doctor.hf_cache_dir({"XDG_CACHE_HOME": "/x"}) == "/x/huggingface/hub"
+    assert doctor_probes.hub_address({}) == ("huggingface.co", 443)
+    assert doctor_probes.hub_address({"HF_ENDPOINT": "http://mirror.local:8080"}) == ("mirror.local", 8080)
+    assert doctor_probes.hf_cache_dir({"HF_HUB_CACHE": "/c", "HF_HOME": "/h"}) == "/c"
+    assert doctor_probes.hf_cache_dir({"HF_HOME": "/h"}) == "/h/hub"
+    assert doctor_probes.hf_cache_dir({"XDG_CACHE_HOME": "/x"}) == "/x/huggingface/hub"
 
 
 def test_low_disk_warns_with_the_path(tmp_path):
@@ -359,7 +352,7 @@ def test_low_disk_warns_with_the_path(tmp_path):
 
 
 def test_free_disk_real_on_a_folder_not_yet_created(tmp_path):
-    assert doctor.free_disk(str(tmp_path / "not" / "yet")) == doctor.free_disk(str(tmp_path)) > 0
+    assert doctor_probes.free_disk(str(tmp_path / "not" / "yet")) == doctor_probes.free_disk(str(tmp_path)) > 0
 
 
 def _closed_port() -> int:
@@ -372,15 +365,15 @@ def test_tcp_probe_real_open_and_closed_ports():
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        ok, detail = doctor.tcp_probe("127.0.0.1", server.getsockname()[1], 1.0)
+        ok, detail = doctor_probes.tcp_probe("127.0.0.1", server.getsockname()[1], 1.0)
     assert ok and detail.startswith("connected in")
-    ok, detail = doctor.tcp_probe("127.0.0.1", _closed_port(), 1.0)
+    ok, detail = doctor_probes.tcp_probe("127.0.0.1", _closed_port(), 1.0)
     assert (ok, detail) == (False, "Connection refused")
 
 
 def test_a_hanging_probe_is_cut_at_the_deadline():
     start = time.perf_counter()
-    ok, detail = doctor._with_deadline(lambda: time.sleep(5) or (True, ""), 0.1, "test")
+    ok, detail = doctor_probes._with_deadline(lambda: time.sleep(5) or (True, ""), 0.1, "test")
     assert (ok, detail) == (False, "no answer within 0.1 s")
     assert time.perf_counter() - start < 1.0
 
@@ -388,7 +381,7 @@ def test_a_hanging_probe_is_cut_at_the_deadline():
 def test_a_hanging_name_lookup_does_not_hang_the_hub_probe(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: time.sleep(3))
     start = time.perf_counter()
-    ok, detail = doctor.tcp_probe("huggingface.co", 443, 0.2)
+    ok, detail = doctor_probes.tcp_probe("huggingface.co", 443, 0.2)
     assert (ok, detail) == (False, "no answer within 0.7 s")
     assert time.perf_counter() - start < 1.5
 
@@ -414,15 +407,15 @@ def http_server():
 
 
 def test_vllm_server_probe_real(http_server):
-    assert doctor.http_health_probe("127.0.0.1", http_server, 1.0) == (True, "GET /health -> 200")
-    report = make_report(vllm_server=("127.0.0.1", http_server), server_probe=doctor.http_health_probe)
+    assert doctor_probes.http_health_probe("127.0.0.1", http_server, 1.0) == (True, "GET /health -> 200")
+    report = make_report(vllm_server=("127.0.0.1", http_server), server_probe=doctor_probes.http_health_probe)
     assert report.vllm_server.ok is True
     assert run_checks(report) == []
 
 
 def test_vllm_server_down_is_blocking_with_the_start_command():
     port = _closed_port()
-    report = make_report(vllm_server=("127.0.0.1", port), server_probe=doctor.http_health_probe)
+    report = make_report(vllm_server=("127.0.0.1", port), server_probe=doctor_probes.http_health_probe)
     (problem,) = run_checks(report)
     assert problem.severity == ERROR
     assert problem.message == f"no vLLM server answers at 127.0.0.1:{port}: Connection refused"
@@ -439,7 +432,7 @@ def test_render_prints_brackets_and_fixes_verbatim():
     report = make_report(versions=versions, torch_info=TorchInfo("2.14.1+cu128", "12.8", True, (T4,)))
     problems = run_checks(report, backend="unsloth", need_bf16=True)
     console = Console(file=io.StringIO(), width=120, record=True)
-    doctor.render(report, problems, console)
+    render(report, problems, console)
     text = console.export_text()
     assert 'fix: pip install "trl>=1.14,<1.15"' in text
     assert "Tesla T4" in text and "7.5" in text
@@ -452,10 +445,10 @@ def test_render_wraps_a_long_range_between_specifiers_never_inside_one():
     from rich.console import Console
 
     report = make_report(versions=HEALTHY)
-    allowed = doctor.combine_specifiers(d.specifier for d in report.declared if d.name == "transformers")
+    allowed = combine_specifiers(d.specifier for d in report.declared if d.name == "transformers")
     assert len(allowed) > 40  # long enough to wrap in an 80-column terminal
     console = Console(file=io.StringIO(), width=80, record=True)
-    doctor.render(report, [], console)
+    render(report, [], console)
     lines = console.export_text().splitlines()
     col = next(line for line in lines if line.startswith("package")).index("allowed")
     row = next(i for i, line in enumerate(lines) if line.startswith("transformers"))
@@ -480,7 +473,7 @@ def test_cli_exit_code_follows_blocking_problems(monkeypatch, capsys):
         seen.update(kw)
         return bad if kw["output_dir"] == "bad" else good
 
-    monkeypatch.setattr(doctor, "collect_report", fake_collect)
+    monkeypatch.setattr(doctor_cli, "collect_report", fake_collect)
     args = _parse(["--output-dir", "bad", "--no-network", "--vllm-server-port", "9000"])
     assert args.func is doctor_cli.run
     assert doctor_cli.run(args) == 1
@@ -496,18 +489,19 @@ def test_cli_takes_intentions_from_a_recipe_config(monkeypatch, tmp_path, capsys
     cfg = tmp_path / "recipe.yaml"
     cfg.write_text(f"output_dir: {tmp_path / 'out'}\nmodel:\n  backend: unsloth\n  dtype: bf16\n")
     t4 = make_report(torch_info=TorchInfo("2.14.1+cu128", "12.8", True, (T4,)))
-    monkeypatch.setattr(doctor, "collect_report", lambda **kw: t4)
+    monkeypatch.setattr(doctor_cli, "collect_report", lambda **kw: t4)
     assert doctor_cli.run(_parse(["--config", str(cfg)])) == 1
     assert "bf16 was requested" in capsys.readouterr().out
 
 
 def test_own_requirements_fall_back_to_pyproject(monkeypatch):
-    real = doctor._metadata_requires
-    monkeypatch.setattr(doctor, "_metadata_requires", lambda d: None if d == doctor.PACKAGE else real(d))
-    lines, requires_python, source = doctor._own_requirements()
+    real = doctor_requirements.metadata_requires
+    monkeypatch.setattr(doctor_requirements, "metadata_requires",
+                        lambda d: None if d == doctor_requirements.PACKAGE else real(d))
+    lines, requires_python, source = doctor_requirements.own_requirements()
     assert source.endswith("pyproject.toml")
     assert requires_python.startswith(">=3.")
-    declared = {d.name: d for d in parse_declared(doctor.PACKAGE, lines, include_extras=True)}
+    declared = {d.name: d for d in parse_declared(doctor_requirements.PACKAGE, lines, include_extras=True)}
     assert declared["trl"].optional is False
     assert "unsloth" in declared["unsloth"].extras and declared["unsloth"].optional
 

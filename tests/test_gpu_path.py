@@ -19,8 +19,13 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from unsloth_grpo.config import ModelConfig
-from unsloth_grpo.hardware import backend, doctor, memory, planner, profiles
-from unsloth_grpo.hardware.doctor import ERROR, GPU, WARNING, TorchInfo, collect_report, run_checks
+from unsloth_grpo.hardware import backend, memory, planner, profiles
+from unsloth_grpo.hardware.doctor import probes as doctor_probes
+from unsloth_grpo.hardware.doctor import recipe as doctor_recipe
+from unsloth_grpo.hardware.doctor.checks import ERROR, WARNING, run_checks
+from unsloth_grpo.hardware.doctor.probes import GPU, TorchInfo
+from unsloth_grpo.hardware.doctor.recipe import recipe_problems
+from unsloth_grpo.hardware.doctor.report import collect_report
 from unsloth_grpo.hardware.profiles import CPU, PROFILES, vllm_choice
 from unsloth_grpo.recipes import gsm8k
 
@@ -239,10 +244,10 @@ def test_a_driver_too_old_for_torchs_cuda_is_named_not_called_no_gpu(monkeypatch
     sees no GPU, and "no CUDA GPU" would send the user to another machine."""
     said = ("torch 2.13.0+cu130 is built for CUDA 13.0, which needs NVIDIA driver 580.65 or newer; this machine's "
             "driver is 535.104.05, so torch sees no GPU")
-    monkeypatch.setattr(doctor, "cuda_driver_problem", lambda: said, raising=False)
+    monkeypatch.setattr(doctor_recipe, "cuda_driver_problem", lambda: said, raising=False)
     cfg = gsm8k.RECIPE.resolve()
-    found = doctor.recipe_problems(cfg, profile=CPU, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
-                                   cache_dir="/nonexistent")
+    found = recipe_problems(cfg, profile=CPU, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
+                            cache_dir="/nonexistent")
     gpu = [p for p in found if p.topic == "gpu"]
     assert len(gpu) == 1 and "580.65" in gpu[0].message and "no CUDA GPU" not in gpu[0].message
     problem = profiles.driver_problem("2.13.0+cu130", "13.0", "535.104.05")
@@ -297,8 +302,8 @@ def test_preset_auto_in_16_bit_loads_the_16_bit_repository(tmp_path):
     (snap / "refs" / "main").write_text("abc")
     (snap / "snapshots" / "abc").mkdir(parents=True)
     (snap / "snapshots" / "abc" / "config.json").write_text("{}")
-    found = doctor.recipe_problems(cfg, profile=A100, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
-                                   cache_dir=str(tmp_path))
+    found = recipe_problems(cfg, profile=A100, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (False, ""),
+                            cache_dir=str(tmp_path))
     assert found == []
     four = gsm8k.RECIPE.resolve(preset="auto", gpu=T4.as_gpu(), overrides=["model.load_in_4bit=true"])
     assert four.model.name == "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit"  # 4-bit keeps the pre-quantized upload
@@ -444,7 +449,7 @@ def test_export_of_a_4bit_run_says_it_needs_the_16bit_base_and_never_tracebacks(
     # online, Unsloth's own failure is an error message, not a traceback
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(doctor, "tcp_probe", lambda *a: (True, "connected"))
+    monkeypatch.setattr(doctor_probes, "tcp_probe", lambda *a: (True, "connected"))
     assert export_cli.run(_export_args(run, tmp_path / "merged2")) == 2
     err = capsys.readouterr().err
     assert "Unsloth's 16-bit merge failed: RuntimeError: Unsloth: Model unsloth/Qwen2.5-1.5B-Instruct" in err

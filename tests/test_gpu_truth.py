@@ -236,7 +236,7 @@ def test_dry_runs_the_recipes_preflight_against_the_gpu_image(tmp_path, monkeypa
     """Issue 25, finding 1: the recipe configuration runs the doctor's preflight, which made every
     requirement Unsloth declares blocking; the kit leaves xformers, diffusers and pydantic behind, so
     the real run exited 1 while --dry (no environment checks, a venv with everything) passed."""
-    from unsloth_grpo.hardware import doctor
+    from unsloth_grpo.hardware.doctor import checks as doctor_checks
 
     path = _gpu_recipe_config(tmp_path)
     env = kit.environment_check(str(path), simulated=True)
@@ -247,14 +247,14 @@ def test_dry_runs_the_recipes_preflight_against_the_gpu_image(tmp_path, monkeypa
     assert report.version("packaging") == kit.wheels.WHEELS["packaging"]  # carried: the image's is unknown
     assert report.version("xformers") is None and report.torch.gpus[0].name == "NVIDIA H200"
     # the doctor as it was: everything Unsloth declares blocks
-    monkeypatch.setattr(doctor, "NOT_NEEDED_TO_TRAIN", {})
+    monkeypatch.setattr(doctor_checks, "NOT_NEEDED_TO_TRAIN", {})
     stopped = kit.environment_check(str(path), simulated=True)["blocking"]
     assert {name for name in ("xformers", "diffusers", "pydantic") if any(name in b for b in stopped)} == \
         {"xformers", "diffusers", "pydantic"}, stopped
 
 
 def test_the_kit_leaves_behind_only_what_the_doctor_lets_pass():
-    from unsloth_grpo.hardware.doctor import NOT_NEEDED_TO_TRAIN
+    from unsloth_grpo.hardware.doctor.checks import NOT_NEEDED_TO_TRAIN
 
     assert set(kit.wheels.NOT_CARRIED) - {"vllm"} <= set(NOT_NEEDED_TO_TRAIN)
     assert {"packaging", "certifi"} <= set(kit.wheels.WHEELS)  # versions the image does not record

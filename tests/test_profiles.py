@@ -16,7 +16,12 @@ from packaging.version import Version
 
 from unsloth_grpo.config import ModelConfig, load_config
 from unsloth_grpo.cli import plan as planner_cli
-from unsloth_grpo.hardware import architecture, backend, doctor, memory, planner, profiles
+from unsloth_grpo.hardware import architecture, backend, memory, planner, profiles
+from unsloth_grpo.hardware.doctor import report as doctor_report
+from unsloth_grpo.hardware.doctor.checks import ERROR, WARNING, run_checks
+from unsloth_grpo.hardware.doctor.probes import TorchInfo, probe_torch
+from unsloth_grpo.hardware.doctor.recipe import needs_gpu, recipe_problems
+from unsloth_grpo.hardware.doctor.report import collect_report
 from unsloth_grpo.hardware.profiles import CPU, GPU_PROFILES, PROFILES, vllm_choice
 from unsloth_grpo.recipes import gsm8k
 
@@ -99,9 +104,9 @@ def test_measuring_the_card_leaves_cuda_uninitialized(monkeypatch):
     monkeypatch.setattr(profiles, "_CUDA_DEVICES", None, raising=False)
     assert profiles.measure().compute_capability == (9, 0)
     assert planner.detect_gpu()["name"] == "NVIDIA H100 80GB HBM3"
-    info = doctor.probe_torch()
+    info = probe_torch()
     assert info.cuda_available and info.gpus[0].compute_capability == (9, 0) and info.gpus[0].free_memory_bytes
-    assert doctor.collect_report(check_hub=False).torch.gpus[0].name == "NVIDIA H100 80GB HBM3"  # the preflight's
+    assert collect_report(check_hub=False).torch.gpus[0].name == "NVIDIA H100 80GB HBM3"  # the preflight's
     assert len(asked) == 1  # one child for the whole process
 
 
@@ -483,25 +488,25 @@ def _never(*_):
 def test_cpu_only_offline_machine_refuses_the_default_recipe(tmp_path):
     cfg = gsm8k.RECIPE.resolve()
     env = {"HF_HUB_OFFLINE": "1"}
-    problems = doctor.recipe_problems(cfg, profile=CPU, env=env, hub_probe=_never, cache_dir=str(tmp_path))
+    problems = recipe_problems(cfg, profile=CPU, env=env, hub_probe=_never, cache_dir=str(tmp_path))
     msgs = [p.message for p in problems if p.blocking]
     assert any("no CUDA GPU: this recipe needs one" in m and "`--preset smoke` runs here" in m for m in msgs)
     assert any("not in the local cache" in m and "offline mode is on" in m for m in msgs)
-    assert doctor.recipe_problems(gsm8k.RECIPE.resolve(preset="smoke"), profile=CPU, env=env,
-                                  hub_probe=_never, cache_dir=str(tmp_path)) == []
+    assert recipe_problems(gsm8k.RECIPE.resolve(preset="smoke"), profile=CPU, env=env,
+                           hub_probe=_never, cache_dir=str(tmp_path)) == []
     for p in GPU_PROFILES:  # the GPU part of the verdict is the profile's
         assert not any("no CUDA GPU" in q.message
-                       for q in doctor.recipe_problems(cfg, profile=p, env=env, hub_probe=_never,
-                                                       cache_dir=str(tmp_path)))
+                       for q in recipe_problems(cfg, profile=p, env=env, hub_probe=_never,
+                                                cache_dir=str(tmp_path)))
 
 
 def test_what_needs_a_gpu(tiny_model_dir):
-    assert doctor.needs_gpu(ModelConfig())  # the default: a pre-quantized 4-bit checkpoint
-    assert doctor.needs_gpu(ModelConfig(name="Qwen/Qwen2.5-1.5B-Instruct"))  # a hub model in 4-bit
-    assert not doctor.needs_gpu(ModelConfig(name="Qwen/Qwen2.5-1.5B-Instruct", load_in_4bit=False))
-    assert not doctor.needs_gpu(ModelConfig(name="builtin:tiny"))  # 4-bit is dropped on CPU, as before
-    assert not doctor.needs_gpu(ModelConfig(name=tiny_model_dir))
-    assert doctor.needs_gpu(ModelConfig(name="builtin:tiny", fast_inference="on"))
+    assert needs_gpu(ModelConfig())  # the default: a pre-quantized 4-bit checkpoint
+    assert needs_gpu(ModelConfig(name="Qwen/Qwen2.5-1.5B-Instruct"))  # a hub model in 4-bit
+    assert not needs_gpu(ModelConfig(name="Qwen/Qwen2.5-1.5B-Instruct", load_in_4bit=False))
+    assert not needs_gpu(ModelConfig(name="builtin:tiny"))  # 4-bit is dropped on CPU, as before
+    assert not needs_gpu(ModelConfig(name=tiny_model_dir))
+    assert needs_gpu(ModelConfig(name="builtin:tiny", fast_inference="on"))
 
 
 def test_hub_id_typo_offline_names_the_cached_model_and_never_retries(tmp_path):
@@ -510,22 +515,22 @@ def test_hub_id_typo_offline_names_the_cached_model_and_never_retries(tmp_path):
     (tmp_path / "models--Qwen--Qwen2.5-1.5B-Instruct" / "refs").mkdir()
     (tmp_path / "models--Qwen--Qwen2.5-1.5B-Instruct" / "refs" / "main").write_text("abc")
     good = gsm8k.RECIPE.resolve(overrides=["model.name=Qwen/Qwen2.5-1.5B-Instruct"])
-    assert doctor.recipe_problems(good, profile=T4, env={"HF_HUB_OFFLINE": "1"}, hub_probe=_never,
-                                  cache_dir=str(tmp_path)) == []
+    assert recipe_problems(good, profile=T4, env={"HF_HUB_OFFLINE": "1"}, hub_probe=_never,
+                           cache_dir=str(tmp_path)) == []
     typo = gsm8k.RECIPE.resolve(overrides=["model.name=Qwen/Qwen2.5-1.5B-Instrutc"])
-    [p] = doctor.recipe_problems(typo, profile=T4, env={"HF_HUB_OFFLINE": "1"}, hub_probe=_never,
-                                 cache_dir=str(tmp_path))
+    [p] = recipe_problems(typo, profile=T4, env={"HF_HUB_OFFLINE": "1"}, hub_probe=_never,
+                          cache_dir=str(tmp_path))
     assert "did you mean 'Qwen/Qwen2.5-1.5B-Instruct'" in p.fix
     # not in offline mode but no network: one probe, then the same verdict
     probes = []
-    [p] = doctor.recipe_problems(typo, profile=T4, env={}, cache_dir=str(tmp_path),
-                                 hub_probe=lambda *a: probes.append(a) or (False, "name lookup failed"))
+    [p] = recipe_problems(typo, profile=T4, env={}, cache_dir=str(tmp_path),
+                          hub_probe=lambda *a: probes.append(a) or (False, "name lookup failed"))
     assert len(probes) == 1 and "does not answer" in p.message
 
 
 def test_missing_local_model_path_is_reported(tmp_path):
     cfg = gsm8k.RECIPE.resolve(overrides=[f"model.name={tmp_path / 'nope'}"])
-    [p] = doctor.recipe_problems(cfg, profile=T4, env={}, hub_probe=_never)
+    [p] = recipe_problems(cfg, profile=T4, env={}, hub_probe=_never)
     assert "is a path that does not exist" in p.message
 
 
@@ -548,7 +553,7 @@ def test_the_recipe_exits_2_without_a_traceback_on_a_cpu_machine(monkeypatch, ca
 
 
 def test_doctor_config_reports_the_missing_gpu(monkeypatch, capsys):
-    monkeypatch.setattr(doctor, "probe_torch", lambda: doctor.TorchInfo("2.14.1+cpu", None, False, ()))
+    monkeypatch.setattr(doctor_report, "probe_torch", lambda: TorchInfo("2.14.1+cpu", None, False, ()))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     args = argparse.Namespace(config=str(ROOT / "recipes" / "gsm8k.yaml"), backend=None, bf16=None,
                               fast_inference=None, output_dir=None, cache_dir=None, no_network=True,
@@ -563,12 +568,12 @@ def test_doctor_says_when_the_installed_vllm_cannot_load_4bit():
     from test_doctor import HEALTHY, make_report
 
     report = make_report(versions={**HEALTHY, "vllm": "0.30.0"}, modules=("unsloth", "vllm"))
-    auto = [p for p in doctor.run_checks(report) if p.topic == "vllm"]
-    assert auto and auto[0].severity == doctor.WARNING and "bitsandbytes" in auto[0].message
-    on = [p for p in doctor.run_checks(report, fast_inference="on") if p.topic == "vllm"]
-    assert on[0].severity == doctor.ERROR
+    auto = [p for p in run_checks(report) if p.topic == "vllm"]
+    assert auto and auto[0].severity == WARNING and "bitsandbytes" in auto[0].message
+    on = [p for p in run_checks(report, fast_inference="on") if p.topic == "vllm"]
+    assert on[0].severity == ERROR
     fine = make_report(versions={**HEALTHY, "vllm": "0.27.1"}, modules=("unsloth", "vllm"))
-    assert not [p for p in doctor.run_checks(fine) if p.topic == "vllm"]
+    assert not [p for p in run_checks(fine) if p.topic == "vllm"]
 
 
 # ---------------------------------------------------------------- the docs page

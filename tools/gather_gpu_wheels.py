@@ -84,7 +84,7 @@ def _not_carried() -> dict[str, str]:
     """Requirements declared but left behind, and why: what the doctor lets pass as not needed to
     train (its preflight runs on the GPU machine too), and vLLM."""
     sys.path.insert(0, str(ROOT))
-    from unsloth_grpo.hardware.doctor import NOT_NEEDED_TO_TRAIN
+    from unsloth_grpo.hardware.doctor.checks import NOT_NEEDED_TO_TRAIN
 
     out = {k: v for k, v in NOT_NEEDED_TO_TRAIN.items() if k not in WHEELS}
     out["vllm"] = "far over the carry limit; the kit measures transformers generation instead"

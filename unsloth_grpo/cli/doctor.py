@@ -3,7 +3,7 @@
     unsloth-grpo doctor
     unsloth-grpo doctor --config recipes/gsm8k.yaml --json
 
-Exit 1 on a blocking problem. The checks are :mod:`unsloth_grpo.hardware.doctor`'s.
+Exit 1 on a blocking problem. The checks are :mod:`unsloth_grpo.hardware.doctor`'s (one module per job).
 """
 
 from __future__ import annotations
@@ -15,8 +15,11 @@ import sys
 from typing import Sequence
 
 from unsloth_grpo.config import BACKENDS, FAST_INFERENCE
-from unsloth_grpo.hardware import doctor
-from unsloth_grpo.hardware.doctor import DEFAULT_VLLM_PORT, ERROR, Report
+from unsloth_grpo.hardware.doctor.checks import ERROR, run_checks
+from unsloth_grpo.hardware.doctor.probes import DEFAULT_VLLM_PORT
+from unsloth_grpo.hardware.doctor.recipe import recipe_problems
+from unsloth_grpo.hardware.doctor.report import Report, collect_report
+from unsloth_grpo.hardware.doctor.screen import render
 from unsloth_grpo.hardware.profiles import CardProfile
 
 
@@ -79,24 +82,24 @@ def run(args: argparse.Namespace) -> int:
 
         server = parse_vllm_server(cfg.model.vllm_server)[1:]  # the server the recipe will generate on
 
-    report = doctor.collect_report(
+    report = collect_report(
         output_dir=output_dir or ".",
         cache_dir=getattr(args, "cache_dir", None),
         check_hub=not getattr(args, "no_network", False),
         vllm_server=server,
     )
     load_4bit = bool(cfg.model.load_in_4bit) if getattr(args, "config", None) else True
-    problems = doctor.run_checks(report, backend=backend or "auto", need_bf16=need_bf16, fast_inference=fast or "auto",
+    problems = run_checks(report, backend=backend or "auto", need_bf16=need_bf16, fast_inference=fast or "auto",
                           load_in_4bit=load_4bit)
     if getattr(args, "config", None):
         profile = _profile_of(report)
-        problems = sorted(doctor.recipe_problems(cfg, profile=profile, hub_probe=lambda *_: (report.hub.ok is not False,
+        problems = sorted(recipe_problems(cfg, profile=profile, hub_probe=lambda *_: (report.hub.ok is not False,
                                                                                       report.hub.detail))
                           + problems, key=lambda p: p.severity != ERROR)
     if getattr(args, "json", False):
         print(json.dumps({"report": report.to_dict(), "problems": [dataclasses.asdict(p) for p in problems]}, indent=2))
     else:
-        doctor.render(report, problems)
+        render(report, problems)
     return 1 if any(p.blocking for p in problems) else 0
 
 

@@ -296,7 +296,8 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
               + " (each tried on sample completions of the first rows)")
         return 0
     from unsloth_grpo.hardware.backend import BackendError
-    from unsloth_grpo.hardware.doctor import EnvironmentProblem, RecipeCannotRunHere
+    from unsloth_grpo.hardware.doctor.checks import EnvironmentProblem
+    from unsloth_grpo.hardware.doctor.recipe import RecipeCannotRunHere
     from unsloth_grpo.training.results import TrainingStopped
 
     if train_fn is None:

@@ -193,7 +193,7 @@ def _check_model_here(cfg, model: str) -> None:
     the hub's retries and a traceback."""
     import dataclasses
 
-    from unsloth_grpo.hardware.doctor import recipe_problems
+    from unsloth_grpo.hardware.doctor.recipe import recipe_problems
 
     # only whether the model can be had: the lab picks the device itself
     probe = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=model, device="cpu"))

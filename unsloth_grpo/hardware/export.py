@@ -267,7 +267,7 @@ def unsloth_merge_base(source: Path, base: str | None, *, env=None,
     run trained in 16-bit returns None (its base is what it loads).
     """
     from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized
-    from unsloth_grpo.hardware import doctor
+    from unsloth_grpo.hardware.doctor import probes
 
     if not (trained_in_4bit(source) or (base and is_prequantized(base))):
         return None
@@ -275,7 +275,7 @@ def unsloth_merge_base(source: Path, base: str | None, *, env=None,
     if not name or Path(name).expanduser().is_dir():
         return name
     env = dict(os.environ if env is None else env)
-    cache = doctor.hf_cache_dir(env)
+    cache = probes.hf_cache_dir(env)
     from huggingface_hub import try_to_load_from_cache
 
     for weights in ("model.safetensors.index.json", "model.safetensors"):
@@ -284,9 +284,9 @@ def unsloth_merge_base(source: Path, base: str | None, *, env=None,
                 return name
         except ValueError:
             break
-    offline = any(doctor._truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    host, port = doctor.hub_address(env)
-    ok, why = (False, "offline mode is on") if offline else (hub_probe or doctor.tcp_probe)(host, port, 3.0)
+    offline = any(probes.truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    host, port = probes.hub_address(env)
+    ok, why = (False, "offline mode is on") if offline else (hub_probe or probes.tcp_probe)(host, port, 3.0)
     if ok:
         return name
     raise ExportError(

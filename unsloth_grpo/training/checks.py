@@ -13,8 +13,8 @@ the ground floor). What needs the rest of the package is checked here, in this o
    keys, of the trainer it runs) with a value of the type TRL declares, read from TRL's field
    table (:mod:`unsloth_grpo.training.trl_schema`) without importing TRL;
 6. the machine, looked at once (its cards read once): the recipe on this machine (a GPU for a GPU
-   recipe, the model on disk or in the cache: :func:`unsloth_grpo.hardware.doctor.recipe_problems`),
-   then the environment (packages, bf16, disk: :func:`unsloth_grpo.hardware.doctor.preflight`);
+   recipe, the model on disk or in the cache: :func:`unsloth_grpo.hardware.doctor.recipe.recipe_problems`),
+   then the environment (packages, bf16, disk: :func:`unsloth_grpo.hardware.doctor.checks.preflight`);
 7. the run's decision: backend, device, dtype, 4-bit and vLLM for this card
    (:func:`unsloth_grpo.hardware.backend.prepare_backend`, which imports Unsloth when it is the
    backend, before TRL, transformers and peft);
@@ -66,7 +66,7 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     """The one check before loading; returns the run's decision (None with ``environment=False``).
 
     Raises :class:`ConfigError` listing every config problem; then, with ``environment``, looks at
-    this machine once: :class:`unsloth_grpo.hardware.doctor.RecipeCannotRunHere` for a recipe that
+    this machine once: :class:`unsloth_grpo.hardware.doctor.recipe.RecipeCannotRunHere` for a recipe that
     cannot run here (no GPU for a GPU recipe, a missing model), :class:`EnvironmentProblem` for what
     the environment lacks (a package, bf16, disk), BackendError for a setting the card cannot run.
     The backend is then prepared (Unsloth imported when it is the backend, before TRL's checks import
@@ -86,7 +86,7 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     import sys
 
     from unsloth_grpo.hardware.backend import decide, use_backend
-    from unsloth_grpo.hardware.doctor import preflight_recipe
+    from unsloth_grpo.hardware.doctor.recipe import preflight_recipe
     from unsloth_grpo.hardware.profiles import cuda_devices, measure
 
     here = report is None and profile is None
@@ -318,7 +318,9 @@ def _stage_problems(cfg: RecipeConfig) -> list[str]:
 def _preflight(cfg: RecipeConfig, report=None, cards=None, backend: str | None = None) -> None:
     """The doctor's blocking checks of this environment for ``cfg`` on the decided ``backend``
     (``cards`` as read already)."""
-    from unsloth_grpo.hardware.doctor import collect_report, preflight, probe_torch
+    from unsloth_grpo.hardware.doctor.checks import preflight
+    from unsloth_grpo.hardware.doctor.probes import probe_torch
+    from unsloth_grpo.hardware.doctor.report import collect_report
     from unsloth_grpo.hardware.launch import parse_vllm_server
 
     server = parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None

