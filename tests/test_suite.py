@@ -56,8 +56,9 @@ def test_a_run_whose_making_failed_is_made_again_from_scratch(tmp_path):
 
 @pytest.mark.slow  # a subprocess: the integration tier
 def test_two_workers_print_the_fault_table_and_run_torch_on_one_thread_each(tmp_path):
-    """``-n 2``: the fault table a worker made reaches the main process's summary (it used to be set on
-    the worker's config only), and each worker runs torch on one thread."""
+    """``-n 2``: the tests of an ``xdist_group`` run on one worker, the fault table that worker made
+    reaches the main process's summary once (it used to be set on the worker's config only), and each
+    worker runs torch on one thread."""
     shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_table.py").write_text(
@@ -66,7 +67,10 @@ def test_two_workers_print_the_fault_table_and_run_torch_on_one_thread_each(tmp_
         "def _table(fault_table_in_summary):\n"
         "    yield\n"
         "    fault_table_in_summary(['fault injection (seed 0): 2 faults tried, 2 survived', '| SIGINT | step 3 |'])\n\n\n"
-        "def test_one():\n    pass\n\n\ndef test_two():\n    pass\n")
+        "@pytest.mark.parametrize('i', range(6))\n"
+        "def test_in_the_group(i):\n"
+        "    import time\n\n    time.sleep(0.2)\n"
+        "    with open('workers.txt', 'a') as f:\n        f.write(os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n")
     (tmp_path / "test_threads.py").write_text(
         "import os\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(4))\n"
         "def test_one_thread(i):\n    assert os.environ['OMP_NUM_THREADS'] == '1'\n"
@@ -77,6 +81,9 @@ def test_two_workers_print_the_fault_table_and_run_torch_on_one_thread_each(tmp_
                            "-p", "no:cacheprovider", str(tmp_path)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "6 passed" in proc.stdout
+    assert "10 passed" in proc.stdout
     summary = proc.stdout.split("fault injection ==")[-1]
     assert "fault injection (seed 0): 2 faults tried, 2 survived\n| SIGINT | step 3 |" in summary, proc.stdout
+    # the group ran on one worker: one table, not one per worker (pytest 9.2 ignored xdist's group suffix)
+    assert len(set((tmp_path / "workers.txt").read_text().split())) == 1
+    assert summary.count("faults tried") == 1, summary
