@@ -442,7 +442,8 @@ def test_a_reward_is_changed_by_its_position_in_the_list(capsys):
     code, out, _ = _run(capsys, "--print-config", "rewards.0.weight=2", "rewards.1.params.reward=3")
     rewards = yaml.safe_load(out)["rewards"]
     assert code == 0 and [r["weight"] for r in rewards] == [2.0, 1.0]
-    assert rewards[0]["params"] == {"per_tag": 0.25, "once": False} and rewards[1]["params"] == {"reward": 3}
+    assert rewards[0]["params"] == {"per_tag": 0.25, "once": False, "require_answer": False}
+    assert rewards[1]["params"] == {"reward": 3}
 
 
 def test_a_list_position_past_the_end_says_how_to_give_the_whole_list(capsys):

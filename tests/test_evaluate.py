@@ -421,3 +421,103 @@ def test_report_and_model_card_show_strict_and_lenient_accuracy(tmp_path):
         assert "| accuracy (strict) | 0.500 | 0.750 | +0.250 |" in text
         assert "| accuracy (lenient) | 0.750 | 0.750 | +0.000 |" in text
         assert "a gain in strict accuracy alone is a gain in format" in text.lower()
+
+
+# ---------------------------------------------------------------- a run is graded as it was trained
+
+
+def _fake_run(tmp_path, base_path, tok, *, system_prompt="Answer like a pirate. <answer>N</answer>", subset="easy",
+              completion_limit=7):
+    """A run directory as training leaves it (config.yaml and an adapter with its tokenizer), without training."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    run = tmp_path / "run"
+    cfg = RECIPE.resolve(preset="smoke", output_dir=str(run),
+                         overrides=[f"model.name={base_path}", "data.source=synthetic", f"data.subset={subset}",
+                                    f"training.max_completion_length={completion_limit}", "seed=3",
+                                    {"data": {"system_prompt": system_prompt}}])
+    torch.manual_seed(0)
+    peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_path),
+                                LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft_model.save_pretrained(run)
+    tok.save_pretrained(run)
+    dump_config(cfg, run / "config.yaml")
+    return run, cfg
+
+
+@pytest.mark.slow  # a model: the integration tier
+def test_eval_of_a_run_uses_its_prompt_problem_set_and_completion_limit(tiny, tmp_path, capsys):
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+
+    path, _, tok = tiny
+    run, cfg = _fake_run(tmp_path, path, tok)
+    out = tmp_path / "eval"
+    assert _cli(["eval", "--model", str(run), "--limit", "8", "--output", str(out)]) == 0
+    rows = [json.loads(x) for x in (out / "eval_samples.jsonl").read_text().splitlines()]
+    summary = json.loads((out / "eval.json").read_text())
+    expected = load_gsm8k("synthetic", "test", subset="easy", system_prompt=cfg.data.system_prompt, num_synthetic=512,
+                          seed=3, limit=8)
+    assert [r["prompt"] for r in rows] == list(expected["prompt"])  # the run's prompt, subset and seed
+    assert rows[0]["prompt"][0]["content"] == "Answer like a pirate. <answer>N</answer>"
+    assert summary["settings"]["max_new_tokens"] == 7 and max(r["completion_tokens"] for r in rows) <= 7
+    assert set(summary["by_category"]) == {"addition", "subtraction"}  # the easy set's operations
+    assert "grading as the run was trained" in capsys.readouterr().err
+
+    # a file of the user's own: still the run's prompt; flags override the run one by one
+    data = _gsm8k_file(tmp_path / "mine.jsonl", n=4)
+    out2 = tmp_path / "eval2"
+    assert _cli(["eval", "--model", str(run), "--dataset", str(data), "--system-prompt", "Be brief.",
+                 "--max-new-tokens", "3", "--output", str(out2)]) == 0
+    rows = [json.loads(x) for x in (out2 / "eval_samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(r["prompt"][0]["content"] == "Be brief." for r in rows)
+    assert json.loads((out2 / "eval.json").read_text())["settings"]["max_new_tokens"] == 3
+    out3 = tmp_path / "eval3"
+    assert _cli(["eval", "--model", str(run), "--dataset", str(data), "--output", str(out3)]) == 0
+    rows = [json.loads(x) for x in (out3 / "eval_samples.jsonl").read_text().splitlines()]
+    assert all(r["prompt"][0]["content"] == cfg.data.system_prompt for r in rows)
+
+
+@pytest.mark.slow  # a model: the integration tier
+def test_compare_grades_the_base_model_with_the_trained_runs_prompt(tiny, tmp_path):
+    path, _, tok = tiny
+    run, cfg = _fake_run(tmp_path, path, tok, subset="reworded")
+    out = tmp_path / "cmp"
+    assert _cli(["compare", path, str(run), "--limit", "6", "--output", str(out)]) == 0
+    for role in ("baseline", "trained"):
+        rows = [json.loads(x) for x in (out / role / "eval_samples.jsonl").read_text().splitlines()]
+        assert all(r["prompt"][0]["content"] == cfg.data.system_prompt for r in rows)
+    report = json.loads((out / "report.json").read_text())
+    assert [row["category"] for row in report["by_category"]] == ["addition", "subtraction"]
+
+
+def test_eval_of_a_model_that_is_no_run_still_needs_a_dataset(tmp_path, capsys):
+    assert _cli(["eval", "--model", "builtin:tiny", "--output", str(tmp_path / "o")]) == 2
+    assert "--dataset is needed" in capsys.readouterr().err
+
+
+def test_accuracy_by_category_names_the_category_that_got_worse():
+    from unsloth_grpo.evaluation.evaluate import category_warnings, report_markdown
+
+    rows = [{"prompt": f"q{i}", "answer": "5", "category": ("addition", "subtraction")[i % 2]} for i in range(8)]
+    before = evaluate(None, None, rows, generate_fn=lambda p, **k: [["<answer>5</answer>"] for _ in p])
+    # after: right on additions, wrong (an addition's answer) on every subtraction
+    after = evaluate(None, None, rows, generate_fn=lambda p, **k: [
+        ["<answer>5</answer>" if int(x[1:]) % 2 == 0 else "<answer>9</answer>"] for x in p])
+    assert before["by_category"]["subtraction"]["accuracy"] == 1.0
+    assert after["by_category"] == {
+        "addition": {"n": 4, "correct": 4, "accuracy": 1.0, "lenient_correct": 4, "lenient_accuracy": 1.0,
+                     "format_compliance": 0.0},
+        "subtraction": {"n": 4, "correct": 0, "accuracy": 0.0, "lenient_correct": 0, "lenient_accuracy": 0.0,
+                        "format_compliance": 0.0}}
+    report = compare(before, after)
+    assert [(w["category"], w["metric"]) for w in report["worse_categories"]] == [
+        ("subtraction", "accuracy"), ("subtraction", "lenient_accuracy")]
+    assert "category 'subtraction' got worse" in category_warnings(report)[0]
+    assert "## By category" in report_markdown(report) and "got worse" in report_markdown(report)
+    with pytest.raises(ValueError, match="no column 'operation'"):
+        evaluate(None, None, rows, by="operation", generate_fn=lambda p, **k: [["x"] for _ in p])

@@ -306,6 +306,18 @@ def run_dir_of(checkpoint: str | os.PathLike) -> Path:
     return _run_of(Path(checkpoint))
 
 
+def run_config_path(model: str | os.PathLike) -> Path | None:
+    """The ``config.yaml`` a model path was trained with: a run directory's own, a checkpoint's run's,
+    a stage directory's; None for anything else (a hub id, a built-in model, a plain adapter)."""
+    p = Path(model)
+    if not p.is_dir():
+        return None
+    for candidate in (p, run_dir_of(p) if is_checkpoint_dir(p) else None):
+        if candidate is not None and (candidate / "config.yaml").is_file():
+            return candidate / "config.yaml"
+    return None
+
+
 def stage_index_of(dirname: str) -> int | None:
     m = _STAGE_NAME.match(dirname)
     return int(m.group(1)) if m else None
@@ -314,4 +326,4 @@ def stage_index_of(dirname: str) -> int | None:
 __all__ = ["BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "HEALTH_FILE", "MARKER", "STAGES_DIR", "CheckpointInfo",
            "check_checkpoint", "checkpoint_info", "checkpoints_root", "collect_bundle", "dataset_fingerprint", "git_info",
            "is_checkpoint_dir", "latest_checkpoint", "list_checkpoints", "package_versions", "read_bundle", "read_health",
-           "read_marker", "run_dir_of", "sha256_of", "stage_index_of", "write_bundle"]
+           "read_marker", "run_config_path", "run_dir_of", "sha256_of", "stage_index_of", "write_bundle"]

@@ -1,11 +1,17 @@
 """``unsloth-grpo eval`` and ``unsloth-grpo compare``: a model (or two) on a task's held-out problems.
 
-    unsloth-grpo eval --model outputs/gsm8k/adapter --task gsm8k --dataset synthetic --output outputs/eval
-    unsloth-grpo compare builtin:tiny outputs/smoke/adapter --dataset synthetic --output outputs/compare
+    unsloth-grpo eval --model outputs/smoke --output outputs/eval                   # a run, graded as it trained
+    unsloth-grpo eval --model outputs/smoke --dataset problems.jsonl --output outputs/eval-file
+    unsloth-grpo compare builtin:tiny outputs/smoke --output outputs/compare
 
-The task's loader reads the problems and its grader (the one its correctness reward pays on)
-grades them (:meth:`unsloth_grpo.tasks.Task.grading`); the work is
-:mod:`unsloth_grpo.evaluation.evaluate`'s.
+A run directory (or one of its checkpoints) is graded as it was trained: its task, its system
+prompt, its problem set (source, subset, the held-out split, seed) and its completion limit are read
+from the run's ``config.yaml``; ``--task``, ``--system-prompt``, ``--dataset``, ``--subset``,
+``--split``, ``--seed`` and ``--max-new-tokens`` override them one by one. A model that is not a
+run (a hub id, a built-in model, a merged export) gets the task's defaults. The task's loader
+reads the problems and its grader (the one its correctness reward pays on) grades them
+(:meth:`unsloth_grpo.tasks.Task.grading`); accuracy is broken down by the rows' ``category``
+column when they have one (``--by`` names another). The work is :mod:`unsloth_grpo.evaluation.evaluate`'s.
 """
 
 from __future__ import annotations
@@ -17,20 +23,67 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.config import BACKENDS
-from unsloth_grpo.evaluation.evaluate import EVAL_SAMPLES_FILE, compare, evaluate, write_eval, write_report
+from unsloth_grpo.evaluation.evaluate import (
+    EVAL_SAMPLES_FILE,
+    category_warnings,
+    compare,
+    evaluate,
+    write_eval,
+    write_report,
+)
+
+
+def _run_config(args):
+    """The run whose config grades this evaluation: the evaluated model's own (``compare``: the trained
+    model's, else the baseline's), or ``(None, None)`` when none of them is a run."""
+    from unsloth_grpo.config import load_config
+    from unsloth_grpo.runs import run_config_path
+
+    for model in (getattr(args, "model", None), getattr(args, "trained", None), getattr(args, "baseline", None)):
+        path = run_config_path(model) if model else None
+        if path is not None:
+            return load_config(path), path
+    return None, None
 
 
 def _task_setup(args):
     """The task's held-out rows and what it grades them with (:meth:`~unsloth_grpo.tasks.Task.grading`:
-    the grader its correctness reward uses, its lenient reading, its format check)."""
+    the grader its correctness reward uses, its lenient reading, its format check), with the settings
+    of the run being evaluated unless a flag gives its own; fills in ``args`` with what was chosen."""
     from unsloth_grpo.cli.train import load_recipe
-    from unsloth_grpo.config import load_config
+    from unsloth_grpo.config import config_to_dict, load_config
     from unsloth_grpo.tasks import get_task
 
-    recipe = load_recipe(args.task)
-    data = {"source": args.dataset, "split": args.split, "limit": args.limit}
-    cfg = load_config({"data": data, "seed": args.seed}, base=recipe.defaults)
-    task = get_task(args.task)
+    run, where = _run_config(args)
+    if run is not None and args.task is not None and args.task != run.task:
+        run = None  # another task's problems: the run's prompt and data say nothing about them
+    task_name = args.task or (run.task if run is not None else "gsm8k")
+    base = config_to_dict(run) if run is not None else load_recipe(task_name).defaults
+    dataset = args.dataset or (run.data.source if run is not None else None)
+    if dataset is None:
+        raise ValueError("--dataset is needed: the model is not a run directory, so there is no problem set to "
+                         "read from its config.yaml (give a .jsonl/.json/.csv/.parquet file, a hub id or 'synthetic')")
+    data: dict = {"source": dataset, "split": args.split or (run.evaluation.split if run is not None else "test"),
+                  "limit": args.limit}
+    same_data = run is not None and dataset == run.data.source
+    if args.subset is not None:
+        data["subset"] = args.subset
+    elif run is not None and not same_data:
+        data["subset"] = None  # the run's subset names a part of its own source, not of this one
+    if args.system_prompt is not None:
+        data["system_prompt"] = args.system_prompt
+    seed = args.seed if args.seed is not None else (run.seed if run is not None else 0)
+    cfg = load_config({"data": data, "seed": seed}, base=base)
+    if args.max_new_tokens is None:
+        args.max_new_tokens = (run.evaluation.max_new_tokens or run.training.max_completion_length) \
+            if run is not None else 256
+    args.seed, args.task, args.dataset, args.split = seed, task_name, dataset, data["split"]
+    if run is not None:
+        prompt = "its own" if args.system_prompt is None else "--system-prompt"
+        print(f"grading as the run was trained ({where}): task {task_name}, system prompt {prompt}, data {dataset}"
+              + (f" (subset {cfg.data.subset})" if cfg.data.subset else "") + f", split {args.split}, "
+              f"seed {seed}, completions of at most {args.max_new_tokens} tokens; flags override each", file=sys.stderr)
+    task = get_task(task_name)
     return task.load(cfg), task.grading(cfg)
 
 
@@ -43,18 +96,30 @@ def _load_model(path: str, backend: str, device: str):
 def _add_common(p) -> None:
     from unsloth_grpo.tasks import available_tasks
 
-    p.add_argument("--task", default="gsm8k", choices=available_tasks(),
-                   help="Task whose loader and grader to use (default: gsm8k).")
-    p.add_argument("--dataset", required=True,
-                   help="The task's data: a local .jsonl/.json/.csv/.parquet file, a hub id, or 'synthetic'.")
-    p.add_argument("--split", default="test", help="Dataset split (hub datasets; default: test).")
+    p.add_argument("--task", default=None, choices=available_tasks(),
+                   help="Task whose loader and grader to use (default: the run's, else gsm8k).")
+    p.add_argument("--dataset", default=None,
+                   help="The task's data: a local .jsonl/.json/.csv/.parquet file, a hub id, or 'synthetic' "
+                        "(default: the run's own data source; needed when the model is not a run).")
+    p.add_argument("--subset", default=None,
+                   help="Subset of the data: a hub config, or an offline set such as 'easy' or 'reworded' for "
+                        "gsm8k's synthetic data (default: the run's, when the data is the run's own).")
+    p.add_argument("--system-prompt", default=None,
+                   help="System prompt to ask with (default: the run's, else the task's).")
+    p.add_argument("--split", default=None, help="Dataset split (default: the run's evaluation split, else test).")
     p.add_argument("--limit", type=int, default=None, help="Evaluate the first N problems.")
     p.add_argument("--samples", type=int, default=1, help="Completions sampled per problem for pass@k (K > 1).")
     p.add_argument("--batch-size", type=int, default=16, help="Sequences generated together.")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="Longest completion, in tokens.")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="Longest completion, in tokens (default: the run's completion limit, else 256).")
     p.add_argument("--temperature", type=float, default=0.7, help="Sampling temperature for pass@k samples.")
     p.add_argument("--top-p", type=float, default=1.0, help="Nucleus sampling for pass@k samples.")
-    p.add_argument("--seed", type=int, default=0, help="Sampling seed (same for both models in compare).")
+    p.add_argument("--seed", type=int, default=None,
+                   help="Sampling seed, and the offline generator's (default: the run's, else 0; the same for both "
+                        "models in compare).")
+    p.add_argument("--by", default="category",
+                   help="Column of the data that says each problem's kind; accuracy is broken down by it "
+                        "(default: category, which the offline sets have).")
     p.add_argument("--backend", default="auto", choices=BACKENDS,
                    help="How to load the model ('auto': Unsloth on CUDA when installed).")
     p.add_argument("--device", default="auto", help="'auto', 'cuda' or 'cpu'.")
@@ -64,7 +129,9 @@ def _add_common(p) -> None:
 def add_parser(subparsers) -> None:
     """Registers ``eval`` and ``compare``."""
     p = subparsers.add_parser("eval", help="Evaluate a base model, LoRA adapter or merged model on held-out problems.")
-    p.add_argument("--model", required=True, help="Model directory, LoRA adapter directory, hub id or builtin:tiny.")
+    p.add_argument("--model", required=True,
+                   help="A run directory (graded with its own prompt and data), a checkpoint, an adapter or merged "
+                        "directory, a hub id, or a built-in model (builtin:NAME).")
     _add_common(p)
     p.set_defaults(func=run)
 
@@ -77,7 +144,7 @@ def add_parser(subparsers) -> None:
 
 def _settings(args) -> dict[str, Any]:
     return dict(samples=args.samples, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                top_p=args.top_p, batch_size=args.batch_size, seed=args.seed, limit=args.limit)
+                top_p=args.top_p, batch_size=args.batch_size, seed=args.seed, limit=args.limit, by=args.by)
 
 
 def console_progress(label: str, *, every_s: float = 5.0, file=None) -> Callable[[str, int, int], None]:
@@ -111,7 +178,11 @@ def _summary(result: dict[str, Any]) -> str:
         parts.append(f"lenient={result['lenient_accuracy']:.3f}")
     parts.append(f"format={result['format_compliance']:.3f}")
     parts += [f"{k}={v:.3f}" for k, v in result.items() if k.startswith("pass@")]
-    return " ".join(parts) + f" ({result['seconds']:.1f}s)"
+    text = " ".join(parts) + f" ({result['seconds']:.1f}s)"
+    for name, c in (result.get("by_category") or {}).items():
+        lenient = "" if c.get("lenient_accuracy") is None else f" lenient={c['lenient_accuracy']:.3f}"
+        text += f"\n  {name}: n={c['n']} accuracy={c['accuracy']:.3f}{lenient}"
+    return text
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -155,5 +226,7 @@ def run_compare(args) -> int:
         print(f"{role} {model_path}: {_summary(results[role])}")
     report = compare(results["baseline"], results["trained"])
     md, js = write_report(report, out)
+    for line in category_warnings(report):
+        print(f"warning: {line}")
     print(f"fixed {len(report['fixed'])}, broken {len(report['broken'])}; wrote {md} and {js}")
     return 0

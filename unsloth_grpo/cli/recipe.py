@@ -117,7 +117,8 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
 
     A random tiny model can learn to emit the answer tags (whole tokens of its tokenizer) but not
     to solve a task, so each of the four tags present earns 0.25 (``xml_count`` with
-    ``once=False``: the dense signal a model that never saw the format needs). The task's own
+    ``once=False``: the dense signal a model that never saw the format needs, and
+    ``require_answer=False``: it cannot write an answer to put between them). The task's own
     rewards are still computed and logged beside it. Completions are cut at 12 tokens on
     purpose, so the length-clipping warning is switched off.
     """
@@ -128,7 +129,8 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
                   "device": "cpu"},
         "lora": {"r": 16, "alpha": 32},
         "data": {"num_synthetic": 256, "max_prompt_tokens": 256},
-        "rewards": [{"name": "xml_count", "weight": 1.0, "params": {"per_tag": 0.25, "once": False}},
+        "rewards": [{"name": "xml_count", "weight": 1.0,
+                     "params": {"per_tag": 0.25, "once": False, "require_answer": False}},
                     *task_rewards],
         "training": {
             "max_steps": 40, "learning_rate": 2e-2, "lr_scheduler_type": "constant", "warmup_ratio": 0.0,
@@ -341,6 +343,9 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
     first, last = result.mean_reward(first=5), result.mean_reward(last=5)
     print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
           f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")
+    held_out = getattr(result, "evaluation_line", lambda: None)()
+    if held_out:  # the last word of the run: what it did on problems it never trained on
+        print(held_out)
     return 0
 
 

@@ -8,8 +8,12 @@
   final number anywhere in the completion (lm-evaluation-harness's GSM8K flexible extraction,
   :func:`unsloth_grpo.grading.lenient`): beside strict accuracy it says whether training moved the
   format or the answers. It is measured, never rewarded.
-* :func:`compare` - two evaluations on the same problems: a metric table with differences and the
-  problems that flipped either way.
+* :func:`compare` - two evaluations on the same problems: a metric table with differences, the
+  problems that flipped either way, and accuracy by category with the categories that got worse.
+* :func:`by_category` - strict and lenient accuracy for each kind of problem, when the rows say
+  their kind (the offline sets' ``category`` column: the operation; any column of a user's data).
+  A mean can rise while one kind of problem falls: a model that adds every pair of numbers gets
+  the additions right and every subtraction wrong.
 * :func:`make_eval_callback` - evaluation on a small held-out slice every N training steps, logged
   as ``eval/accuracy`` etc. beside the training metrics.
 
@@ -33,6 +37,8 @@ from typing import Any, Callable
 
 EVAL_FILE = "eval.json"
 EVAL_SAMPLES_FILE = "eval_samples.jsonl"
+#: The column that says a problem's kind, when the rows have one (the offline sets do: the operation).
+CATEGORY_COLUMN = "category"
 
 #: What the table calls each compared metric, where the key alone would not say it.
 METRIC_LABELS = {"accuracy": "accuracy (strict)", "lenient_accuracy": "accuracy (lenient)"}
@@ -108,6 +114,7 @@ def evaluate(
     matches_format: Callable[[str], bool] | None = None,
     lenient_correct: Callable[[str, Any], bool] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    by: str | None = CATEGORY_COLUMN,
 ) -> dict[str, Any]:
     """Evaluate on ``dataset`` (rows with ``prompt`` and ``answer``); returns metrics and per-problem records.
 
@@ -131,11 +138,17 @@ def evaluate(
     ``max_new_tokens``; None when unknown), ``pass@k`` keys when K > 1, ``settings``,
     ``seconds`` and ``records`` (one dict per problem; :func:`write_eval` stores them apart).
     ``progress(phase, done, total)`` hears how far the default generator is ("greedy", "sampled").
+
+    ``by`` names the column that says each problem's kind (default ``category``); when the rows have
+    it, each record keeps its value and ``by_category`` holds accuracy per kind (:func:`by_category`).
     """
     if samples < 1:
         raise ValueError(f"samples={samples}: use an integer >= 1 (completions per problem for pass@k)")
     if samples > 1 and temperature <= 0:
         raise ValueError(f"samples={samples} needs temperature > 0 (pass@k from greedy copies means nothing)")
+    if by is not None and by != CATEGORY_COLUMN and len(dataset) and by not in dataset[0]:
+        raise ValueError(f"--by {by}: the evaluation rows have no column '{by}'; "
+                         f"they have: {', '.join(sorted(dataset[0]))}")
     if is_correct is None or matches_format is None:
         from unsloth_grpo import grading
 
@@ -184,6 +197,8 @@ def evaluate(
             "completion_tokens": num_tokens,
             "finished": finished,
         }
+        if by is not None and by in rows[i]:
+            rec["category"] = str(rows[i][by])
         if sampled is not None:
             texts = [_unpack(s, None)[0] for s in sampled[i]]
             rec["samples"] = texts
@@ -206,6 +221,10 @@ def evaluate(
     if sampled is not None:
         for k in pass_ks(samples):
             result[f"pass@{k}"] = sum(pass_at_k(samples, sum(r["samples_correct"]), k) for r in records) / n
+    categories = by_category(records)
+    if categories:
+        result["by_category"] = categories
+        result["category_column"] = by
     result["settings"] = {"samples": samples, "max_new_tokens": max_new_tokens, "temperature": temperature,
                           "top_p": top_p, "batch_size": batch_size, "seed": seed, "limit": limit,
                           "greedy": "accuracy, lenient_accuracy and format_compliance use one greedy completion "
@@ -213,6 +232,32 @@ def evaluate(
     result["seconds"] = round(seconds, 3)
     result["records"] = records
     return result
+
+
+def by_category(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Accuracy per kind of problem: ``{category: {n, correct, accuracy, lenient_correct,
+    lenient_accuracy, format_compliance}}`` over the records that carry a ``category``, in sorted order;
+    empty when none does.
+
+    >>> recs = [{"category": "addition", "correct": True, "lenient_correct": True, "format_ok": True},
+    ...         {"category": "subtraction", "correct": False, "lenient_correct": False, "format_ok": True}]
+    >>> {k: v["accuracy"] for k, v in by_category(recs).items()}
+    {'addition': 1.0, 'subtraction': 0.0}
+    """
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("category") is not None:
+            groups.setdefault(str(r["category"]), []).append(r)
+    out = {}
+    for name in sorted(groups):
+        recs = groups[name]
+        n, correct = len(recs), sum(bool(r["correct"]) for r in recs)
+        lenient = None if any(r.get("lenient_correct") is None for r in recs) else \
+            sum(bool(r["lenient_correct"]) for r in recs)
+        out[name] = {"n": n, "correct": correct, "accuracy": correct / n,
+                     "lenient_correct": lenient, "lenient_accuracy": None if lenient is None else lenient / n,
+                     "format_compliance": sum(bool(r.get("format_ok")) for r in recs) / n}
+    return out
 
 
 def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -318,11 +363,72 @@ def compare(baseline: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]
         if all(r.get("lenient_correct") is not None for r in (*b_recs, *t_recs)):
             lenient_intervals = {name: list(wilson_interval(sum(r["lenient_correct"] for r in recs), len(recs)))
                                  for name, recs in (("baseline", b_recs), ("trained", t_recs))}
+    categories = category_changes(baseline, trained)
     return {"n": len(b_recs), "metrics": table, "fixed": fixed, "broken": broken, "accuracy_ci95": intervals,
             "lenient_accuracy_ci95": lenient_intervals, "note": STRICT_VS_LENIENT if lenient_intervals else None,
+            "by_category": categories["table"], "worse_categories": categories["worse"],
+            "stalled_categories": categories["stalled"],
             "baseline": {k: baseline.get(k) for k in ("model", "dataset")},
             "trained": {k: trained.get(k) for k in ("model", "dataset")},
             "settings": trained.get("settings")}
+
+
+#: A category whose strict accuracy stayed within this of where it was while the whole set rose by
+#: :data:`STALLED_RISE` or more is called stalled: the gain came from the other kinds of problem.
+STALLED_RISE = 0.10
+
+
+def category_changes(baseline: dict[str, Any], trained: dict[str, Any]) -> dict[str, Any]:
+    """Accuracy by category before and after, and the categories that got worse or stalled.
+
+    ``table``: one row per category (``n``, strict and lenient before, after and difference).
+    ``worse``: the categories whose strict or lenient accuracy fell, with the metric that fell.
+    ``stalled``: categories whose strict accuracy did not rise while the whole set rose by at least
+    :data:`STALLED_RISE`. Empty lists when the evaluations have no categories.
+
+    >>> before = {"accuracy": 0.0, "by_category": {"addition": {"n": 2, "accuracy": 0.0, "lenient_accuracy": 0.5},
+    ...                                          "subtraction": {"n": 2, "accuracy": 0.0, "lenient_accuracy": 0.5}}}
+    >>> after = {"accuracy": 0.5, "by_category": {"addition": {"n": 2, "accuracy": 1.0, "lenient_accuracy": 1.0},
+    ...                                         "subtraction": {"n": 2, "accuracy": 0.0, "lenient_accuracy": 0.0}}}
+    >>> [(w["category"], w["metric"]) for w in category_changes(before, after)["worse"]]
+    [('subtraction', 'lenient_accuracy')]
+    >>> category_changes(before, after)["stalled"]
+    ['subtraction']
+    """
+    b, t = baseline.get("by_category") or {}, trained.get("by_category") or {}
+    table, worse, stalled = [], [], []
+    rise = (trained.get("accuracy") or 0.0) - (baseline.get("accuracy") or 0.0)
+    for name in sorted(set(b) & set(t)):
+        row: dict[str, Any] = {"category": name, "n": t[name]["n"]}
+        for metric in ("accuracy", "lenient_accuracy"):
+            before, after = b[name].get(metric), t[name].get(metric)
+            row[metric] = {"baseline": before, "trained": after,
+                           "diff": None if before is None or after is None else after - before}
+            if before is not None and after is not None and after < before - 1e-12:
+                worse.append({"category": name, "metric": metric, "baseline": before, "trained": after,
+                              "n": t[name]["n"]})
+        table.append(row)
+        diff = row["accuracy"]["diff"]
+        if rise >= STALLED_RISE and diff is not None and diff <= 1e-12:
+            stalled.append(name)
+    return {"table": table, "worse": worse, "stalled": stalled}
+
+
+def category_warnings(report: dict[str, Any]) -> list[str]:
+    """The report's worse and stalled categories in words, one line each, with what to do."""
+    lines = []
+    for w in report.get("worse_categories") or []:
+        label = METRIC_LABELS.get(w["metric"], w["metric"])
+        lines.append(f"category '{w['category']}' got worse: {label} {w['baseline']:.3f} -> {w['trained']:.3f} "
+                     f"({w['n']} problems). Read its completions (eval_samples.jsonl): a model that writes one "
+                     "calculation for every problem gains on one kind and loses the others; balance the worked "
+                     "examples and the training data across kinds.")
+    for name in report.get("stalled_categories") or []:
+        if any(w["category"] == name for w in report.get("worse_categories") or []):
+            continue
+        lines.append(f"category '{name}' did not improve while the whole set did: the gain came from the other "
+                     "kinds of problem. Read its completions before calling the run a success.")
+    return lines
 
 
 def _one_line(text: str, limit: int = 160) -> str:
@@ -350,6 +456,16 @@ def report_markdown(report: dict[str, Any], *, max_listed: int = 20) -> str:
         lines.append(f"Paired on the same problems (strict): {change_in_words(report)}.")
     if report.get("note"):
         lines += ["", report["note"]]
+    if report.get("by_category"):
+        lines += ["", "## By category", "", "| category | n | strict before | strict after | lenient before | lenient after |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for row in report["by_category"]:
+            s, l = row["accuracy"], row["lenient_accuracy"]
+            fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+            lines.append(f"| {row['category']} | {row['n']} | {fmt(s['baseline'])} | {fmt(s['trained'])} | "
+                         f"{fmt(l['baseline'])} | {fmt(l['trained'])} |")
+        warnings = category_warnings(report)
+        lines += [""] + [f"**Warning:** {w}" for w in warnings] if warnings else ["", "No category got worse."]
     for key, title in (("fixed", "Fixed (baseline wrong, trained right; strict)"),
                        ("broken", "Broken (baseline right, trained wrong; strict)")):
         items = report[key]

@@ -337,6 +337,8 @@ def analyse(
                 "completion) -- the reward is the bottleneck"
             )
     warnings += format_warnings(records, [fn for r, fn in zip(results, funcs) if r.error is None])
+    warnings += prompt_copy_warnings(records, [fn for r, fn in zip(results, funcs) if r.error is None],
+                                     [r.weight for r in results if r.error is None])
     names = [r.name for r in ok]
     for i, a in enumerate(names):
         for b in names[i + 1 :]:
@@ -449,6 +451,102 @@ def format_warnings(records: Sequence[dict], funcs: Sequence[Callable]) -> list[
                        f"two lines {lines[1]:g} -- in a regex '.' does not match a newline, so '.*?' stops at the "
                        "first line break; compile the pattern with re.DOTALL (pass flags=re.DOTALL, or re.S, to "
                        "re.match / re.search)")
+    return out
+
+
+# ---------------------------------------------------------------- the prompt's own text as a completion
+
+#: How many of the records' prompts each prompt probe is scored with.
+PROMPT_PROBE_ROWS = 16
+#: A worked example copied word for word may earn at most this share of what a right answer earns.
+COPY_SHARE_LIMIT = 0.5
+
+
+def prompt_probes(system: str, reasoning_tag: str = "reasoning", answer_tag: str = "answer") -> list[tuple[str, str]]:
+    """The completions a policy could copy out of a system prompt: ``(label, text)`` for each reasoning
+    block followed by an answer block in it. A block whose answer holds no digit is the template
+    (``the final number``); one with a digit is a worked example.
+
+    >>> [label for label, _ in prompt_probes("Reply as <reasoning>...</reasoning><answer>N</answer>. Example: "
+    ...                                       "<reasoning>3 + 4 = 7</reasoning><answer>7</answer>")]
+    ['the template', 'worked example 1']
+    """
+    import re
+
+    pattern = re.compile(rf"<{reasoning_tag}>.*?</{reasoning_tag}>\s*<{answer_tag}>(.*?)</{answer_tag}>", re.S)
+    out, examples = [], 0
+    for m in pattern.finditer(system):
+        if any(c.isdigit() for c in m.group(1)):
+            examples += 1
+            out.append((f"worked example {examples}", m.group(0)))
+        else:
+            out.append(("the template", m.group(0)))
+    return out
+
+
+def _system_text(prompt: Any) -> str:
+    if isinstance(prompt, (list, tuple)):
+        return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict) and m.get("role") == "system")
+    return ""
+
+
+def _mean_total(records: Sequence[dict], funcs: Sequence[Callable], weights: Sequence[float],
+                completion: str) -> tuple[float, dict[str, float]]:
+    """The mean weighted total, and each reward's mean, of ``completion`` given for every record."""
+    from unsloth_grpo.rewards.calling import call_reward
+
+    probes = [dict(r, completion=completion) for r in records]
+    for p in probes:
+        p.pop("completion_ids", None)
+    completions, kwargs = reward_call(probes)
+    means, total = {}, 0.0
+    for fn, w in zip(funcs, weights):
+        try:
+            values = [v for v in call_reward(fn, completions, **kwargs) if v is not None]
+        except Exception:  # noqa: BLE001 - a reward that fails on a probe is reported by analyse itself
+            continue
+        if values:
+            means[fn.__name__] = statistics.fmean(values)
+            total += w * means[fn.__name__]
+    return total, means
+
+
+def prompt_copy_warnings(records: Sequence[dict], funcs: Sequence[Callable], weights: Sequence[float]) -> list[str]:
+    """Score the system prompt's own template and worked examples as completions of the records' prompts,
+    as a policy that copies them would write them; warn when the template earns anything, and when a
+    worked example copied word for word earns :data:`COPY_SHARE_LIMIT` or more of what a right answer
+    earns (a right answer: the record's gold in the answer block)."""
+    with_prompt = [r for r in records if _system_text(r.get("prompt"))]
+    if not with_prompt or not funcs:
+        return []
+    seen, rows = set(), []
+    for r in with_prompt:
+        key = json.dumps(r["prompt"], sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            rows.append(r)
+        if len(rows) >= PROMPT_PROBE_ROWS:
+            break
+    out = []
+    gold = None
+    if all(isinstance(r.get("answer"), (str, int, float)) for r in rows):
+        golds = [dict(r, completion=f"<reasoning>\nWorked out.\n</reasoning>\n<answer>\n{r['answer']}\n</answer>")
+                 for r in rows]
+        gold = statistics.fmean(_mean_total([g], funcs, weights, g["completion"])[0] for g in golds)
+    for label, text in prompt_probes(_system_text(rows[0]["prompt"])):
+        total, means = _mean_total(rows, funcs, weights, text)
+        paid = ", ".join(f"{k} {v:.3g}" for k, v in means.items() if v > 0)
+        shown = " ".join(text.split())[:80]
+        if label == "the template" and total > _EPS:
+            out.append(f"the system prompt's template copied as it is ({shown!r}) earns {total:.3g} a completion "
+                       f"({paid}) -- a policy that copies the prompt is paid for it (a real model learned exactly "
+                       "that); let the format rewards pay only an answer (the built-in ones do: require_answer), "
+                       "or show a worked example instead of placeholders")
+        elif label != "the template" and gold is not None and gold > _EPS and total >= COPY_SHARE_LIMIT * gold:
+            out.append(f"{label} of the system prompt copied word for word ({shown!r}) earns {total:.3g} a "
+                       f"completion on these problems ({paid}), {total / gold:.0%} of what a right answer earns "
+                       f"({gold:.3g}) -- copying the example is worth more than half an answer; weigh correctness "
+                       "above the format rewards so that only a right answer pays well")
     return out
 
 

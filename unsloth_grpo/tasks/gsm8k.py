@@ -30,13 +30,18 @@ SYSTEM_PROMPT = (
     "Put only the final number inside <answer>."
 )
 
-#: The format shown by a worked example, for a small real model that ignores a format described in
-#: words (SmolLM2-135M-Instruct writes no tags under SYSTEM_PROMPT; docs/real_model.md).
+#: The format shown by worked examples, for a small real model that ignores a format described in
+#: words (SmolLM2-135M-Instruct writes no tags under SYSTEM_PROMPT; docs/real_model.md). Two examples,
+#: one of each operation of the ``easy`` set, so that neither is the one the prompt shows; and no
+#: abstract template: a placeholder such as "the final number" in an answer block is text a model
+#: can copy, and one seed of an earlier preset learned to copy exactly that (docs/real_model.md).
 EXAMPLE_SYSTEM_PROMPT = (
-    "Solve the math word problem. Reply in exactly this format:\n"
-    "<reasoning>\nthe calculation\n</reasoning>\n<answer>\nthe final number\n</answer>\n"
-    "Example:\nQuestion: Ann has 3 pens and buys 4 more. How many pens does Ann have now?\n"
-    "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
+    "Solve the math word problem. Write the calculation inside <reasoning> tags, then only the final "
+    "number inside <answer> tags.\n"
+    "Example 1:\nQuestion: Ann has 3 pens. Bob gives Ann 4 more. How many pens does Ann have now?\n"
+    "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>\n"
+    "Example 2:\nQuestion: Cara had 15 cards and gave away 6 of them. How many cards are left?\n"
+    "<reasoning>\n15 - 6 = 9\n</reasoning>\n<answer>\n9\n</answer>"
 )
 
 #: Rewards the recipe uses unless the config lists its own: format first, then correctness.
@@ -100,7 +105,7 @@ def load_gsm8k(
         kind = synthetic_subset(subset)
         return synthetic_dataset(functools.partial(make_synthetic_problems, subset=kind, split=split), split=split,
                                  seed=seed, num_synthetic=num_synthetic, limit=limit, system_prompt=system,
-                                 gold_parser=parse_gold)
+                                 columns=("answer", CATEGORY_COLUMN), gold_parser=parse_gold)
     rows = load_table(source, split=split, subset=subset)
     return to_prompt_dataset(
         rows,
@@ -126,34 +131,61 @@ def _problem(rng: random.Random) -> dict[str, str]:
     if kind == 0:
         a, b = rng.randint(2, 90), rng.randint(2, 90)
         q = f"{name} has {a} {thing}. {other} gives {name} {b} more. How many {thing} does {name} have now?"
-        steps, result = f"{name} has {a} + {b} = <<{a}+{b}={a + b}>>{a + b} {thing}.", a + b
+        steps, result, category = f"{name} has {a} + {b} = <<{a}+{b}={a + b}>>{a + b} {thing}.", a + b, "addition"
     elif kind == 1:
         a = rng.randint(20, 200)
         b = rng.randint(1, a - 1)
         q = f"{name} had {a} {thing} and sold {b} of them. How many {thing} are left?"
-        steps, result = f"{a} - {b} = <<{a}-{b}={a - b}>>{a - b} {thing} are left.", a - b
+        steps, result, category = f"{a} - {b} = <<{a}-{b}={a - b}>>{a - b} {thing} are left.", a - b, "subtraction"
     elif kind == 2:
         a, b = rng.randint(2, 12), rng.randint(2, 30)
         q = f"{name} buys {a} boxes with {b} {thing} in each box. How many {thing} does {name} buy?"
-        steps, result = f"{a} * {b} = <<{a}*{b}={a * b}>>{a * b} {thing}.", a * b
+        steps, result, category = f"{a} * {b} = <<{a}*{b}={a * b}>>{a * b} {thing}.", a * b, "multiplication"
     else:
         a, b, price = rng.randint(2, 9), rng.randint(2, 9), rng.randint(2, 15)
         q = (f"{name} buys {a} {thing} and {other} buys {b} {thing}. Each costs ${price}. "
              f"How many dollars do they spend together?")
         steps = (f"They buy {a} + {b} = <<{a}+{b}={a + b}>>{a + b} {thing}.\n"
                  f"They spend {a + b} * {price} = <<{a + b}*{price}={(a + b) * price}>>{(a + b) * price} dollars.")
-        result = (a + b) * price
-    return {"question": q, "answer": f"{steps}\n#### {result:,}"}
+        result, category = (a + b) * price, "two-step"
+    return {"question": q, "answer": f"{steps}\n#### {result:,}", "category": category}
 
 
 #: The offline problem sets (``data.subset`` when ``data.source`` is ``synthetic``): ``main`` mixes
 #: one- and two-step problems with numbers up to 200; ``easy`` is one step, adding or taking away a
-#: one-digit number (a small real model is right on some of them; see docs/real_model.md).
-SYNTHETIC_SUBSETS = ("main", "easy")
+#: one-digit number (a small real model is right on some of them; see docs/real_model.md);
+#: ``reworded`` is the ``easy`` arithmetic in phrasings no other set uses (:data:`REWORDED_TEMPLATES`),
+#: half additions and half subtractions: a held-out set for what a model trained on ``easy`` learned.
+SYNTHETIC_SUBSETS = ("main", "easy", "reworded")
+
+#: Every offline row carries its kind of problem in this column; evaluation breaks accuracy down by it.
+CATEGORY_COLUMN = "category"
 
 #: ``easy`` problems are split by their arithmetic: one sum or difference in ``EASY_HELD_OUT_EVERY``
 #: (by CRC) is held out, so no held-out problem is a training problem under other names.
 EASY_HELD_OUT_EVERY = 4
+
+#: The ``reworded`` set's phrasings, by operation: none of them is a phrasing of ``easy`` or ``main``
+#: or of the real-model preset's worked examples. The last subtraction asks "how many more", where the
+#: word "more" names a difference, not a sum.
+REWORDED_TEMPLATES = {
+    "addition": (
+        "{name} found {a} {thing} in the morning and {b} more in the afternoon. How many {thing} did {name} find in all?",
+        "There are {a} {thing} in a box. {name} puts {b} {thing} into the box. How many {thing} are in the box now?",
+        "{name} picked {a} {thing} and {other} picked {b} {thing}. How many {thing} did they pick together?",
+        "A shelf holds {a} {thing}. Then {b} {thing} are added to the shelf. How many {thing} are on the shelf?",
+        "{name} bought {a} {thing} on Monday and {b} {thing} on Tuesday. How many {thing} did {name} buy in total?",
+        "{name} won {a} {thing} in the first game and {b} {thing} in the second game. How many {thing} did {name} win?",
+    ),
+    "subtraction": (
+        "{name} had {a} {thing} and lost {b} of them. How many {thing} does {name} have now?",
+        "There were {a} {thing} on the table. {name} took {b} of them away. How many {thing} are on the table now?",
+        "A bag holds {a} {thing}. {name} takes {b} {thing} out of the bag. How many {thing} are still in the bag?",
+        "{name} had {a} {thing} and used {b} of them for a project. How many {thing} does {name} still have?",
+        "{name} needs {a} {thing} and already has {b}. How many more {thing} does {name} need?",
+        "{name} has {a} {thing} and {other} has {b} {thing}. How many more {thing} does {name} have than {other}?",
+    ),
+}
 
 
 def synthetic_subset(subset: str | None) -> str:
@@ -169,35 +201,64 @@ def _easy_split(op: str, a: int, b: int) -> str:
     return "test" if zlib.crc32(f"{a}{op}{b}".encode()) % EASY_HELD_OUT_EVERY == 0 else "train"
 
 
+def _easy_numbers(rng: random.Random, op: str) -> tuple[int, int, int]:
+    """One sum of two one-digit numbers, or one difference of a teen and a one-digit number."""
+    if op == "+":
+        a, b = rng.randint(2, 9), rng.randint(2, 9)
+        return a, b, a + b
+    a, b = rng.randint(10, 19), rng.randint(2, 9)
+    return a, b, a - b
+
+
 def _easy_problem(rng: random.Random, split: str) -> dict[str, str]:
     """One step: add a one-digit number to one, or take one away from a number up to 19."""
     while True:
         name, other = rng.sample(_NAMES, 2)
         thing = rng.choice(_THINGS)
-        if rng.random() < 0.5:
-            a, b = rng.randint(2, 9), rng.randint(2, 9)
-            op, result = "+", a + b
+        op = "+" if rng.random() < 0.5 else "-"
+        a, b, result = _easy_numbers(rng, op)
+        if op == "+":
             q = f"{name} has {a} {thing}. {other} gives {name} {b} more. How many {thing} does {name} have now?"
         else:
-            a, b = rng.randint(10, 19), rng.randint(2, 9)
-            op, result = "-", a - b
             q = f"{name} had {a} {thing} and sold {b} of them. How many {thing} are left?"
         if _easy_split(op, a, b) == ("train" if split == "train" else "test"):
-            return {"question": q, "answer": f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}"}
+            return {"question": q, "answer": f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}",
+                    "category": "addition" if op == "+" else "subtraction"}
+
+
+def _reworded_problem(rng: random.Random, index: int) -> dict[str, str]:
+    """The ``easy`` set's arithmetic (its held-out sums and differences) in another phrasing; the
+    operation alternates with ``index``, so any even count is balanced by operation."""
+    category = ("addition", "subtraction")[index % 2]
+    op = "+" if category == "addition" else "-"
+    while True:
+        a, b, result = _easy_numbers(rng, op)
+        if _easy_split(op, a, b) == "test":
+            break
+    name, other = rng.sample(_NAMES, 2)
+    template = rng.choice(REWORDED_TEMPLATES[category])
+    q = template.format(name=name, other=other, thing=rng.choice(_THINGS), a=a, b=b)
+    return {"question": q, "answer": f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}",
+            "category": category, "template": str(REWORDED_TEMPLATES[category].index(template))}
 
 
 def make_synthetic_problems(n: int, seed: int = 0, *, subset: str = "main",
                             split: str = "train") -> list[dict[str, str]]:
-    """``n`` GSM8K-format problems (``question``, ``answer`` with ``#### N``), deterministic per seed.
+    """``n`` GSM8K-format problems (``question``, ``answer`` with ``#### N``, ``category``: the kind of
+    problem), deterministic per seed.
 
     ``subset`` is one of :data:`SYNTHETIC_SUBSETS`. ``split`` matters for ``easy`` only, whose
-    held-out problems (any split but ``train``) use sums and differences no training problem uses.
+    held-out problems (any split but ``train``) use sums and differences no training problem uses;
+    ``reworded`` is held out whatever the split (it is never a training set of a preset).
     """
     if n < 1:
         raise DataError(f"num_synthetic={n}: ask for at least one synthetic problem")
     rng = random.Random(seed)
-    if synthetic_subset(subset) == "easy":
+    kind = synthetic_subset(subset)
+    if kind == "easy":
         return [_easy_problem(rng, split) for _ in range(n)]
+    if kind == "reworded":
+        return [_reworded_problem(rng, i) for i in range(n)]
     return [_problem(rng) for _ in range(n)]
 
 
@@ -228,7 +289,8 @@ class Gsm8k(Task):
     def worked_rows(self, cfg, n: int):
         """The offline generator's worked answers when ``data.source`` is ``synthetic``."""
         if cfg.data.source == "synthetic":
-            return make_synthetic_problems(n, seed=cfg.seed), "question", "answer"
+            return make_synthetic_problems(n, seed=cfg.seed, subset=synthetic_subset(cfg.data.subset),
+                                           split="train"), "question", "answer"
         return super().worked_rows(cfg, n)
 
     def final_answer(self, worked: str) -> str | None:

@@ -19,7 +19,14 @@ logs (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``rewards/<name>/mea
                     of :mod:`unsloth_grpo.training.rollouts` says so)
 ``wasted_groups``   a sizeable share of groups (not most) keep identical rewards, with dynamic
                     sampling off: recommends ``training.dynamic_sampling`` and its measured effect
+``format_without_answers``
+                    the format rewards rose and stay high while the task's grading reward stays
+                    at 0: the model is paid for the form of an answer, not for answering
 ==================  ============================================================================
+
+The completions themselves are watched for tricks (``copies_prompt``, ``one_pattern``,
+``category_gap``) by :class:`unsloth_grpo.training.tricks.TrickWatcher`, which hands its warnings
+to the same callback.
 
 TRL's ``reward_std`` is the standard deviation over the whole batch; ``frac_reward_zero_std`` is the
 share of groups (the ``num_generations`` completions of one prompt) whose rewards were all equal,
@@ -52,9 +59,17 @@ from unsloth_grpo.runs import HEALTH_FILE
 #: Reward names treated as format rewards (a key matches when it contains one of them).
 DEFAULT_FORMAT_REWARDS = ("strict_format", "soft_format", "xml_count")
 
-#: Every warning the checker can raise, in the order it checks them.
+#: The rewards whose verdict is a task's answer check (each task's ``grading_rewards``); matched as substrings.
+DEFAULT_GRADING_REWARDS = ("correctness", "exact_match", "qa_correctness", "arith_correct", "countdown_equation",
+                           "json_extract_values", "tests_passed")
+
+#: The warnings of :mod:`unsloth_grpo.training.tricks`, read from the completions.
+TRICK_WARNINGS = ("copies_prompt", "one_pattern", "category_gap")
+
+#: Every warning the monitor can raise, in the order it checks them.
 WARNING_NAMES = ("mode_collapse", "no_signal", "kl_blowup", "flat_reward", "length_clipped", "format_zero",
-                 "no_tool_calls", "tool_errors", "stale_rollouts", "wasted_groups")
+                 "no_tool_calls", "tool_errors", "stale_rollouts", "wasted_groups", "format_without_answers",
+                 *TRICK_WARNINGS)
 
 #: What training.dynamic_sampling did where it was measured (docs/dynamic-sampling.md); the
 #: ``wasted_groups`` warning quotes it.
@@ -122,6 +137,20 @@ class HealthThresholds:
         "sampling correction) above this warns."
     )
     rollout_window: int = _h(5, help="stale_rollouts: logged steps in a row the difference must stay above it.")
+    grading_rewards: list[str] = _h(
+        help="Names that mark a reward as the task's grading reward (rewards/<name>/mean, matched as substrings); "
+        "format_without_answers compares them with the format rewards.",
+        factory=lambda: list(DEFAULT_GRADING_REWARDS),
+    )
+    trick_window: int = _h(
+        10, help="format_without_answers: logged steps in a row the format rewards must stay near their best while "
+        "the grading reward stays at 0; the completion checks (copies_prompt, one_pattern, category_gap) look at "
+        "the completions of the last trick_window // 2 steps.")
+    format_rise: float = _h(
+        0.2, help="format_without_answers: how far the format rewards (their means summed) must have risen.")
+    category_column: str = _h(
+        "category", help="The dataset column that says a problem's kind (one_pattern, category_gap; evaluation "
+        "breaks accuracy down by it).")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -129,7 +158,7 @@ class HealthThresholds:
             if f.name.endswith("_window") and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ValueError(f"monitor.{f.name}={value!r}: a window is a count of logged steps, "
                                  "use an integer >= 1")
-        for name in ("collapse_std", "kl_max", "flat_min_delta", "rollout_logp_diff"):
+        for name in ("collapse_std", "kl_max", "flat_min_delta", "rollout_logp_diff", "format_rise"):
             if getattr(self, name) < 0:
                 raise ValueError(f"monitor.{name}={getattr(self, name)!r}: use a value >= 0")
         for name in ("no_signal_frac", "clipped_ratio", "wasted_groups_frac"):
@@ -146,9 +175,10 @@ class HealthThresholds:
         if self.stop_on_collapse and "mode_collapse" in self.ignore:
             raise ValueError("monitor.stop_on_collapse is on but monitor.ignore lists mode_collapse; "
                              "remove one of the two")
-        if isinstance(self.format_rewards, str):
-            raise ValueError(f"monitor.format_rewards={self.format_rewards!r}: give a list of names, "
-                             "e.g. ['strict_format']")
+        for name in ("format_rewards", "grading_rewards"):
+            if isinstance(getattr(self, name), str):
+                raise ValueError(f"monitor.{name}={getattr(self, name)!r}: give a list of names, "
+                                 "e.g. ['strict_format']")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "HealthThresholds":
@@ -212,6 +242,9 @@ class HealthChecker:
         self._no_call_run = 0
         self._all_failed_run = 0
         self._stale_run = 0
+        self._answers: deque[tuple[float, float]] = deque(maxlen=t.trick_window)
+        self._format_first: float | None = None
+        self._format_best = 0.0
 
     # ------------------------------------------------------------------ helpers
     def _fire(self, out: list[HealthWarning], step: int, name: str, message: str, fix: str,
@@ -356,7 +389,38 @@ class HealthChecker:
                 )
         self._check_tools(out, step, logs)
         self._check_rollouts(out, step, logs)
+        self._check_answers(out, step, logs)
         return out
+
+    def _check_answers(self, out: list[HealthWarning], step: int, logs: Mapping[str, Any]) -> None:
+        """The format rewards rose and stay near their best, and the grading reward stays at 0: what a
+        model that copies the prompt's template, or writes well-formed wrong answers, looks like."""
+        t = self.t
+        fmt = [v for _, key in self._format_keys(logs) if (v := _num(logs, key)) is not None]
+        grading = [v for key in logs if key.startswith("rewards/") and key.endswith("/mean")
+                   and any(g in key[len("rewards/"):-len("/mean")] for g in t.grading_rewards)
+                   and not any(f in key for f in t.format_rewards) and (v := _num(logs, key)) is not None]
+        if not fmt or not grading:
+            return
+        f, g = sum(fmt), max(grading)
+        if self._format_first is None:
+            self._format_first = f
+        self._format_best = max(self._format_best, f)
+        self._answers.append((f, g))
+        if len(self._answers) < t.trick_window:
+            return
+        near_best = all(x >= 0.8 * self._format_best for x, _ in self._answers)
+        if near_best and self._format_best - self._format_first >= t.format_rise and all(y <= 0 for _, y in self._answers):
+            self._fire(
+                out, step, "format_without_answers",
+                f"the format rewards rose from {self._format_first:.3g} to {f:.3g} and stayed there for "
+                f"{t.trick_window} logged steps while the grading reward stayed at 0: the model is paid for the "
+                "form of an answer and never for a right one (a copied template, or one fixed wrong answer).",
+                "Read the completions (samples.jsonl). Make the format pay only with an answer inside "
+                "(require_answer), weigh correctness above format, show worked examples rather than a template, "
+                "or start from a short SFT stage on worked answers so that some completions are right.",
+                {"format_rewards": f, "grading_reward": g, "window": t.trick_window},
+            )
 
     def _check_wasted(self, out: list[HealthWarning], step: int, logs: Mapping[str, Any], zero: float) -> None:
         """A share of every step's groups teaches nothing, though the reward does vary elsewhere:

@@ -19,6 +19,12 @@ class TrainResult:
     backend: dict = field(default_factory=dict)
     seconds: float = 0.0
     global_step: int = 0
+    #: The before/after evaluation on held-out problems (:func:`held_out_summary`), when the run made one.
+    evaluation: dict | None = None
+
+    def evaluation_line(self) -> str | None:
+        """``held-out (64 problems): strict 0.000 -> 0.594, lenient 0.172 -> 0.594``, or None."""
+        return None if self.evaluation is None else held_out_line(self.evaluation)
 
     def mean_reward(self, first: int | None = None, last: int | None = None) -> float:
         rows = [m["reward"] for m in self.metrics if "reward" in m]
@@ -27,6 +33,30 @@ class TrainResult:
         if last is not None:
             rows = rows[-last:]
         return sum(rows) / len(rows) if rows else float("nan")
+
+
+def held_out_summary(before: dict, after: dict, report: dict | None = None) -> dict:
+    """What the one closing line of a run says about two evaluations of the same held-out problems."""
+    return {"n": after["n"], "strict": [before["accuracy"], after["accuracy"]],
+            "lenient": [before.get("lenient_accuracy"), after.get("lenient_accuracy")],
+            "worse_categories": [w["category"] for w in (report or {}).get("worse_categories") or []],
+            "stalled_categories": list((report or {}).get("stalled_categories") or [])}
+
+
+def held_out_line(summary: dict) -> str:
+    """The run's closing line on held-out accuracy: strict and lenient, before -> after."""
+    strict = summary["strict"]
+    text = f"held-out ({summary['n']} problems): strict {strict[0]:.3f} -> {strict[1]:.3f}"
+    lenient = summary.get("lenient") or [None, None]
+    if None not in lenient:
+        text += f", lenient {lenient[0]:.3f} -> {lenient[1]:.3f}"
+    worse = list(dict.fromkeys(summary.get("worse_categories") or []))
+    stalled = [c for c in summary.get("stalled_categories") or [] if c not in worse]
+    if worse:
+        text += f"; worse on: {', '.join(worse)}"
+    if stalled:
+        text += f"; no gain on: {', '.join(stalled)}"
+    return text
 
 
 class TrainingStopped(RuntimeError):

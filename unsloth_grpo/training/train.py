@@ -283,22 +283,48 @@ def _starting_model(cfg: RecipeConfig, stage: tuple[int, str | None]) -> str:
     return f"{cfg.model.name} (before training)"
 
 
-def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Callable[[str], None]) -> None:
-    """Rank 0 after training: tokenizer beside the adapter, the before/after report, the plots."""
+def report_before_after(before: dict, after: dict, out: Path, log: Callable[[str], None]) -> dict:
+    """``report.md`` and ``report.json`` in ``out`` for two evaluations of the same held-out problems, the
+    change said in one line, and a warning for each category that got worse or did not move; returns
+    the run's held-out summary."""
+    from unsloth_grpo.evaluation.evaluate import category_warnings, change_in_words, compare, write_report
+    from unsloth_grpo.training.results import held_out_summary
+
+    report = compare(before, after)
+    write_report(report, out)
+    lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
+        f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
+    log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
+        f"on {after['n']} held-out problems ({change_in_words(report)}){lenient}, format "
+        f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} ({out / 'report.md'})")
+    for line in category_warnings(report):
+        log(f"evaluation warning: {line}")
+    return held_out_summary(before, after, report)
+
+
+def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list) -> list:
+    """The reward functions wrapped by a :class:`~unsloth_grpo.training.tricks.TrickWatcher` that hands
+    what it sees (a copied prompt, one pattern for every problem, a kind of problem never paid) to
+    the health monitor; same names and scores."""
+    from unsloth_grpo.tasks import get_task
+    from unsloth_grpo.training.tricks import TrickWatcher
+
+    watcher = TrickWatcher(health.report, grading=get_task(cfg.task).grading_rewards,
+                           category_column=thresholds.category_column, window=max(1, thresholds.trick_window // 2),
+                           ignore=thresholds.ignore)
+    return watcher.wrap(reward_funcs)
+
+
+def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Callable[[str], None]) -> dict | None:
+    """Rank 0 after training: tokenizer beside the adapter, the before/after report, the plots.
+    Returns the held-out summary (:func:`~unsloth_grpo.training.results.held_out_summary`) or None."""
     out = Path(cfg.output_dir)
     loaded.tokenizer.save_pretrained(str(out))
+    summary = None
     if before is not None:
-        from unsloth_grpo.evaluation.evaluate import change_in_words, compare, write_report
-
         after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
                           name=f"{cfg.model.name} + the adapter trained in {out}")
-        report = compare(before, after)
-        write_report(report, out)
-        lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
-            f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
-        log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
-            f"on {after['n']} held-out problems ({change_in_words(report)}){lenient}, format "
-            f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} (report.md)")
+        summary = report_before_after(before, after, out, log)
     try:
         from unsloth_grpo.evaluation.plots import plot_run
 
@@ -312,6 +338,7 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
     from unsloth_grpo.training import checkpoint as ckpt
 
     ckpt.mark_finished(out, step=trainer.state.global_step, max_steps=cfg.training.max_steps)
+    return summary
 
 
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
@@ -440,7 +467,9 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
         recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights,
                                   resume_step=resume_from.step if resume_from is not None else None)
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
-    health = make_health_callback(out if main_process else None, HealthThresholds.from_dict(cfg.monitor))
+    thresholds = HealthThresholds.from_dict(cfg.monitor)
+    health = make_health_callback(out if main_process else None, thresholds)
+    reward_funcs = _watch_for_tricks(cfg, thresholds, health, reward_funcs)
     trainer_kwargs = dict(
         model=loaded.model,
         processing_class=loaded.tokenizer,
@@ -507,7 +536,9 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
                 decision=decision)
     trainer.save_model(str(out))  # rank 0 only, inside the Trainer
+    summary = None
     if trainer.is_world_process_zero():
-        _finish_run(cfg, trainer, loaded, held_out, before, log)
+        summary = _finish_run(cfg, trainer, loaded, held_out, before, log)
     metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
-    return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step)
+    return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step,
+                       evaluation=summary)

@@ -1,0 +1,251 @@
+"""Tricks: completions that earn reward without doing the task, named while the run trains.
+
+A reward curve cannot tell a model that learned the task from one that found a cheaper way to be
+paid. Two runs of a real 135M model (docs/real_model.md) did the second: one copied the system
+prompt's template, placeholder and all, and was paid the full format reward; one wrote ``a + b``
+for every problem and was right on every addition and on no subtraction. Their reward curves rose
+like a healthy run's. :class:`TrickWatcher` reads the completions themselves, as the rewards see
+them, and says so:
+
+=======================  ======================================================================
+``copies_prompt``        most completions repeat the system prompt's own text (its template, its
+                         placeholder, its worked example) instead of working on their problem
+``one_pattern``          every kind of problem gets the same calculation (the same operators, or
+                         the same answer whatever the question)
+``category_gap``         the grading reward pays on one kind of problem and never on another
+=======================  ======================================================================
+
+The metric-stream check beside them, ``format_without_answers`` (format rewards high, the grading
+reward at zero), is :class:`unsloth_grpo.training.monitor.HealthChecker`'s. The kind of problem
+is the dataset's ``category`` column when it has one (the offline sets name the operation);
+``monitor.category_column`` names another.
+
+The watcher wraps the reward functions (same names, same scores) and hands each warning to the
+health monitor, which prints it with its fix and writes it to ``health.jsonl``. It is pure apart
+from that hand-over, so it is tested on recorded completions (tests/data/degenerate_completions.jsonl).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter, deque
+from typing import Any, Callable, Sequence
+
+from unsloth_grpo.grading.copying import answer_shape, copied_share
+from unsloth_grpo.grading.locate import completion_text, extract_answer
+from unsloth_grpo.training.monitor import TRICK_WARNINGS, HealthWarning
+
+_OPERATOR = re.compile(r"(?<=\d)\s*([-+*/×÷x])\s*(?=\d)")
+
+
+def operators(completion: Any) -> str:
+    """The arithmetic operators written between two numbers, in order: ``'+'`` for ``3 + 4 = 7``.
+
+    >>> operators("<reasoning>15 - 6 = 9</reasoning>"), operators("2 * 3 + 1 = 7"), operators("none")
+    ('-', '*+', '')
+    """
+    return "".join(_OPERATOR.findall(completion_text(completion))).replace("×", "*").replace("÷", "/")
+
+
+class TrickWatcher:
+    """Watches the completions of the last ``window`` scored batches for the tricks above.
+
+    ``grading`` names the task's grading rewards (the one whose verdict is the task's answer check);
+    ``report(warning)`` receives each warning once (the health monitor's ``report``). Thresholds:
+    ``copy_share`` of a completion's words copied makes it a copy, ``copy_frac`` of the window's
+    completions copying fires ``copies_prompt``; ``pattern_frac``: the share of each category's
+    completions that one pattern must hold for ``one_pattern``; ``gap``: the grading reward's mean on
+    the better category (with the worse one at 0) for ``category_gap``; ``min_per_category``: fewer
+    completions of a category in the window than this and it is not judged.
+    """
+
+    def __init__(self, report: Callable[[HealthWarning], Any], *, grading: Sequence[str] = (),
+                 category_column: str = "category", window: int = 5, copy_share: float = 0.5,
+                 copy_frac: float = 0.5, pattern_frac: float = 0.75, gap: float = 0.3,
+                 min_per_category: int = 8, ignore: Sequence[str] = ()) -> None:
+        self.report = report
+        self.grading = tuple(grading)
+        self.category_column = category_column
+        self.copy_share, self.copy_frac = copy_share, copy_frac
+        self.pattern_frac, self.gap, self.min_per_category = pattern_frac, gap, min_per_category
+        self.ignore = set(ignore)
+        self.batches: deque[list[dict[str, Any]]] = deque(maxlen=window)
+        self.fired: list[HealthWarning] = []
+        self._names: list[str] = []
+        self._batch_key = None
+        self._scores: dict[int, list] = {}
+
+    # ---------------------------------------------------------------- seeing the rewards
+
+    def wrap(self, funcs: Sequence[Callable]) -> list[Callable]:
+        """Wrappers of ``funcs`` with the same names and scores; the watcher sees every call."""
+        self._names = [getattr(f, "__name__", type(f).__name__) for f in funcs]
+        return [self._wrap_one(i, f) for i, f in enumerate(funcs)]
+
+    def _wrap_one(self, index: int, func: Callable) -> Callable:
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            scores = func(*args, **kwargs)
+            try:
+                self._observe(index, scores, kwargs)
+            except Exception:  # noqa: BLE001 - watching must never cost the run a step
+                pass
+            return scores
+
+        wrapper.__name__ = self._names[index]
+        return wrapper
+
+    def _observe(self, index: int, scores, kwargs: dict[str, Any]) -> None:
+        completions = kwargs.get("completions")
+        if completions is None:
+            return
+        key = (id(completions), len(completions))
+        if key != self._batch_key:
+            self._batch_key, self._scores = key, {}
+        self._scores[index] = list(scores)
+        if len(self._scores) == len(self._names):
+            state = kwargs.get("trainer_state")
+            step = int(state.global_step) + 1 if state is not None else len(self.batches) + 1
+            self.observe(step, completions, kwargs.get("prompts"), kwargs, self._grading_scores())
+
+    def _grading_scores(self) -> list | None:
+        for name in self.grading:
+            if name in self._names:
+                return self._scores[self._names.index(name)]
+        return None
+
+    # ---------------------------------------------------------------- the checks
+
+    def observe(self, step: int, completions: Sequence, prompts: Sequence | None, columns: dict[str, Any],
+                grading_scores: Sequence | None = None) -> list[HealthWarning]:
+        """One scored batch; returns the warnings that fire now (each once per run)."""
+        n = len(completions)
+        cats = columns.get(self.category_column)
+        golds = columns.get("answer")
+        batch = []
+        for i in range(n):
+            prompt = prompts[i] if prompts is not None else None
+            gold = golds[i] if isinstance(golds, (list, tuple)) and len(golds) == n else None
+            text = completion_text(completions[i])
+            batch.append({
+                "text": text,
+                "copied": copied_share(text, prompt, gold),
+                "shape": answer_shape(text),
+                "operators": operators(text),
+                "answer": extract_answer(text),
+                "gold": None if gold is None else str(gold),
+                "category": None if not isinstance(cats, (list, tuple)) or len(cats) != n else cats[i],
+                "grade": None if grading_scores is None else grading_scores[i],
+            })
+        self.batches.append(batch)
+        if len(self.batches) < self.batches.maxlen:
+            return []
+        rows = [r for b in self.batches for r in b]
+        out: list[HealthWarning] = []
+        for check in (self._check_copies, self._check_pattern, self._check_gap):
+            warning = check(step, rows)
+            if warning is not None and warning.name not in self.ignore \
+                    and all(w.name != warning.name for w in self.fired):
+                self.fired.append(warning)
+                out.append(warning)
+                self.report(warning)
+        return out
+
+    def _check_copies(self, step: int, rows: list[dict]) -> HealthWarning | None:
+        copies = [r for r in rows if r["copied"] >= self.copy_share]
+        share = len(copies) / len(rows)
+        if share < self.copy_frac:
+            return None
+        example = Counter(r["text"] for r in copies).most_common(1)[0][0]
+        return HealthWarning(
+            step, "copies_prompt",
+            f"{share:.0%} of the last {len(rows)} completions repeat the system prompt's own text instead of "
+            f"working on their problem, e.g. {_short(example)!r}: the rewards pay a copy of the prompt.",
+            "Show the format with worked examples instead of a template with placeholders (text such as 'the final "
+            "number' inside the answer tags is something to copy), keep the format rewards' require_answer on, and "
+            "score the prompt in the reward lab (unsloth-grpo rewards check): it warns when the template is paid.",
+            {"copy_share": share, "window_completions": len(rows), "example": example[:300]})
+
+    def _by_category(self, rows: list[dict]) -> dict[str, list[dict]]:
+        groups: dict[str, list[dict]] = {}
+        for r in rows:
+            if r["category"] is not None:
+                groups.setdefault(str(r["category"]), []).append(r)
+        return {k: v for k, v in groups.items() if len(v) >= self.min_per_category}
+
+    def _check_pattern(self, step: int, rows: list[dict]) -> HealthWarning | None:
+        groups = self._by_category(rows)
+        means = _grading_means(groups, self.min_per_category)
+        if means and len(means) == len(groups) and min(means.values()) >= 0.5:
+            return None  # one way of writing that is right on every kind is a format, not a trick
+        if len(groups) >= 2:
+            for key, what in (("operators", "the same operators"), ("shape", "the same completion")):
+                common = {}
+                for name, recs in groups.items():
+                    value, count = Counter(r[key] for r in recs).most_common(1)[0]
+                    common[name] = (value, count / len(recs))
+                values = {v for v, _ in common.values()}
+                if len(values) == 1 and next(iter(values)) and all(s >= self.pattern_frac for _, s in common.values()):
+                    pattern = next(iter(values))
+                    shares = ", ".join(f"{name} {s:.0%}" for name, (_, s) in sorted(common.items()))
+                    return HealthWarning(
+                        step, "one_pattern",
+                        f"every kind of problem gets {what} ({pattern!r}; {shares} of each kind's completions in the "
+                        f"last {len(rows)}): the model does one thing whatever the problem asks, and is paid where "
+                        "that happens to be right.",
+                        "Give worked examples of every kind of problem in the prompt (one example teaches its own "
+                        "operation), balance the training data across kinds, and read accuracy by category "
+                        "(unsloth-grpo eval breaks it down). A short SFT stage on balanced worked answers before GRPO "
+                        "gives every kind a start.",
+                        {"pattern": pattern, "by_category": {k: s for k, (_, s) in common.items()},
+                         "signature": key})
+            return None
+        golds = {r["gold"] for r in rows if r["gold"] is not None}
+        answers = [r["answer"] for r in rows if r["answer"] is not None]
+        if len(golds) >= 3 and len(answers) >= len(rows) // 2:
+            value, count = Counter(answers).most_common(1)[0]
+            if count / len(rows) >= self.pattern_frac:
+                return HealthWarning(
+                    step, "one_pattern",
+                    f"{count / len(rows):.0%} of the last {len(rows)} completions answer {value!r}, for problems with "
+                    f"{len(golds)} different answers: the model gives one answer whatever the question.",
+                    "Check that the reward pays right answers only (the reward lab shows what each rule paid), "
+                    "lower the learning rate, and read the completions (samples.jsonl).",
+                    {"answer": value, "share": count / len(rows), "distinct_golds": len(golds)})
+        return None
+
+    def _check_gap(self, step: int, rows: list[dict]) -> HealthWarning | None:
+        means = _grading_means(self._by_category(rows), self.min_per_category)
+        if len(means) < 2:
+            return None
+        best, worst = max(means, key=means.get), min(means, key=means.get)
+        if means[best] >= self.gap and means[worst] <= 0.0:
+            listed = ", ".join(f"{k} {v:.2f}" for k, v in sorted(means.items()))
+            return HealthWarning(
+                step, "category_gap",
+                f"the grading reward pays on '{best}' problems ({means[best]:.2f}) and never on '{worst}' "
+                f"problems over the last {len(rows)} completions ({listed}): whatever the model learned does not "
+                f"work for '{worst}'.",
+                f"Read the '{worst}' completions (samples.jsonl); give the prompt a worked example of that kind and "
+                "balance the training data, or start from a short SFT stage on worked answers of every kind.",
+                {"grading_mean_by_category": means})
+        return None
+
+
+def _grading_means(groups: dict[str, list[dict]], least: int) -> dict[str, float]:
+    """The grading reward's mean per category, for categories with at least ``least`` scores."""
+    means = {}
+    for name, recs in groups.items():
+        grades = [float(r["grade"]) for r in recs if isinstance(r["grade"], (int, float))]
+        if len(grades) >= least:
+            means[name] = sum(grades) / len(grades)
+    return means
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+__all__ = ["TRICK_WARNINGS", "TrickWatcher", "operators"]
