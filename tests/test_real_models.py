@@ -187,18 +187,7 @@ def test_the_real_model_presets_pass_every_check_before_loading(recipe):
     cfg = importlib.import_module(f"unsloth_grpo.recipes.{recipe}").RECIPE.resolve(preset="smollm2")
     assert config_problems(cfg) == []
     assert (cfg.model.name, cfg.model.device, cfg.model.load_in_4bit) == ("builtin:smollm2-135m-instruct", "cpu", False)
-    assert "Example:" in cfg.data.system_prompt and "<answer>" in cfg.data.system_prompt
-
-
-def test_the_gsm8k_real_model_preset_refills_flat_groups():
-    """Plain GRPO lifted the real model on 1 seed of 3 and dynamic sampling on 3 of 3
-    (docs/real_model.md): the preset keeps it on, and the benchmark follows the preset."""
-    from unsloth_grpo.recipes.gsm8k import RECIPE
-
-    cfg = RECIPE.resolve(preset="smollm2")
-    assert cfg.training.dynamic_sampling == "refill" and cfg.training.max_sampling_rounds >= 2
-    off = RECIPE.resolve(preset="smollm2", overrides=["training.dynamic_sampling=off"])
-    assert off.training.dynamic_sampling == "off"  # the plain-GRPO arm of the docs' comparison
+    assert "Example" in cfg.data.system_prompt and "<answer>" in cfg.data.system_prompt
 
 
 # ------------------------------------------------------------------ benchmarks/real_model.py
@@ -214,22 +203,39 @@ def _bench():
     return module
 
 
-def test_the_benchmarks_goal_is_judged_seed_by_seed():
+def test_the_benchmarks_goal_is_judged_seed_by_seed_and_operation_by_operation():
     bench = _bench()
-    grade = lambda strict, lenient: {"accuracy": strict, "lenient_accuracy": lenient}  # noqa: E731
-    runs = [{"seed": 0, "grades": {"base": grade(0.0, 0.2), "grpo": grade(0.5, 0.5), "shuffled": grade(0.1, 0.3)}},
-            {"seed": 1, "grades": {"base": grade(0.1, 0.4), "grpo": grade(0.25, 0.3), "shuffled": grade(0.3, 0.3)}}]
+
+    def graded(add, sub):
+        by = {"addition": {"accuracy": add}, "subtraction": {"accuracy": sub}}
+        return {"accuracy": (add + sub) / 2, "lenient_accuracy": 0.0, "by_category": by}
+
+    base = {"easy": graded(0.0, 0.0), "reworded": graded(0.0, 0.1)}
+    runs = [{"seed": 0, "grades": {"base": base, "grpo": {"easy": graded(0.9, 0.5), "reworded": graded(0.8, 0.4)}}},
+            {"seed": 1, "grades": {"base": base, "grpo": {"easy": graded(1.0, 0.0), "reworded": graded(0.8, 0.3)}}}]
     first, second = bench.goal(runs)
-    assert first == ("seed 0: strict >= base + 20 points: yes, lenient >= base: yes, "
-                     "strict above the shuffled control: yes")
-    assert second == ("seed 1: strict >= base + 20 points: NO, lenient >= base: NO, "
-                      "strict above the shuffled control: NO")
+    assert "NO" not in first and first.count("yes") == 4
+    # always adding: additions learned, subtractions not, and the mean hides it
+    assert "easy subtraction +0.0: NO" in second and "reworded subtraction +20.0: NO" in second
+
+
+def test_the_real_model_preset_warms_up_with_sft_then_grpo_and_grades_before_and_after():
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    cfg = RECIPE.resolve(preset="smollm2")
+    assert [s.kind for s in cfg.stages] == ["sft", "grpo"]
+    assert cfg.evaluation.before_after and cfg.data.subset == "easy"
+    assert "length_clipped" not in cfg.monitor.get("ignore", [])  # the monitor says when completions are cut
+    # no format reward pays a copy of the prompt: none is told not to require an answer
+    assert all(r.params.get("require_answer", True) for r in cfg.rewards)
+    assert "15 - 6 = 9" in cfg.data.system_prompt and "3 + 4 = 7" in cfg.data.system_prompt  # both operations
 
 
 @pytest.mark.slow
-def test_the_real_model_benchmark_runs_both_arms_from_one_start(tmp_path):
-    """The benchmark's whole path (held-out rows, one decision and load, both arms from the same start,
-    grading, the table and results.json), with the tiny model and one step per arm for speed."""
+def test_the_real_model_benchmark_runs_every_arm_from_one_warm_up(tmp_path):
+    """The benchmark's whole path (both held-out sets, one decision and load, the warm-up, every arm
+    from it, the sft_only arm stopped at the grpo arm's CPU time, the table and results.json), with the
+    tiny model and one step per stage for speed."""
     import json
     import subprocess
     import sys
@@ -237,11 +243,14 @@ def test_the_real_model_benchmark_runs_both_arms_from_one_start(tmp_path):
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "bench"
     proc = subprocess.run([sys.executable, "benchmarks/real_model.py", "--seeds", "0", "--held-out", "4",
-                           "--out", str(out), "model.name=builtin:tiny", "training.max_steps=1"],
+                           "--out", str(out), "model.name=builtin:tiny", "stages.0.max_steps=1",
+                           "stages.1.max_steps=1"],
                           cwd=repo, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads((out / "results.json").read_text())
     [run] = result["runs"]
-    assert set(run["grades"]) == {"base", "grpo", "shuffled"} and set(run["seconds"]) == {"grpo", "shuffled"}
-    assert all(g["n"] == 4 for g in run["grades"].values())
-    assert "after shuffled-gold GRPO (control)" in proc.stdout and "seed 0: strict >= base + 20 points" in proc.stdout
+    assert set(run["grades"]) == {"base", "sft", "grpo", "sft_only", "shuffled"}
+    assert set(run["cpu_seconds"]) == {"sft", "grpo", "sft_only", "shuffled"}
+    assert all(set(g) == {"easy", "reworded"} and g["easy"]["n"] == 4 for g in run["grades"].values())
+    assert all(len(g["reworded"]["completions"]) == 4 for g in run["grades"].values())
+    assert "warm-up + shuffled-gold GRPO" in proc.stdout and "seed 0 (grpo - base, strict" in proc.stdout

@@ -84,6 +84,7 @@ def _task_setup(args):
               + (f" (subset {cfg.data.subset})" if cfg.data.subset else "") + f", split {args.split}, "
               f"seed {seed}, completions of at most {args.max_new_tokens} tokens; flags override each", file=sys.stderr)
     task = get_task(task_name)
+    args.system_prompt_used = task.system_prompt if cfg.data.system_prompt is None else cfg.data.system_prompt
     return task.load(cfg), task.grading(cfg)
 
 
@@ -133,6 +134,9 @@ def add_parser(subparsers) -> None:
                    help="A run directory (graded with its own prompt and data), a checkpoint, an adapter or merged "
                         "directory, a hub id, or a built-in model (builtin:NAME).")
     _add_common(p)
+    p.add_argument("--lm-eval-task", default=None, metavar="DIR",
+                   help="Also write these problems as an lm-evaluation-harness task in DIR (the task file, the "
+                        "problems, the system prompt and the lm_eval command), to check the figures with lm-eval.")
     p.set_defaults(func=run)
 
     c = subparsers.add_parser("compare", help="Evaluate two models on the same problems; report what changed.")
@@ -164,6 +168,16 @@ def console_progress(label: str, *, every_s: float = 5.0, file=None) -> Callable
 
 def _eval_one(model_path: str, problems, grading: dict[str, Any], args) -> dict[str, Any]:
     loaded = _load_model(model_path, args.backend, args.device)
+    if getattr(args, "lm_eval_task", None):
+        from unsloth_grpo.evaluation import harness
+
+        limit = len(problems) if args.limit is None else min(args.limit, len(problems))
+        task_file = harness.write_task([problems[i] for i in range(limit)], args.lm_eval_task,
+                                       system_prompt=args.system_prompt_used, max_new_tokens=args.max_new_tokens,
+                                       stops=harness.stop_strings(loaded.tokenizer))
+        print(f"wrote the lm-eval task {task_file}; after `unsloth-grpo export --model {model_path} --merged "
+              f"MERGED_DIR`, run {Path(args.lm_eval_task) / harness.COMMAND_FILE} with MERGED_DIR filled in",
+              file=sys.stderr)
     result = evaluate(loaded.model, loaded.tokenizer, problems, **grading, **_settings(args),
                       progress=console_progress(f"eval {model_path}"))
     result["model"] = model_path

@@ -149,17 +149,18 @@ REAL_MODEL_PRESET = "smollm2"
 
 
 def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict], data: dict | None = None,
-                      training: dict | None = None) -> dict:
+                      training: dict | None = None, stages: list[dict] | None = None,
+                      evaluation: dict | None = None, monitor: dict | None = None) -> dict:
     """The CPU preset on the real built-in model (SmolLM2-135M-Instruct, fetched on first use).
 
     A real 135M model writes sentences, so the run is short on steps, not on sense: 8 completions
     of at most ``max_completion_length`` tokens per step at temperature 0.7 (at 1.0 this model's
     samples are mostly noise), LoRA on every linear layer at a high constant rate, no gradient
     checkpointing (memory is no concern on a CPU; recomputation is). The task's system prompt is
-    replaced by one that shows an answer in the format: told the format in words alone, the model
+    replaced by one that shows answers in the format: told the format in words alone, the model
     uses it in none of its samples, and GRPO has nothing to reinforce (docs/real_model.md).
-    Rambling completions reach the length limit; they are kept in the loss (they are what the
-    model should unlearn), and the length-clipping warning is off.
+    ``stages`` (an SFT warm-up before GRPO, say) and ``evaluation`` (held-out accuracy before and
+    after) are the recipe's to choose; ``monitor`` adds to the health monitor's settings.
     """
     return merge_dicts({
         "output_dir": output_dir,
@@ -177,8 +178,8 @@ def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict
             "mask_truncated_completions": False,
         },
         "run": {"samples_every": 10},
-        "monitor": {"ignore": ["length_clipped"]},
-    }, {"data": data or {}, "training": training or {}})
+        **({"stages": stages} if stages else {}),
+    }, {"data": data or {}, "training": training or {}, "evaluation": evaluation or {}, "monitor": monitor or {}})
 
 
 def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | None) -> None:

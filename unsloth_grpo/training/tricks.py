@@ -142,6 +142,8 @@ class TrickWatcher:
         if len(self.batches) < self.batches.maxlen:
             return []
         rows = [r for b in self.batches for r in b]
+        if not rows:
+            return []
         out: list[HealthWarning] = []
         for check in (self._check_copies, self._check_pattern, self._check_gap):
             warning = check(step, rows)

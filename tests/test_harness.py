@@ -1,0 +1,63 @@
+"""The outside check: our problems as an lm-evaluation-harness task, and lm-eval's counts against ours."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from unsloth_grpo.evaluation import harness
+from unsloth_grpo.tasks.gsm8k import EXAMPLE_SYSTEM_PROMPT, load_gsm8k
+
+
+def test_the_task_file_reads_the_problems_eval_grades(tmp_path):
+    rows = load_gsm8k("synthetic", "test", subset="reworded", system_prompt=EXAMPLE_SYSTEM_PROMPT, num_synthetic=6,
+                      seed=4)
+    task = harness.write_task(rows, tmp_path / "task", system_prompt=EXAMPLE_SYSTEM_PROMPT, max_new_tokens=48,
+                              stops=["<|im_end|>"])
+    spec = yaml.safe_load(task.read_text())
+    problems = [json.loads(x) for x in (tmp_path / "task" / harness.PROBLEMS_FILE).read_text().splitlines()]
+    assert spec["dataset_kwargs"]["data_files"]["test"] == str((tmp_path / "task" / harness.PROBLEMS_FILE).resolve())
+    assert [p["question"] for p in problems] == [r["prompt"][-1]["content"] for r in rows]
+    assert [p["answer"] for p in problems] == list(rows["answer"])
+    assert [p["category"] for p in problems] == list(rows["category"])
+    assert spec["generation_kwargs"] == {"until": ["<|im_end|>"], "do_sample": False, "temperature": 0.0,
+                                         "max_gen_toks": 48}
+    assert (tmp_path / "task" / harness.SYSTEM_PROMPT_FILE).read_text() == EXAMPLE_SYSTEM_PROMPT
+    command = (tmp_path / "task" / harness.COMMAND_FILE).read_text()
+    assert "--apply_chat_template" in command and "--system_instruction" in command and "--log_samples" in command
+
+
+@pytest.mark.parametrize("completion, strict, flexible", [
+    ("<reasoning>\n9 - 2 = 7\n</reasoning>\n<answer>\n7\n</answer>", "7", "7"),
+    ("<reasoning>\n9 - 2 = 7\n</reasoning>\n<answer>\n$1,200\n</answer>", "1,200", "$1,200"),  # "$", "," ignored
+    ("9 - 2 = 7. The answer is 7.", None, "7."),
+    ("<answer>7</answer> and then 12", "7", "12"),
+])
+def test_the_filters_read_what_our_strict_and_lenient_readings_read(completion, strict, flexible):
+    import re
+
+    spec = yaml.safe_load(harness.TASK_TEMPLATE.format(name="t", data='"x"', max_tokens=8, stops="[]"))
+    patterns = {f["name"]: f["filter"][0] for f in spec["filter_list"]}
+
+    def extract(name):
+        found = re.findall(patterns[name]["regex_pattern"], completion)
+        if not found:
+            return None
+        pick = found[patterns[name].get("group_select", 0)]
+        return next((g for g in pick if g), None) if isinstance(pick, tuple) else pick
+
+    assert extract("strict-match") == strict and extract("flexible-extract") == flexible
+
+
+def test_read_samples_counts_each_filter(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    lines = []
+    for doc_id, (strict, flexible) in enumerate([(1, 1), (0, 1), (0, 0)]):
+        for name, hit in (("strict-match", strict), ("flexible-extract", flexible)):
+            lines.append({"doc_id": doc_id, "doc": {"question": f"q{doc_id}"}, "resps": [["c"]], "filter": name,
+                          "exact_match": float(hit)})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    counts = harness.read_samples(path)
+    assert (counts["n"], counts["strict"], counts["flexible"]) == (3, 1, 2)

@@ -1,0 +1,175 @@
+"""Tricks a run can learn instead of the task, named: copying the prompt, one pattern for every problem,
+format paid without answers. Tested on completions a real 135M model wrote (tests/data/degenerate_completions.jsonl)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from unsloth_grpo.grading.copying import answer_block_problem, answer_shape, copied_share, prompt_placeholders
+from unsloth_grpo.rewards.format import soft_format, strict_format, xml_count
+from unsloth_grpo.tasks.gsm8k import EXAMPLE_SYSTEM_PROMPT, make_synthetic_problems
+from unsloth_grpo.training.monitor import TRICK_WARNINGS, HealthChecker, HealthThresholds
+from unsloth_grpo.training.tricks import TrickWatcher, operators
+
+FIXTURES = Path(__file__).parent / "data" / "degenerate_completions.jsonl"
+
+#: The gsm8k smollm2 preset's system prompt before this fix: a template with placeholders, one worked addition.
+OLD_SYSTEM_PROMPT = (
+    "Solve the math word problem. Reply in exactly this format:\n"
+    "<reasoning>\nthe calculation\n</reasoning>\n<answer>\nthe final number\n</answer>\n"
+    "Example:\nQuestion: Ann has 3 pens and buys 4 more. How many pens does Ann have now?\n"
+    "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
+)
+TEMPLATE = "<reasoning>\nthe calculation\n</reasoning>\n<answer>\nthe final number\n</answer>"
+
+
+def fixtures(kind: str) -> list[dict]:
+    rows = [json.loads(line) for line in FIXTURES.read_text().splitlines() if line.strip()]
+    return [r for r in rows if r["kind"] == kind]
+
+
+def chat(system: str, question: str) -> list[dict]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": question}]
+
+
+# ---------------------------------------------------------------- the format rewards pay no copied template
+
+
+def test_the_fixtures_are_what_the_real_model_wrote():
+    copies, adds = fixtures("template_copy"), fixtures("always_add")
+    assert len(copies) >= 4 and len(adds) >= 8
+    assert all("the final number" in r["completion"] for r in copies)
+    assert {r["category"] for r in adds} == {"addition", "subtraction"}
+    assert all(r["source"] for r in copies + adds)  # each says which run and step wrote it
+
+
+def test_no_format_reward_pays_the_copied_template():
+    # the old preset paid xml_count (once=False, 0.25 a tag) 1.0 for every one of these
+    rows = fixtures("template_copy")
+    prompts, completions = [r["prompt"] for r in rows], [r["completion"] for r in rows]
+    for fn in (xml_count(per_tag=0.25, once=False), xml_count(), soft_format(), strict_format()):
+        assert fn(completions, prompts=prompts) == [0.0] * len(rows), fn
+    # their first template with a number inside, once, is paid: what is refused is the copy, not the tags
+    answered = [c[:c.index("</answer>") + len("</answer>")].replace("the final number", "7") for c in completions]
+    assert all(v > 0 for v in xml_count(per_tag=0.25, once=False)(answered, prompts=prompts))
+
+
+@pytest.mark.parametrize("completion, why", [
+    (TEMPLATE, "the prompt's placeholder 'the final number'"),
+    ("<reasoning>\n2 + 2\n</reasoning>\n<answer>\n\n</answer>", "an empty answer block"),
+    ("<reasoning>\n2 + 2\n</reasoning>\n<answer>...</answer>", "an answer block of punctuation only ('...')"),
+    ("<reasoning>a</reasoning><answer>4</answer><reasoning>b</reasoning><answer>4</answer>", "repeated answer blocks"),
+    ("<reasoning>\n2 + 2 = 4\n</reasoning>", "no answer block"),
+    ("<reasoning>\n2 + 2 = 4\n</reasoning>\n<answer>\n4\n</answer>", None),
+])
+def test_why_an_answer_block_holds_no_answer(completion, why):
+    assert answer_block_problem(completion, chat(OLD_SYSTEM_PROMPT, "2 + 2?")) == why
+
+
+def test_placeholders_are_the_prompts_answer_blocks_without_a_digit():
+    assert prompt_placeholders(chat(OLD_SYSTEM_PROMPT, "q")) == {"the final number"}
+    assert prompt_placeholders(chat(EXAMPLE_SYSTEM_PROMPT, "q")) == set()  # the preset's prompt has none
+    assert prompt_placeholders("Answer in <answer>...</answer>") == {"..."}
+
+
+def test_xml_count_keeps_partial_credit_for_a_model_that_has_not_answered_yet():
+    prompt = chat(OLD_SYSTEM_PROMPT, "2 + 2?")
+    assert xml_count(per_tag=0.25)(["<reasoning>\n2 + 2 = 4\n</reasoning>"], prompts=[prompt]) == [0.5]
+    # the smoke presets' random model cannot write an answer: they pay tags alone, as before
+    assert xml_count(per_tag=0.25, once=False, require_answer=False)([TEMPLATE], prompts=[prompt]) == [1.0]
+
+
+# ---------------------------------------------------------------- what a completion copied
+
+
+def test_copied_share_tells_a_copy_from_work_on_the_problem():
+    prompt = chat(OLD_SYSTEM_PROMPT, "Bob had 12 eggs and sold 5 of them. How many eggs are left?")
+    assert copied_share(TEMPLATE, prompt) >= 0.5
+    assert copied_share("<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>", prompt) > 0.8  # the example
+    assert copied_share("<reasoning>\n12 - 5 = 7\n</reasoning>\n<answer>\n7\n</answer>", prompt, "7") == 0.0
+    # words of the question itself are not a copy of the prompt
+    assert copied_share("Bob had 12 eggs and sold 5 of them, so 12 - 5 = 7.", prompt, "7") == 0.0
+
+
+def test_shapes_and_operators_ignore_the_numbers():
+    assert answer_shape("<reasoning>12 - 5 = 7</reasoning>") == answer_shape("<reasoning>19 - 2 = 17</reasoning>")
+    assert operators("13 + 6 = 7") == "+" and operators("15 - 6 = 9") == "-" and operators("no numbers") == ""
+
+
+# ---------------------------------------------------------------- the watcher names the tricks
+
+
+def watch(rows: list[dict], grades=None, window: int = 2, **kwargs) -> list[str]:
+    seen = []
+    watcher = TrickWatcher(seen.append, window=window, min_per_category=4, **kwargs)
+    half = len(rows) // window
+    for step in range(window):
+        batch = rows[step * half:(step + 1) * half]
+        watcher.observe(step + 1, [r["completion"] for r in batch], [r["prompt"] for r in batch],
+                        {"answer": [r["answer"] for r in batch], "category": [r.get("category") for r in batch]},
+                        None if grades is None else grades[step * half:(step + 1) * half])
+    return [w.name for w in seen]
+
+
+def test_the_copied_template_is_named():
+    rows = fixtures("template_copy")
+    assert "copies_prompt" in watch(rows)
+
+
+def test_always_adding_is_named_one_pattern_and_a_category_gap():
+    from unsloth_grpo.grading import grade
+
+    rows = fixtures("always_add")
+    grades = [float(bool(grade(r["completion"], r["answer"]))) for r in rows]
+    names = watch(rows, grades)
+    assert "one_pattern" in names and "category_gap" in names
+    assert "copies_prompt" not in names
+
+
+def test_a_model_that_does_the_task_is_left_alone():
+    rows = []
+    for p in make_synthetic_problems(32, seed=3, subset="easy", split="test"):
+        a, op, b = p["answer"].split("=")[0].split()
+        result = p["answer"].split("####")[1].strip()
+        rows.append({"prompt": chat(EXAMPLE_SYSTEM_PROMPT, p["question"]), "answer": result, "category": p["category"],
+                     "completion": f"<reasoning>\n{a} {op} {b} = {result}\n</reasoning>\n<answer>\n{result}\n</answer>"})
+    assert watch(rows, [1.0] * len(rows)) == []
+
+
+def test_one_answer_for_every_problem_is_named_without_categories():
+    rows = [{"prompt": chat(EXAMPLE_SYSTEM_PROMPT, f"q{i}"), "answer": str(i), "category": None,
+             "completion": "<reasoning>\nI think\n</reasoning>\n<answer>\n9\n</answer>"} for i in range(16)]
+    assert watch(rows) == ["one_pattern"]
+
+
+def test_every_trick_warning_is_reachable_and_can_be_ignored():
+    from unsloth_grpo.grading import grade
+
+    rows = fixtures("always_add")
+    grades = [float(bool(grade(r["completion"], r["answer"]))) for r in rows]
+    names = set(watch(fixtures("template_copy"))) | set(watch(rows, grades))
+    assert names == set(TRICK_WARNINGS)
+    assert watch(rows, grades, ignore=["one_pattern"]) == ["category_gap"]
+
+
+# ---------------------------------------------------------------- the metric stream: format paid, answers not
+
+
+def test_format_without_answers_fires_on_the_real_template_copy_run():
+    stream = [json.loads(line) for line in (FIXTURES.parent / "template_copy_metrics.jsonl").read_text().splitlines()]
+    warnings = HealthChecker().feed(stream)
+    names = [w.name for w in warnings]
+    assert "format_without_answers" in names
+    fired = next(w for w in warnings if w.name == "format_without_answers")
+    assert "grading reward stayed at 0" in fired.message and "require_answer" in fired.fix
+
+
+def test_format_without_answers_stays_quiet_while_answers_come_in():
+    # format first, then correctness: the way the preset's good seeds learned (docs/real_model.md)
+    stream = [{"step": s, "reward": 1.0, "reward_std": 0.4, "frac_reward_zero_std": 0.2,
+               "rewards/xml_count/mean": min(1.0, 0.1 * s), "rewards/correctness/mean": 0.0 if s < 12 else 0.4}
+              for s in range(1, 40)]
+    assert [w.name for w in HealthChecker(HealthThresholds()).feed(stream)] == []
