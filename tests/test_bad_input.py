@@ -570,6 +570,21 @@ def test_the_second_newcomer_list_is_refused_cleanly(scratch, capsys, argv, said
     assert _snapshot(scratch) == before  # nothing written: not in the run's directory, not beside it
 
 
+def test_a_key_given_twice_in_a_config_file_is_named_with_its_lines(tmp_path, capsys):
+    from unsloth_grpo.config import read_yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text("training:\n  max_steps: 5\n  temperature: 1.0\n  max_steps: 7\nrewards:\n"
+                    "  - {name: xml_count, weight: 1.0, weight: 2.0}\n")
+    err = _refused(capsys, "--check", "--config", str(path))  # it used to train 7 steps at weight 2.0
+    assert (f"config file '{path}' gives the same key twice: training.max_steps (lines 2 and 4), "
+            "rewards[0].weight; YAML would keep only the last one") in err
+    # a merge key (<<) is there to be overridden: not a key given twice
+    merged = read_yaml("a: &x {k: 1, j: 3}\nb:\n  <<: *x\n  k: 2\n", "t")
+    assert {key: {k: str(v) for k, v in value.items()} for key, value in merged.items()} == \
+        {"a": {"k": "1", "j": "3"}, "b": {"k": "2", "j": "3"}}
+
+
 def test_a_read_only_output_directory_is_refused_before_anything_is_written(scratch, capsys, monkeypatch):
     import os
 
