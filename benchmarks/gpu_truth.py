@@ -23,7 +23,7 @@ at an early end-of-sequence token; ``min_new_tokens`` holds every completion to 
 length, and the measured mean length is recorded to prove it. vLLM is not measured: its wheel is far
 over what the machine can be sent.
 
-Results go to ``benchmarks/results/gpu_truth_<card>_<date>.json`` (and ``$OUT`` when set);
+Results go to ``benchmarks/results/gpu_truth_<card>_<date>.json`` (and into the folder ``$OUT`` names, when set);
 ``--dry`` writes under ``outputs/gpu_truth/`` with ``"dry": true``.
 """
 
@@ -411,7 +411,7 @@ def _write_yaml(path: Path, data: dict) -> Path:
     return path
 
 
-#: The GPU machine as the device tool's KINDS.md records it (2026-11): one H200, 143771 MiB,
+#: The GPU machine image the kit was prepared for (as its provider described it, 2026-11): one H200, 143771 MiB,
 #: driver 580.159.03, Python 3.12.3, torch 2.11.0+cu130, 64 GiB of disk.
 GPU_IMAGE = {"python": "3.12.3", "torch": "2.11.0+cu130", "cuda": "13.0", "gpu": "NVIDIA H200",
              "total_bytes": 143771 * 2**20, "capability": (9, 0), "driver": "580.159.03", "disk_gb": 60}
@@ -931,7 +931,7 @@ def docs_with_table(text: str, results: list[dict]) -> str:
 def import_results(source: Path, *, results: Path = RESULTS, docs: Path = DOCS_PAGE, repo: Path = ROOT,
                    commit: bool = True, log=print) -> list[Path]:
     """Bring the GPU machine's results files home: copy each ``gpu_truth_*.json`` of ``source`` (the
-    device tool's files folder) that is not a dry run into ``results``, regenerate ``docs``' table,
+    folder the results were copied back into) that is not a dry run into ``results``, regenerate ``docs``' table,
     and commit both (only those paths). Returns the files added; a file already there is skipped."""
     added = []
     for path in sorted(Path(source).glob("gpu_truth_*.json")):

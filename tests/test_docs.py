@@ -97,3 +97,12 @@ def test_every_name_of_the_package_the_docs_and_notebooks_use_exists(page):
             except ModuleNotFoundError:
                 missing.append(f"{module}.{name}")
     assert not missing, f"{page.relative_to(ROOT)} names what the package does not have: {missing}"
+
+
+def test_the_docs_speak_of_the_project_and_its_users():
+    """No page names a folder or a tool of the machines the project was developed on (issue 33: the GPU
+    truth page named the development setup's device folder and its transfer tool)."""
+    setup = re.compile(r"/work/|\.device/|device tool|farm-bench|workplace", re.I)
+    found = [f"{page.relative_to(ROOT)}:{i}: {line.strip()}" for page in PAGES
+             for i, line in enumerate(page.read_text().splitlines(), 1) if setup.search(line)]
+    assert not found, f"pages that speak of the development machines, not of the project: {found}"

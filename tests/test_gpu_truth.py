@@ -228,6 +228,7 @@ def _gpu_recipe_config(tmp_path: Path) -> Path:
 
     model = tmp_path / "model"
     model.mkdir()
+    (model / "config.json").write_text('{"model_type": "qwen2"}')  # the model the kit builds there (an empty folder is refused)
     spec = {"model_dir": str(model), "settings": asdict(kit.RunSettings()), "output_dir": str(tmp_path / "run")}
     return kit._write_yaml(tmp_path / "recipe.gpu.yaml", kit.recipe_config(spec, "cuda"))
 

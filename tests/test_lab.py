@@ -140,6 +140,20 @@ def test_never_above_zero_and_slower_than_generation(custom_rewards):
     assert "xml_count: slower" not in text
 
 
+def test_a_slow_reward_is_flagged_without_generation_figures(custom_rewards, monkeypatch, capsys):
+    # a reward of 15,000 ms per completion used to sit in the table without a word when the completions
+    # came from a file (no generation time to compare with); the threshold is made small for the test
+    monkeypatch.setattr(lab, "SLOW_MS_PER_COMPLETION", 1.0)
+    funcs, weights = build_reward_functions(["xml_count", f"{custom_rewards}:sleepy"])
+    report = lab.analyse(RECORDS, funcs, weights)
+    [slow] = [w for w in report.warnings if ": slow," in w]
+    ms = report.stats["sleepy"]["ms_per_completion"]
+    assert ms >= 2.0 and slow.startswith(f"sleepy: slow, {ms:,.0f} ms per completion")
+    assert f"one step's {lab.STEP_COMPLETIONS} completions" in slow and "timeout_s" in slow
+    lab.print_report(report)
+    assert "sleepy: slow" in capsys.readouterr().out
+
+
 def test_groups_fall_back_to_prompts_and_columns_reach_the_rewards():
     records = [
         {"prompt": "p1", "completion": "abcd", "completion_ids": [1, 2, 3, 4]},

@@ -65,3 +65,21 @@ def test_readme_quotes_the_fault_suites_table_as_the_reliability_page_records_it
                       if row.startswith("| ") and "| yes |" in row]
     tried = int(re.search(r"(\d+) faults tried", recorded[0]).group(1))
     assert len(faults_on_page) == tried, "the page's table and its summary line disagree"
+
+
+def test_the_readme_installs_from_a_clone_and_says_nothing_ran_on_a_consumer_gpu():
+    """The package is on no package index, so ``pip install "unsloth-grpo[...]"`` cannot work; and the
+    headline's consumer GPU is one nothing has run on yet (issue 33)."""
+    import tomllib
+
+    repository = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+    assert 'pip install "unsloth-grpo[' not in README
+    assert f"git clone {repository} && cd {repository.rsplit('/', 1)[1]}" in README
+    assert 'pip install -e ".[unsloth,vllm]"' in README
+    assert "nothing has been run on a consumer GPU yet" in README
+    assert "docs/gpu.md#what-was-verified-on-a-real-gpu-and-what-was-not" in README
+
+
+def test_exports_and_outputs_are_git_ignored():
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert "outputs/" in ignored and "exports/" in ignored  # what runs and `export` write

@@ -289,3 +289,81 @@ def test_a_reward_failing_at_the_first_step_leaves_no_half_made_run(tmp_path, re
     assert "Traceback" not in err and "reward 'per_token' raised IndexError: list index out of range" in err
     assert "before any step was trained, so nothing was kept" in err
     assert not run.exists()
+
+
+# ------------------------------------------------------------------ slow rewards: timed, reported, stopped
+
+
+SLOW_MODULE = """
+import time
+
+
+def naps(completions, **kwargs):
+    time.sleep(0.05)
+    return [1.0] * len(completions)
+
+
+def hangs(completions, **kwargs):
+    try:
+        time.sleep(30)
+    except Exception:  # a reward that swallows errors must still be stopped
+        pass
+    return [1.0] * len(completions)
+"""
+
+
+@pytest.fixture
+def slow_module(tmp_path, monkeypatch):
+    (tmp_path / "slow_rewards_mod.py").write_text(SLOW_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("slow_rewards_mod", None)
+    return "slow_rewards_mod"
+
+
+def test_a_slow_reward_call_is_reported_with_its_name_time_and_fix(slow_module, monkeypatch, capsys):
+    from unsloth_grpo.rewards import wrapper
+
+    monkeypatch.setattr(wrapper, "SLOW_CALL_S", 0.01)  # the test's small threshold; 10 s in a run
+    [fn], _ = build_reward_functions([f"{slow_module}:naps"])
+    completions = ["<answer>1</answer>"] * 4
+    assert fn(completions) == [1.0] * 4
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("warning: reward 'naps' took 0.") and "s for one call of 4 completions (" in line
+    assert "ms per completion; reported from 0.01 s): every training step waits for it" in line
+    assert "params: {timeout_s: N}" in line
+    fn(completions)  # as slow again: said once, not at every step
+    assert capsys.readouterr().err == ""
+    assert fn.stats.calls == 2 and fn.stats.seconds >= 0.1 and fn.stats.slowest_s >= 0.05
+
+
+def test_the_check_before_loading_reports_a_slow_reward(slow_module, monkeypatch, capsys):
+    from unsloth_grpo.cli.recipe import run_recipe
+    from unsloth_grpo.recipes import gsm8k
+    from unsloth_grpo.rewards import wrapper
+
+    monkeypatch.setattr(wrapper, "SLOW_CALL_S", 0.01)
+    code = run_recipe(gsm8k.RECIPE, ["--preset", "smoke", "--check", f"rewards=[{{name: '{slow_module}:naps'}}]"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "config and data OK" in out
+    assert "warning: reward 'naps' took" in err  # before any model: the probe calls it as training will
+
+
+@pytest.mark.parametrize("on_error", ["raise", "zero"])
+def test_timeout_s_stops_a_reward_call_that_runs_over(slow_module, on_error):
+    import time
+
+    [fn], _ = build_reward_functions([{"name": f"{slow_module}:hangs",
+                                       "params": {"timeout_s": 0.2, "on_error": on_error}}])
+    start = time.perf_counter()
+    if on_error == "raise":
+        with pytest.raises(RewardError, match="reward 'hangs' ran past its timeout_s=0.2 on a call of 2 completions"):
+            fn(["a", "b"])
+    else:
+        assert fn(["a", "b"]) == [0.0, 0.0]
+        assert fn.stats.errors == 2
+    assert time.perf_counter() - start < 5 and fn.stats.timeouts == 1
+
+
+def test_timeout_s_must_be_a_positive_number():
+    with pytest.raises(ValueError, match="timeout_s=0; give the longest a call may take"):
+        build_reward_functions([{"name": "xml_count", "params": {"timeout_s": 0}}])

@@ -1,4 +1,4 @@
-"""Gather the packages the GPU truth kit needs on the bare GPU machine, slimmed to fit the carry limit.
+"""Gather the packages the GPU truth kit needs on a bare GPU machine, slimmed to a small upload.
 
 The GPU machine (one H200, no network) has Python 3.12 with torch 2.11 (CUDA 13.0), transformers,
 peft, accelerate and triton, but not TRL, datasets, Unsloth or bitsandbytes. This script downloads
@@ -10,7 +10,7 @@ library but the one matching the machine's CUDA 13.0. Then it checks:
 - the files the kit needs are still there (the CUDA 13.0 library, each package's ``__init__``);
 - every requirement of the carried packages is carried, present on the machine's image, or known
   to be optional (xformers, diffusers, vLLM, ...);
-- the carried folder plus the project's own files stay under 60 MiB (the device tool carries 64).
+- the carried folder plus the project's own files stay under 60 MiB (the upload the kit was sized for: 64).
 
 and prints the exact command to run the kit and the folder to carry.
 
@@ -66,7 +66,7 @@ WHEELS = {
     "gguf": "0.19.0",
 }
 
-#: The machine's Python packages (the device tool's KINDS.md, read 2026-11-17), with the versions
+#: The machine's Python packages (as the image's description lists them, read 2026-11-17), with the versions
 #: known for some of them. A requirement met here is not carried.
 IMAGE_VERSIONS = {
     "accelerate": "1.15.0", "huggingface-hub": "1.33.0", "numpy": "2.5.2", "safetensors": "0.8.0",
@@ -87,7 +87,7 @@ def _not_carried() -> dict[str, str]:
     from unsloth_grpo.hardware.doctor.checks import NOT_NEEDED_TO_TRAIN
 
     out = {k: v for k, v in NOT_NEEDED_TO_TRAIN.items() if k not in WHEELS}
-    out["vllm"] = "far over the carry limit; the kit measures transformers generation instead"
+    out["vllm"] = "far too large to carry; the kit measures transformers generation instead"
     return out
 
 
@@ -116,7 +116,7 @@ REQUIRED_FILES = [
     "unsloth_zoo/__init__.py", "trl/__init__.py", "datasets/__init__.py", "torchao/__init__.py",
 ]
 
-#: Python 3.12 / x86-64 as the device tool's notes spell it (pip matches each manylinux tag exactly).
+#: Python 3.12 / x86-64 as the image's description spells it (pip matches each manylinux tag exactly).
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
              "manylinux2014_x86_64",
              "manylinux1_x86_64"]
@@ -125,7 +125,7 @@ MARKER_ENV = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_pl
               "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
               "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": ""}
 
-#: What the device tool is asked to run once the folder exists (see docs/gpu_truth.md).
+#: What the GPU machine runs once the folder is there (see docs/gpu_truth.md).
 RUN_COMMAND = "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_truth.py"
 
 
@@ -245,7 +245,7 @@ def folder_bytes(path: Path) -> int:
 
 
 def project_bytes(root: Path = ROOT) -> int:
-    """What the device tool sends besides carried paths: tracked and untracked-not-ignored files."""
+    """What is sent to the GPU machine besides the carried folder: tracked and untracked-not-ignored files."""
     out = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                          capture_output=True, text=True, check=True).stdout
     return sum((root / f).stat().st_size for f in out.split("\0") if f and (root / f).is_file())

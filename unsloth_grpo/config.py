@@ -328,13 +328,50 @@ def _yaml_error(exc: yaml.YAMLError) -> str:
     return f"{where}{problem}"
 
 
-def read_yaml(text: str, what: str) -> Any:
-    """Parse YAML text (a config file or an override's value), keeping typed scalars' text."""
+def _duplicate_keys(node: Any, path: str = "", seen: set | None = None) -> list[str]:
+    """Keys given twice in one mapping of a composed YAML document, as ``dotted.key (lines A and B)``.
+
+    YAML loaders keep the last of two equal keys without a word; in a config that silently drops a
+    setting the user wrote. Merge keys (``<<: *base``) are meant to be overridden and are left out.
+    """
+    seen = set() if seen is None else seen
+    if id(node) in seen:  # an alias points back at a node already walked
+        return []
+    seen.add(id(node))
+    out: list[str] = []
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[str, int] = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else None
+            if name is not None and key.tag != "tag:yaml.org,2002:merge":
+                if name in lines:
+                    line = key.start_mark.line + 1
+                    out.append(f"{path}{name}" + (f" (lines {lines[name]} and {line})" if line != lines[name] else ""))
+                else:
+                    lines[name] = key.start_mark.line + 1
+            out += _duplicate_keys(value, f"{path}{name if name is not None else '?'}.", seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out += _duplicate_keys(item, f"{path.rstrip('.')}[{i}].", seen)
+    return out
+
+
+def read_yaml(text: str, what: str, key: str = "") -> Any:
+    """Parse YAML text (a config file or an override's value), keeping typed scalars' text.
+
+    A key given twice in one mapping is an error naming the key (under ``key``, the override's), not
+    the last one silently kept.
+    """
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        twice = _duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), f"{key}." if key else "")
+        value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what} is not valid YAML ({_yaml_error(exc)}); fix the syntax, "
                           "or quote the value") from None
+    if twice:
+        raise ConfigError(f"{what} gives the same key twice: {', '.join(twice)}; YAML would keep only the "
+                          "last one without a word. Keep the one you mean and delete the other")
+    return value
 
 
 # ---------------------------------------------------------------- conversion to and from dicts
@@ -549,7 +586,7 @@ def parse_override(text: str) -> dict:
     if "=" not in text:
         raise ConfigError(f"override '{text}' is not of the form section.key=value (e.g. training.max_steps=50)")
     key, raw = text.split("=", 1)
-    value = read_yaml(raw, f"override '{text}': the value") if raw.strip() else ""
+    value = read_yaml(raw, f"override '{text}': the value", key.strip()) if raw.strip() else ""
     out: dict = {}
     node = out
     parts = key.strip().split(".")
@@ -575,6 +612,11 @@ def load_config(
             loaded = source
         else:
             path = Path(source)
+            if path.is_dir():
+                inside = path / "config.yaml"
+                hint = f"a run's config is {inside}" if inside.is_file() else "e.g. recipes/gsm8k.yaml"
+                raise ConfigError(f"--config '{path}' is a directory, not a config file; give the YAML file "
+                                  f"itself ({hint})")
             if not path.is_file():
                 raise ConfigError(f"config file '{path}' does not exist; check the path given to --config")
             loaded = read_yaml(path.read_text(), f"config file '{path}'") or {}
@@ -644,6 +686,9 @@ def validate(cfg: RecipeConfig) -> list[str]:
         p.append(f"model.vllm_standby='{m.vllm_standby}' must be one of {', '.join(FAST_INFERENCE)}")
     if m.device not in DEVICES:
         p.append(f"model.device='{m.device}' must be one of {', '.join(DEVICES)}")
+    if not str(cfg.output_dir).strip():
+        p.append("output_dir is empty: a run needs a directory of its own for its adapter, metrics and "
+                 "config; give one, e.g. --output-dir outputs/my-run")
     if not m.name.strip():
         p.append("model.name is empty; give a hub id, a local model directory or 'builtin:tiny'")
     if not 0.05 <= m.gpu_memory_utilization <= 0.95:

@@ -24,14 +24,29 @@ class DataError(ValueError):
     """The dataset is malformed. The message names the row or column and the fix."""
 
 
+#: Folders this toolkit writes runs and exports into: ``outputs/run`` is a path even where no
+#: ``outputs/`` folder exists yet (no hub owner is called that).
+LOCAL_ROOTS = ("outputs", "exports")
+
+
+def _in_hub_cache(name: str) -> bool:
+    """Whether the local hub cache holds a model or dataset called ``name`` (``owner/name``)."""
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    folder = name.replace("/", "--")
+    return any((Path(HF_HUB_CACHE) / f"{kind}--{folder}").is_dir() for kind in ("models", "datasets"))
+
+
 def looks_like_path(source: str | os.PathLike) -> bool:
     """Whether a name from the config is a path on this machine rather than a hub id: the one rule
     for ``data.source``, ``model.name`` and every other name that may be either.
 
     A path starts with ``.``, ``/`` or ``~``, holds a backslash or more than one ``/`` (a hub id is
     ``name`` or ``owner/name``), ends in a data-file suffix (``.jsonl``, ``.json``, ``.csv``,
-    ``.parquet``), or names something that exists here. ``builtin:`` names are neither. A name this
-    rule calls a path is never looked up on the hub, so a typo in it cannot reach the network.
+    ``.parquet``), or names something that exists here. ``owner/name`` is a path too when ``owner`` is
+    a folder here (``runs/run-7`` beside a ``runs/`` folder) or one of the folders runs are written to
+    (:data:`LOCAL_ROOTS`), unless the hub cache holds that id. ``builtin:`` names are neither. A name
+    this rule calls a path is never looked up on the hub, so a typo in it cannot reach the network.
     """
     text = os.fspath(source)
     if text.startswith("builtin:"):
@@ -40,7 +55,12 @@ def looks_like_path(source: str | os.PathLike) -> bool:
         return True
     if Path(text).suffix.lower() in LOCAL_FORMATS:
         return True
-    return os.path.exists(text)
+    if os.path.exists(text):
+        return True
+    owner = text.split("/", 1)[0] if "/" in text else None
+    if owner in LOCAL_ROOTS:
+        return True
+    return bool(owner) and os.path.isdir(owner) and not _in_hub_cache(text)
 
 
 def load_table(source: str, *, split: str = "train", subset: str | None = None):

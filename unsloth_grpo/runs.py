@@ -156,6 +156,38 @@ def read_bundle(directory: str | os.PathLike) -> dict | None:
     return None
 
 
+# ---------------------------------------------------------------- the task a run trained
+
+
+def recorded_task(run_dir: str | os.PathLike) -> str | None:
+    """The task a run was trained on, as its ``config.yaml`` records it (None when it records none)."""
+    import yaml
+
+    try:
+        recorded = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    task = recorded.get("task") if isinstance(recorded, dict) else None
+    return str(task) if task else None
+
+
+def other_task(run_dir: str | os.PathLike, task: str, *, recipe: str | None = None) -> str | None:
+    """Why ``run_dir`` cannot be continued as ``task`` (or by the ``recipe`` command), or None when it can.
+
+    A checkpoint of one task continued on another trains its adapter on the other task's prompts and
+    rewards: nothing fails, the run is just no longer the run it was.
+    """
+    recorded = recorded_task(run_dir)
+    if recorded is None or (recorded == task and (recipe is None or recipe == recorded)):
+        return None
+    asked = task if task != recorded else recipe
+    return (f"--resume: {run_dir} holds a run of the {recorded} task (its config.yaml says task: {recorded}), and "
+            f"this command would continue it as {asked}: its adapter would go on training on another task's prompts "
+            f"and rewards. Nothing was changed. Resume it as it was made: unsloth-grpo train --resume {run_dir} "
+            f"(or python -m unsloth_grpo.recipes.{recorded} --resume {run_dir}); to train {asked}, start a new run "
+            "with another --output-dir")
+
+
 # ---------------------------------------------------------------- the health warnings
 
 #: Where the health monitor (:mod:`unsloth_grpo.training.monitor`) records its warnings, one JSON line each.
@@ -325,5 +357,6 @@ def stage_index_of(dirname: str) -> int | None:
 
 __all__ = ["BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "HEALTH_FILE", "MARKER", "STAGES_DIR", "CheckpointInfo",
            "check_checkpoint", "checkpoint_info", "checkpoints_root", "collect_bundle", "dataset_fingerprint", "git_info",
-           "is_checkpoint_dir", "latest_checkpoint", "list_checkpoints", "package_versions", "read_bundle", "read_health",
-           "read_marker", "run_config_path", "run_dir_of", "sha256_of", "stage_index_of", "write_bundle"]
+           "is_checkpoint_dir", "latest_checkpoint", "list_checkpoints", "other_task", "package_versions", "read_bundle",
+           "read_health", "read_marker", "recorded_task", "run_config_path", "run_dir_of", "sha256_of", "stage_index_of",
+           "write_bundle"]

@@ -93,8 +93,12 @@ def run(args: argparse.Namespace) -> int:
                           load_in_4bit=load_4bit)
     if getattr(args, "config", None):
         profile = _profile_of(report)
+        from unsloth_grpo.cli.train import available_recipes, load_recipe
+
+        cpu = load_recipe(cfg.task).cpu_presets() if cfg.task in available_recipes() else None
         problems = sorted(recipe_problems(cfg, profile=profile, hub_probe=lambda *_: (report.hub.ok is not False,
-                                                                                      report.hub.detail))
+                                                                                      report.hub.detail),
+                                          cpu_presets=cpu)
                           + problems, key=lambda p: p.severity != ERROR)
     if getattr(args, "json", False):
         print(json.dumps({"report": report.to_dict(), "problems": [dataclasses.asdict(p) for p in problems]}, indent=2))

@@ -127,12 +127,18 @@ def _add_common(p) -> None:
     p.add_argument("--output", required=True, help="Directory for the results.")
 
 
+def _builtin_names() -> str:
+    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+
+    return ", ".join(BUILTIN_MODELS)
+
+
 def add_parser(subparsers) -> None:
     """Registers ``eval`` and ``compare``."""
     p = subparsers.add_parser("eval", help="Evaluate a base model, LoRA adapter or merged model on held-out problems.")
     p.add_argument("--model", required=True,
                    help="A run directory (graded with its own prompt and data), a checkpoint, an adapter or merged "
-                        "directory, a hub id, or a built-in model (builtin:NAME).")
+                        f"directory, a hub id, or a built-in model: {_builtin_names()}.")
     _add_common(p)
     p.add_argument("--lm-eval-task", default=None, metavar="DIR",
                    help="Also write these problems as an lm-evaluation-harness task in DIR (the task file, the "
@@ -140,7 +146,8 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
     c = subparsers.add_parser("compare", help="Evaluate two models on the same problems; report what changed.")
-    c.add_argument("baseline", help="The model before training (base model or its path).")
+    c.add_argument("baseline", help=f"The model before training (base model, its path, or a built-in model: "
+                                    f"{_builtin_names()}).")
     c.add_argument("trained", help="The model after training (adapter or merged directory).")
     _add_common(c)
     c.set_defaults(func=run_compare)
@@ -219,9 +226,45 @@ def _reported(func):
     return wrapper
 
 
+def check_arguments(args, models: list[str]) -> None:
+    """Refuse settings that cannot work before the data or any model is loaded: each message names
+    the option and the fix (the same checks inside :func:`evaluate` would come after the load)."""
+    from unsloth_grpo.hardware.backend import BackendError, local_model_problem
+
+    wrong = []
+    if args.limit is not None and args.limit < 1:
+        wrong.append(f"--limit {args.limit}: evaluate at least 1 problem (leave --limit out for all of them)")
+    for flag, value, what in (("--samples", args.samples, "completions per problem"),
+                              ("--batch-size", args.batch_size, "sequences generated together"),
+                              ("--max-new-tokens", args.max_new_tokens, "tokens in a completion")):
+        if value is not None and value < 1:  # --max-new-tokens left out: the run's limit
+            wrong.append(f"{flag} {value}: needs at least 1 ({what})")
+    if args.temperature < 0:
+        wrong.append(f"--temperature {args.temperature}: use 0 (greedy) or a positive value")
+    elif args.samples > 1 and args.temperature == 0:
+        wrong.append(f"--samples {args.samples} with --temperature 0 gives {args.samples} identical greedy "
+                     "completions; set --temperature > 0 (e.g. 0.7) for pass@k")
+    if not 0 < args.top_p <= 1:
+        wrong.append(f"--top-p {args.top_p}: use a value in (0, 1]")
+    if wrong:
+        raise ValueError("; ".join(wrong))
+    for model in models:
+        problem = local_model_problem(model)
+        if problem is not None:
+            raise BackendError(problem)
+
+
+def _some_problems(problems, args) -> None:
+    if len(problems) == 0:
+        raise ValueError(f"--dataset {args.dataset} gives no problems to evaluate (split {args.split!r}); "
+                         "check the file, --split and --limit")
+
+
 @_reported
 def run(args) -> int:
+    check_arguments(args, [args.model])
     problems, grading = _task_setup(args)
+    _some_problems(problems, args)
     result = _eval_one(args.model, problems, grading, args)
     path = write_eval(result, args.output)
     print(f"{args.model}: {_summary(result)}")
@@ -231,7 +274,9 @@ def run(args) -> int:
 
 @_reported
 def run_compare(args) -> int:
+    check_arguments(args, [args.baseline, args.trained])
     problems, grading = _task_setup(args)
+    _some_problems(problems, args)
     out = Path(args.output)
     results = {}
     for role, model_path in (("baseline", args.baseline), ("trained", args.trained)):

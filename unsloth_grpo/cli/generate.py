@@ -20,8 +20,11 @@ def add_parser(subparsers) -> None:
         "generate", help="Answer questions with a model, run, checkpoint, adapter or merged export.",
         description="Answer questions with the run's system prompt and chat template; prints each "
                     "completion and the answer extracted from it.")
+    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+
     p.add_argument("--model", required=True,
-                   help="Run directory, checkpoint, LoRA adapter, merged model directory, hub id or builtin:tiny.")
+                   help="Run directory, checkpoint, LoRA adapter, merged model directory, hub id, or a built-in "
+                        f"model: {', '.join(BUILTIN_MODELS)}.")
     p.add_argument("questions", nargs="+", metavar="QUESTION", help="One or more questions.")
     p.add_argument("--system-prompt", default=None,
                    help="System prompt to use instead of the run's ('' for none).")
@@ -35,9 +38,31 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def input_problems(args: argparse.Namespace) -> list[str]:
+    """What is wrong with the command's input, found before any model loads (one line each)."""
+    from unsloth_grpo.hardware.backend import local_model_problem
+
+    out = [f"question {i} is empty; ask something, e.g. \"What is 15 + 27?\""
+           for i, q in enumerate(args.questions, 1) if not q.strip()]
+    if args.max_new_tokens < 1:
+        out.append(f"--max-new-tokens {args.max_new_tokens}: a completion needs at least 1 token (default 256)")
+    if args.temperature < 0:
+        out.append(f"--temperature {args.temperature}: use 0 (greedy, the default) or a positive value")
+    if not 0 < args.top_p <= 1:
+        out.append(f"--top-p {args.top_p}: use a value in (0, 1]")
+    problem = local_model_problem(args.model)
+    if problem is not None:
+        out.append(problem)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from unsloth_grpo.hardware.backend import BackendError
 
+    wrong = input_problems(args)
+    if wrong:
+        print("error: " + "; ".join(wrong), file=sys.stderr)
+        return 2
     log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
     try:
         answers = answer_questions(args.model, list(args.questions), system_prompt=args.system_prompt,

@@ -63,7 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt as exc:
+        if getattr(args, "debug", False):
+            raise
+        return interrupted(exc)
+
+
+def interrupted(exc: KeyboardInterrupt) -> int:
+    """Ctrl-C outside a training loop (which saves a checkpoint itself): one line, exit code 130."""
+    print(f"stopped: {exc}" if str(exc) else "stopped by Ctrl-C", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":

@@ -196,7 +196,7 @@ if __name__ == "__main__":
 #: The models of the "What happens on your card" table (docs/gpu.md).
 CARD_TABLE_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "llama-3.2-3b", "llama-3.1-8b")
 
-#: The vLLM the card table assumes: what ``pip install "unsloth-grpo[unsloth,vllm]"`` resolves to.
+#: The vLLM the card table assumes: what ``pip install -e ".[unsloth,vllm]"`` resolves to.
 CARD_TABLE_VLLM = ("0.27.1", False)
 
 
@@ -204,7 +204,7 @@ def card_table_markdown(profiles: Any = None, models: Any = CARD_TABLE_MODELS, *
                         vllm: tuple[str | None, bool] = CARD_TABLE_VLLM) -> str:
     """docs/gpu.md's "What happens on your card": ``--preset auto`` of the GSM8K recipe per card and model.
 
-    Each row is what the recipe runs with on that card after ``pip install "unsloth-grpo[unsloth,vllm]"``
+    Each row is what the recipe runs with on that card after ``pip install -e ".[unsloth,vllm]"``
     (Unsloth backend, ``vllm`` as given): the planned settings, the dtype, vLLM on or off (and standby),
     and the estimated peak against the card's budget (10% kept free). Made by the same functions
     the run calls (:func:`unsloth_grpo.hardware.profiles.vllm_choice`, :func:`plan`).
@@ -218,8 +218,10 @@ def card_table_markdown(profiles: Any = None, models: Any = CARD_TABLE_MODELS, *
              "|---|---|---|---|---|---|"]
     for card in profiles:
         if not card.cuda:
-            lines.append(f"| {card.name} | any | no CUDA GPU: the GPU recipes stop before loading; "
-                         "`--preset smoke` (tiny model, fp32) runs | fp32 | off | - |")
+            presets = " or ".join(f"`--preset {name}` ({'tiny' if name == 'smoke' else 'a real 135M'} model, fp32)"
+                                  for name in RECIPE.cpu_presets())
+            lines.append(f"| {card.name} | any | no CUDA GPU: the GPU recipes stop before loading; {presets} runs "
+                         "| fp32 | off | - |")
             continue
         choice = vllm_choice(card, vllm_version=vllm[0], bnb_plugin=vllm[1])
         for key in models:

@@ -39,7 +39,9 @@ class Recipe:
         extra += list(overrides or [])
         if preset == AUTO_PRESET:
             # the model and the vLLM settings may come from the config file or an override: resolve them first
-            base = merge_dicts(base, _auto_preset(load_config(config, base=base, overrides=extra), gpu))
+            alternatives = " or ".join(f"--preset {p} ({what})" for p, what in self.cpu_presets().items())
+            base = merge_dicts(base, _auto_preset(load_config(config, base=base, overrides=extra), gpu,
+                                                  cpu_alternatives=alternatives))
         elif preset is not None:
             if preset not in self.presets:
                 raise ConfigError(f"--preset '{preset}' is unknown for the {self.name} recipe; "
@@ -48,12 +50,18 @@ class Recipe:
         cfg = load_config(config, base=base, overrides=extra)
         return _unquantized_name(cfg) if preset == AUTO_PRESET else cfg
 
+    def cpu_presets(self) -> dict[str, str]:
+        """This recipe's presets that run on a CPU, each with what it trains there (the messages that
+        meet a machine without a GPU offer them)."""
+        return {name: what for name, what in CPU_PRESETS.items() if name in self.presets}
+
 
 #: The preset computed by the memory planner for the GPU in this machine.
 AUTO_PRESET = "auto"
 
 
-def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bool] | None = None) -> dict:
+def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bool] | None = None,
+                 cpu_alternatives: str = "") -> dict:
     """Planner settings for ``cfg``'s model on the detected GPU (or ``gpu``), as a partial config.
 
     The plan is made with the vLLM setting the run will use (the loader's own decision for this
@@ -74,7 +82,8 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
     here = gpu is None
     gpu = gpu if gpu is not None else planner.detect_gpu()
     if gpu is None:
-        raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use --preset smoke")
+        raise ConfigError("--preset auto: no CUDA GPU detected; on a CPU use "
+                          + (cpu_alternatives or "--preset smoke"))
     backend = backend_name(cfg.model.backend, vllm_server=cfg.model.vllm_server, strict=False)[0]
     choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm,
                                         env=dict(os.environ) if here else None,
@@ -146,6 +155,11 @@ def smoke_preset(*, output_dir: str, task_rewards: list[dict], data: dict | None
 
 #: The preset that trains the real built-in model on a CPU (``--preset smollm2``).
 REAL_MODEL_PRESET = "smollm2"
+#: The presets that run on a CPU, with what each trains there (only the ones a recipe has are offered).
+CPU_PRESETS = {
+    "smoke": "the tiny built-in model, about a minute",
+    REAL_MODEL_PRESET: "the real SmolLM2-135M-Instruct, offline after its first use, 20-30 minutes on 2 cores",
+}
 
 
 def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict], data: dict | None = None,
@@ -182,17 +196,28 @@ def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict
     }, {"data": data or {}, "training": training or {}, "evaluation": evaluation or {}, "monitor": monitor or {}})
 
 
+class _Once(argparse.Action):
+    """An option that may be given once: argparse keeps the last of two ``--preset`` flags without a
+    word, so ``--preset smoke ... --preset smollm2`` would silently drop one of them."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} is given twice ({getattr(namespace, self.dest)!r}, then {values!r}); "
+                         "give it once: they do not combine")
+        setattr(namespace, self.dest, values)
+
+
 def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | None) -> None:
-    parser.add_argument("--config", help="YAML recipe config (see recipes/).")
+    parser.add_argument("--config", action=_Once, help="YAML recipe config (see recipes/).")
     choices = [*presets, AUTO_PRESET] if presets else None
-    parser.add_argument("--preset", choices=choices,
+    parser.add_argument("--preset", choices=choices, action=_Once,
                         help="Named preset of the recipe" + (f": {', '.join(choices)}" if choices else "")
                         + "; 'auto' plans settings for the GPU in this machine")
     parser.add_argument("--auto-shrink", action="store_true",
                         help="After a CUDA out-of-memory, resume from its checkpoint with the smaller config it suggests.")
-    parser.add_argument("--output-dir", help="Where the adapter, metrics and config are written.")
+    parser.add_argument("--output-dir", action=_Once, help="Where the adapter, metrics and config are written.")
     parser.add_argument("--check", action="store_true", help="Validate the config and data, then stop.")
-    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="PATH",
+    parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="PATH", action=_Once,
                         help="Continue from the latest complete checkpoint of the output directory, or from PATH "
                              "(a run directory or one of its checkpoints). Without --config/--preset the run's "
                              "own config.yaml is used.")
@@ -227,6 +252,16 @@ def _resume_and_overrides(args: argparse.Namespace) -> tuple[object, list[str]]:
     if isinstance(resume, str) and "=" in resume and not Path(resume).exists():
         return True, [resume, *overrides]
     return resume, overrides
+
+
+def resumed_run(resume) -> Path | None:
+    """The run directory ``--resume PATH`` names: PATH itself, or the run a checkpoint PATH belongs to
+    (None for ``--resume`` without a path)."""
+    from unsloth_grpo.runs import is_checkpoint_dir, run_dir_of
+
+    if not isinstance(resume, str):
+        return None
+    return run_dir_of(resume) if is_checkpoint_dir(resume) else Path(resume)
 
 
 def run_from_args(recipe: Recipe, args: argparse.Namespace,
@@ -272,19 +307,27 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
         from unsloth_grpo.training.checkpoint import CheckpointError, no_such_resume_path
 
         raise CheckpointError(no_such_resume_path(resume))
+    resumed = resumed_run(resume)
+    # `--resume RUN` trains RUN, wherever its config.yaml says it was first trained: a copied run is
+    # continued in the copy, never in the folder it was copied from
+    output_dir = args.output_dir if args.output_dir is not None or resumed is None else str(resumed)
     config = args.config
     if resume is not None and config is None and args.preset is None:
-        from unsloth_grpo.runs import is_checkpoint_dir, run_dir_of
-
-        run = args.output_dir if resume is True else \
-            (run_dir_of(resume) if is_checkpoint_dir(resume) else resume)
+        run = output_dir if resume is True else resumed
         if run is not None and (Path(run) / "config.yaml").is_file():
             config = str(Path(run) / "config.yaml")
             print(f"resume: using the run's config {config}")
-    cfg = _resolve(recipe, preset=args.preset, config=config, output_dir=args.output_dir, overrides=overrides)
+    cfg = _resolve(recipe, preset=args.preset, config=config, output_dir=output_dir, overrides=overrides)
     if args.print_config:
         print(dump_config(cfg), end="")
         return 0
+    if resume is not None:
+        from unsloth_grpo.runs import other_task
+        from unsloth_grpo.training.checkpoint import CheckpointError
+
+        why = other_task(resumed if resumed is not None else cfg.output_dir, cfg.task, recipe=recipe.name)
+        if why is not None:
+            raise CheckpointError(why)
     from unsloth_grpo.training.checks import check_before_loading
 
     if args.check:
@@ -312,7 +355,7 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
             # the run's one check: the config, this machine (no GPU, a missing model, the hub off),
             # the backend, TRL's own checks; all before the trainer imports. Training receives the
             # decision it returns and does not ask again.
-            decision = check_before_loading(cfg)
+            decision = check_before_loading(cfg, cpu_presets=recipe.cpu_presets())
             if resume is True and shrinks == 0:
                 from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
 
@@ -375,4 +418,12 @@ def run_recipe(recipe: Recipe, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m unsloth_grpo.recipes.{recipe.name}",
                                      description=recipe.description)
     add_train_arguments(parser, list(recipe.presets))
-    return run_from_args(recipe, parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    try:
+        return run_from_args(recipe, args)
+    except KeyboardInterrupt as exc:
+        if args.debug:
+            raise
+        from unsloth_grpo.cli.main import interrupted
+
+        return interrupted(exc)

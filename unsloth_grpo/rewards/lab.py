@@ -39,7 +39,8 @@ Blocking problems (exit code 1): a reward raises or returns unusable values; a r
 returns None for every completion; the weighted total is constant within every group (no
 advantage, no learning). Warnings (exit 1 only with ``--strict``): a reward constant within
 every group or across all completions, a reward never above zero that could be, two
-rewards that duplicate each other, a reward slower than the generation it scores, and a format
+rewards that duplicate each other, a reward slower than the generation it scores or slower than
+:data:`SLOW_MS_PER_COMPLETION` per completion, and a format
 reward that pays the same completion differently with or without a trailing newline, or with its
 reasoning on one line or two (the regex of the classic notebook pattern, ``\n$`` at its end and
 ``.`` without ``re.DOTALL``), found by scoring such pairs of probe completions.
@@ -62,6 +63,11 @@ from typing import Any, Callable, Sequence
 RESERVED = ("completion", "group", "prompt", "completion_ids")
 DUPLICATE_R = 0.98
 _EPS = 1e-9
+#: A reward slower than this per completion is flagged whatever the generation costs: one GRPO step
+#: scores its whole batch (8 prompts x 8 generations = 64 completions is common) before it can go on.
+SLOW_MS_PER_COMPLETION = 500.0
+#: The batch the slow-reward warning prices a step with.
+STEP_COMPLETIONS = 64
 
 
 class LabError(ValueError):
@@ -330,6 +336,13 @@ def analyse(
                     "GRPO learns from it only once some do (easier prompts, a shaping reward, more "
                     "generations)"
                 )
+        if r.ms_per_completion >= SLOW_MS_PER_COMPLETION:
+            warnings.append(
+                f"{r.name}: slow, {r.ms_per_completion:,.0f} ms per completion -- scoring one step's "
+                f"{STEP_COMPLETIONS} completions would take {r.ms_per_completion * STEP_COMPLETIONS / 1000:,.0f} s; "
+                "make it faster (move slow setup out of the call, cache, score the batch at once), or give it "
+                "params: {timeout_s: N} so a call that runs longer than N s is stopped"
+            )
         gen = generation_ms_per_completion
         if gen is not None and r.ms_per_completion > gen:
             warnings.append(

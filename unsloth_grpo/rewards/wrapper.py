@@ -15,12 +15,25 @@ Both report through TRL's ``log_metric`` hook when TRL passes one (it does to ev
 function): ``rewards/<name>/errors`` (failures absorbed so far, ``on_error="zero"`` only),
 ``rewards/<name>/weight`` and ``rewards/<name>/success_rate`` (adaptive only), averaged
 over each logging step like TRL's own metrics.
+
+Every call is timed (``stats.seconds``, ``stats.slowest_s``). A call that takes
+:data:`SLOW_CALL_S` or longer is reported on stderr with the reward's name, its time and the
+fix, once, and again only when a later call takes twice as long: the training step waits for its
+rewards. ``timeout_s`` (a wrapper key of ``params``) stops a call that runs longer: a
+:class:`RewardError` with ``on_error="raise"``, zeros with ``on_error="zero"``. The limit is a
+timer signal, so it works in the main thread on Unix (where TRL calls the rewards) and is not
+applied elsewhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+import signal
+import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,6 +42,8 @@ from .calling import call_reward, one_sample
 
 ON_ERROR_CHOICES = ("raise", "zero")
 _SNIPPET = 200
+#: A reward call at least this long (seconds) is reported: a GRPO step waits for every reward call.
+SLOW_CALL_S = 10.0
 
 
 class RewardError(RuntimeError):
@@ -47,6 +62,47 @@ class RewardStats:
     weight: float = 1.0
     success_rate: float | None = None
     last_error: str | None = None
+    seconds: float = 0.0  # wall time of every call together
+    slowest_s: float = 0.0
+    timeouts: int = 0
+    warned_s: float = 0.0  # the slowest call reported so far (0: none yet)
+
+
+class _Timeout(BaseException):
+    """Raised inside a reward call that ran past its ``timeout_s`` (a BaseException, so that the
+    reward's own ``except Exception`` cannot swallow it)."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Raise :class:`_Timeout` in the block after ``seconds`` (main thread, Unix; else no limit)."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum, frame):
+        raise _Timeout
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _to_stderr(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def slow_call_message(name: str, seconds: float, n: int, threshold: float, timeout_s: float | None) -> str:
+    """What a slow reward call is told: the reward, its time, and what to do."""
+    each = 1000.0 * seconds / max(n, 1)
+    fix = ("make it faster (move slow setup out of the call, cache, score the batch at once)"
+           + ("" if timeout_s else ", or give it params: {timeout_s: N} to stop a call that runs longer than N s"))
+    return (f"reward {name!r} took {seconds:.1f} s for one call of {n} completions ({each:,.0f} ms per completion; "
+            f"reported from {threshold:g} s): every training step waits for it. Fix: {fix}")
 
 
 @dataclass
@@ -160,6 +216,9 @@ def validated(
     on_error: str = "raise",
     adaptive: AdaptiveWeight | None = None,
     base_weight: float = 1.0,
+    timeout_s: float | None = None,
+    slow_call_s: float | None = None,
+    warn: Callable[[str], None] = _to_stderr,
 ) -> Callable:
     """Wrap reward ``fn`` with the checks described in the module docstring.
 
@@ -167,10 +226,31 @@ def validated(
     carries ``.stats`` (:class:`RewardStats`) and ``.inner`` (the unwrapped function). ``fn`` is
     called as TRL calls a reward, every argument by keyword
     (:func:`~unsloth_grpo.rewards.calling.call_reward`), so a reward written for TRL works unchanged.
+    ``timeout_s`` limits one call; a call of ``slow_call_s`` seconds or more (:data:`SLOW_CALL_S` when
+    None) is reported through ``warn``.
     """
     if on_error not in ON_ERROR_CHOICES:
         raise ValueError(f"reward {name!r}: on_error={on_error!r}; choose one of {ON_ERROR_CHOICES}")
+    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real)
+                                  or not timeout_s > 0):
+        raise ValueError(f"reward {name!r}: timeout_s={timeout_s!r}; give the longest a call may take, in "
+                         "seconds (a positive number)")
     stats = RewardStats(name=name, base_weight=base_weight, weight=base_weight)
+
+    def timed(completions: list, kwargs: dict) -> Any:
+        """The reward's values for one call, timed, within ``timeout_s``; a slow call is reported."""
+        start = time.perf_counter()
+        try:
+            with _time_limit(timeout_s):
+                return call_reward(fn, completions, **kwargs)
+        finally:
+            took = time.perf_counter() - start
+            stats.seconds += took
+            stats.slowest_s = max(stats.slowest_s, took)
+            threshold = SLOW_CALL_S if slow_call_s is None else slow_call_s
+            if took >= threshold and took >= 2 * stats.warned_s:
+                stats.warned_s = took
+                warn(slow_call_message(name, took, len(completions), threshold, timeout_s))
 
     def fail(message: str, count: int) -> None:
         stats.last_error = message
@@ -184,7 +264,17 @@ def validated(
         stats.calls += 1
         stats.completions += n
         try:
-            values = call_reward(fn, completions, **kwargs)
+            values = timed(completions, kwargs)
+        except _Timeout:
+            stats.timeouts += 1
+            message = (f"reward {name!r} ran past its timeout_s={timeout_s:g} on a call of {n} completions and was "
+                       "stopped; make it faster, or raise timeout_s")
+            if on_error == "raise":
+                stats.last_error = message
+                raise RewardError(message) from None
+            fail(message, n)
+            _log(kwargs.get("log_metric"))
+            return [0.0] * n
         except Exception as exc:
             i = _find_failing_sample(fn, completions, kwargs)
             where = (

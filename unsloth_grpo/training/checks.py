@@ -62,7 +62,8 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
 
-def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None, profile=None):
+def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None, profile=None,
+                         cpu_presets=None):
     """The one check before loading; returns the run's decision (None with ``environment=False``).
 
     Raises :class:`ConfigError` listing every config problem; then, with ``environment``, looks at
@@ -75,7 +76,8 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     ``environment=False`` stops after the config (``--check``, which may run on another machine than
     the one that trains, and a run on a model loaded already). ``report`` and ``profile`` describe
     another machine (the GPU truth kit checks the GPU image from here): its packages and its card
-    replace this machine's, and nothing is imported for it.
+    replace this machine's, and nothing is imported for it. ``cpu_presets`` (preset name -> what it
+    trains) are the recipe's presets that a machine without the GPU a recipe needs is sent to.
     """
     problems = config_problems(cfg)  # reads TRL's field table: TRL itself is not imported
     if problems:
@@ -92,7 +94,8 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     here = report is None and profile is None
     cards = cuda_devices() if here else None  # the one look at this machine's cards; the rest is told
     profile = measure(cards) if here else (profile or measure())
-    preflight_recipe(cfg, profile=profile)  # no GPU for a GPU recipe, a missing model, the hub off
+    # no GPU for a GPU recipe, a missing model, an output directory that cannot be written, the hub off
+    preflight_recipe(cfg, profile=profile, cpu_presets=cpu_presets)
     decision = decide(cfg.model, profile,
                       environment=(dict(os.environ), "unsloth" in sys.modules) if here else ({}, False))
     _preflight(cfg, report, cards, backend=decision.backend)

@@ -172,6 +172,11 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
     from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir, log=log)
+    from unsloth_grpo.runs import other_task
+
+    why = other_task(ckpt.run_dir_of(resume_from.path), cfg.task) if resume_from is not None else None
+    if why is not None:
+        raise ckpt.CheckpointError(why)
     if resume_from is not None and resume_from.stage != stage_index:
         raise ckpt.CheckpointError(
             f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "

@@ -112,7 +112,8 @@ def cuda_driver_problem() -> str | None:
 def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str, str] | None = None,
                     hub_probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe,
                     cache_dir: str | None = None,
-                    cuda_problem: Callable[[], str | None] | None = None) -> list[Problem]:
+                    cuda_problem: Callable[[], str | None] | None = None,
+                    cpu_presets: Mapping[str, str] | None = None) -> list[Problem]:
     """What stops ``cfg`` on this machine before anything is loaded, each with the fix.
 
     - no CUDA GPU (``profile`` is the CPU profile) for a recipe that needs one;
@@ -122,8 +123,13 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     - ``model.name`` a hub id that is not in the local cache while the hub is off (offline
       mode, or no answer within 1.5 s), with the nearest cached or built-in id.
 
+    - ``output_dir`` a file, or a folder that cannot be written (a read-only file system or folder);
+    - ``model.name`` a local folder with no model in it, or whose ``config.json`` is not JSON.
+
     ``profile`` defaults to this machine's card; ``env``, ``hub_probe`` and ``cache_dir``
-    can be injected (the tests simulate an offline CPU box this way).
+    can be injected (the tests simulate an offline CPU box this way). ``cpu_presets`` (preset name ->
+    what it runs) are the recipe's presets that run on a CPU, suggested when the GPU is missing
+    (``--preset smoke`` when not given).
     """
     from unsloth_grpo.hardware.profiles import measure
 
@@ -131,25 +137,34 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     env = dict(os.environ if env is None else env)
     m = cfg.model
     name = str(m.name)
-    out: list[Problem] = []
+    out: list[Problem] = _output_dir_problems(str(cfg.output_dir))
     if not profile.cuda and m.device != "cpu" and needs_gpu(m):
+        presets = dict(cpu_presets or {"smoke": "a tiny model on CPU"})
+        names = " or ".join(f"`--preset {p}`" for p in presets)
+        commands = "; ".join(f"python -m unsloth_grpo.recipes.{cfg.task} --preset {p} ({what})"
+                             for p, what in presets.items())
         driver = (cuda_problem or cuda_driver_problem)()
         if driver:  # a GPU is here, but this torch cannot use it: "no CUDA GPU" would send the user away
             out.append(Problem(ERROR, "gpu", f"this recipe needs the GPU, but {driver}",
-                               f"fix the driver/torch pair (`unsloth-grpo doctor` reports it); `--preset smoke` "
-                               f"runs on the CPU meanwhile: python -m unsloth_grpo.recipes.{cfg.task} --preset smoke"))
+                               f"fix the driver/torch pair (`unsloth-grpo doctor` reports it); {names} "
+                               f"{'runs' if len(presets) == 1 else 'run'} on the CPU meanwhile: {commands}"))
         else:
             out.append(Problem(
-                ERROR, "gpu", "no CUDA GPU: this recipe needs one; `--preset smoke` runs here "
-                f"(it loads {name}{' in 4-bit' if m.load_in_4bit else ''})",
-                f"python -m unsloth_grpo.recipes.{cfg.task} --preset smoke (a tiny model on CPU), or run on a "
-                "machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
+                ERROR, "gpu", f"no CUDA GPU: this recipe needs one; {names} {'runs' if len(presets) == 1 else 'run'} "
+                f"here (it loads {name}{' in 4-bit' if m.load_in_4bit else ''})",
+                f"{commands}; or run on a machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
     if name.startswith("builtin:"):
         return out + _real_builtin_problems(name)
     if looks_like_path(name):
+        from unsloth_grpo.hardware.backend import local_model_problem
+
+        problem = local_model_problem(name)
         if not Path(name).expanduser().exists():
             out.append(Problem(ERROR, "model", f"model.name '{name}' is a path that does not exist",
                                "point model.name at a model directory (with config.json), or at a hub id"))
+        elif problem is not None:
+            out.append(Problem(ERROR, "model", f"model.name: {problem}",
+                               "point model.name at the folder that holds the model (its config.json), or at a hub id"))
         return out
     cache = cache_dir or hf_cache_dir(env)
     if _in_cache(name, cache):
@@ -167,6 +182,26 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     out.append(Problem(ERROR, "model", f"model '{name}' is not in the local cache ({cache}) and {why}",
                        f"{hint}use a cached model or a local directory, or run once with network to download it"))
     return out
+
+
+def _output_dir_problems(output_dir: str) -> list[Problem]:
+    """A run directory that cannot be made or written: said before anything is loaded or written."""
+    if not output_dir.strip():
+        return []  # the config check names an empty output_dir
+    path = Path(output_dir).expanduser()
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the folder the run directory would be made in
+    if existing.exists() and not existing.is_dir():
+        inside = "" if existing == path else f" ({existing} is a file, so no folder can be made under it)"
+        return [Problem(ERROR, "output", f"output_dir '{output_dir}' is {'a file' if existing == path else 'not a folder'}"
+                        f"{inside}", "choose another --output-dir (a run writes a folder of files there)")]
+    if existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == path else f" (it would be made in {existing}, which cannot be written)"
+        return [Problem(ERROR, "output", f"output_dir '{output_dir}' cannot be written{where}: a read-only "
+                        "file system or folder", "choose an --output-dir on a disk you can write to, or make that "
+                        "folder writable")]
+    return []
 
 
 def _real_builtin_problems(name: str) -> list[Problem]:
