@@ -61,3 +61,56 @@ def test_read_samples_counts_each_filter(tmp_path):
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     counts = harness.read_samples(path)
     assert (counts["n"], counts["strict"], counts["flexible"]) == (3, 1, 2)
+
+
+# ---------------------------------------------------------------- lm-eval against eval, on a real run
+
+
+@pytest.mark.slow
+def test_lm_eval_and_eval_give_the_same_counts_on_a_real_run(smollm2_dir, tmp_path):
+    """A short SFT run of the real model (it writes the format and gets some problems right), graded by
+    ``unsloth-grpo eval`` and, through the task file eval writes, by lm-evaluation-harness on the run's
+    merged export: the same strict and lenient counts, within one problem."""
+    pytest.importorskip("lm_eval", reason="lm-evaluation-harness is the optional extra [lmeval] (it is in [test])")
+    import subprocess
+    import sys
+
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.train import train
+
+    run = tmp_path / "run"
+    cfg = RECIPE.resolve(preset="smollm2", output_dir=str(run), overrides=[
+        "model.backend=transformers", "evaluation.before_after=false", "run.samples_every=0",
+        {"stages": [{"name": "sft", "kind": "sft", "max_steps": 10, "learning_rate": 2e-4, "num_examples": 80}]}])
+    train(cfg, log=lambda _m: None)
+
+    task_dir, out = tmp_path / "lm-eval-task", tmp_path / "eval"
+    cli = [sys.executable, "-m", "unsloth_grpo.cli.main"]
+    proc = subprocess.run([*cli, "eval", "--model", str(run), "--subset", "reworded", "--limit", "16",
+                           "--batch-size", "16", "--output", str(out), "--lm-eval-task", str(task_dir)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ours = [json.loads(x) for x in (out / "eval_samples.jsonl").read_text().splitlines()]
+    merged = tmp_path / "merged"
+    proc = subprocess.run([*cli, "export", "--model", str(run), "--merged", str(merged)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    results = lm_eval.simple_evaluate(
+        model="hf", model_args={"pretrained": str(merged), "dtype": "float32"}, tasks=[harness.TASK_NAME],
+        task_manager=TaskManager(include_path=str(task_dir)), apply_chat_template=True,
+        system_instruction=(task_dir / harness.SYSTEM_PROMPT_FILE).read_text(), batch_size=16, log_samples=True,
+        device="cpu")
+    samples = results["samples"][harness.TASK_NAME]
+    verdicts: dict[int, dict] = {}
+    for s in samples:
+        verdicts.setdefault(s["doc_id"], {})[s["filter"]] = bool(s["exact_match"])
+    strict = sum(v["strict-match"] for v in verdicts.values())
+    flexible = sum(v["flexible-extract"] for v in verdicts.values())
+    our_strict, our_lenient = sum(r["correct"] for r in ours), sum(r["lenient_correct"] for r in ours)
+    assert len(verdicts) == len(ours) == 16
+    assert our_strict >= 4, "the SFT run should answer some problems in the format; nothing to compare otherwise"
+    assert abs(strict - our_strict) <= 1 and abs(flexible - our_lenient) <= 1, (strict, our_strict, flexible, our_lenient)
