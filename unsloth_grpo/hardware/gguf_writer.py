@@ -513,6 +513,14 @@ def _plan(weights: _Weights, config: dict, family: Family, quant: str) -> tuple[
     return planned, notes
 
 
+def tensor_types(model_dir: str | os.PathLike, quant: str) -> dict:
+    """Hugging Face tensor name -> the ``gguf.GGMLQuantizationType`` it is written in, for a direct ``quant``."""
+    model_dir = Path(model_dir)
+    config = json.loads((model_dir / "config.json").read_text())
+    planned, _notes = _plan(_Weights(model_dir), config, check_config(config), check_quant(quant))
+    return {p.hf_name: p.qtype for p in planned if p.hf_name is not None}
+
+
 def _nbytes(shape: tuple[int, ...], qtype) -> int:
     import gguf
 
@@ -699,5 +707,5 @@ def write_modelfile(gguf_file: Path, model_dir: Path) -> Path:
 
 __all__ = ["ALL_QUANTS", "DIRECT_QUANTS", "FAMILIES", "GGUFError", "GGUFInfo", "LLAMA_QUANTS", "Quantizer",
            "check_config", "check_quant", "check_tokenizer", "find_quantizer", "interleave_rotary", "modelfile",
-           "pre_tokenizer_name", "preflight", "require_quantizer", "tokenizer_fields", "write_gguf",
+           "pre_tokenizer_name", "preflight", "require_quantizer", "tensor_types", "tokenizer_fields", "write_gguf",
            "write_modelfile"]
