@@ -33,19 +33,22 @@ from pathlib import Path
 #: Question 2's tolerance for each GGUF type: the file's logits against the merged model's, as a share
 #: of the merged model's largest absolute logit. Measured with ``export --gguf DIR --quant TYPE --verify``
 #: (docs/export.md): SmolLM2-135M-Instruct loses 1.1e-3 (f16), 7.1e-3 (bf16) and 3.4e-2 (q8_0); the
-#: smoke run's tiny model, whose weights are large, 5.6e-3, 6.7e-2 and 2.2e-1, and its greedy answers
-#: change under bf16 and q8_0. f32 is bit-exact. The f16 and bf16 values are the merge check's.
+#: smoke run's tiny model, whose weights are large, 5.6e-3, 6.7e-2 and 2.2e-1, and under q8_0 its greedy
+#: answers change. f32 is bit-exact. The f16 and bf16 values are the merge check's (VERIFY_TOLERANCE).
 GGUF_TOLERANCE = {"f32": 1e-5, "f16": 2e-2, "bf16": 5e-2, "q8_0": 1e-1}
 
-#: k-quants (made by llama.cpp's quantizer) lose more than q8_0; this is their loss tolerance.
-KQUANT_TOLERANCE = 0.25
+#: The same for the k-quants llama.cpp's quantizer makes: SmolLM2 loses 1.9e-1 at q4_k_m and 6.4e-2 at
+#: q6_k (most of its matrices fall back to q8_0 there: 576 columns are not a multiple of 256).
+KQUANT_TOLERANCE = 0.3
 
 #: Question 3's tolerance: llama.cpp's logits against transformers' on the same file, as a share of the
-#: largest logit. llama.cpp keeps activations and its attention cache in 16 bits and quantizes
-#: activations for q8_0 and k-quant matrices; measured (docs/export.md) up to ... on SmolLM2 and ... on the
-#: smoke model. A misread setting (rope, norm epsilon, head layout) moves the logits by about their scale.
-LLAMA_CPP_TOLERANCE = {"f32": 2e-2, "f16": 2e-2, "bf16": 2e-2, "q8_0": 5e-2}
-KQUANT_LLAMA_CPP_TOLERANCE = 5e-2
+#: largest logit. llama.cpp keeps activations and its attention cache in 16 bits and quantizes the
+#: activations that meet q8_0 and k-quant matrices; measured (docs/export.md) up to 1.5e-3 (f32), 1.8e-3
+#: (f16), 8.5e-3 (bf16), 4.6e-2 (q8_0) and 7.0e-2 (q4_k_m) on SmolLM2, and 3.4e-3, 1.7e-2, 3.1e-2 and
+#: 5.4e-2 on the smoke model. A setting llama.cpp reads otherwise than transformers (rope, head size,
+#: layout) moves the logits by about their scale.
+LLAMA_CPP_TOLERANCE = {"f32": 1e-2, "f16": 5e-2, "bf16": 1e-1, "q8_0": 1.5e-1}
+KQUANT_LLAMA_CPP_TOLERANCE = 0.2
 
 #: Chat prompts the checks run on.
 PROMPTS = (
@@ -265,11 +268,11 @@ def compare_logits_with_merged(gguf_model, merged_model, tokenizer, prompts=PROM
 
 def llama_cpp_missing() -> str | None:
     """Why llama.cpp cannot run here, or None when llama-cpp-python is installed."""
-    import importlib.util
-
-    if importlib.util.find_spec("llama_cpp") is None:
-        return ("llama-cpp-python is not installed: pip install 'unsloth-grpo[gguf]' (docs/export.md gives the "
-                "build flags for this kind of CPU)")
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError as exc:
+        return (f"llama-cpp-python is not installed ({exc}): pip install 'unsloth-grpo[gguf]' (docs/export.md gives "
+                "the build flags for this kind of CPU)")
     return None
 
 
