@@ -393,31 +393,6 @@ def test_the_smoke_runs_gguf_export_through_the_cli(smoke_run, tmp_path, capsys)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("quant", ["f16", "q8_0"])
-def test_the_real_model_exports_to_gguf_and_reads_back(smollm2_dir, tmp_path, quant):
-    from unsloth_grpo.hardware import export as ex
-
-    result = ex.export_model(smollm2_dir, gguf_dir=tmp_path / "g", quant=quant, verify=True, log=lambda _m: None)
-    check = result.gguf_check
-    assert check.ok and check.transformers.tensors == 272 and check.transformers.weights_max_diff == 0.0, \
-        check.summary()
-    assert check.transformers.share < {"f16": 5e-3, "q8_0": 6e-2}[quant], check.summary()
-    meta = _read(result.gguf_files[0])
-    tokens = meta["tokenizer.ggml.tokens"]
-    assert meta["general.architecture"] == "llama" and meta["llama.block_count"] == 30
-    # this checkpoint's tokenizer (read from the shipped GGUF by transformers) splits text as GPT-2 does
-    assert meta["tokenizer.ggml.pre"] == "gpt-2" and len(tokens) == 49152
-    assert tokens[meta["tokenizer.ggml.eos_token_id"]] == "<|im_end|>"  # not the <|im_start|> the file once said
-    assert meta["tokenizer.ggml.add_bos_token"] is False and tokens[meta["tokenizer.ggml.bos_token_id"]] == "<|im_start|>"
-    from transformers import AutoTokenizer
-
-    assert meta["tokenizer.chat_template"] == AutoTokenizer.from_pretrained(smollm2_dir).chat_template
-    modelfile = (tmp_path / "g" / "Modelfile").read_text()
-    assert 'SYSTEM """You are a helpful AI assistant named SmolLM, trained by Hugging Face"""' in modelfile
-    assert result.gguf_info.size_bytes / 2**20 == pytest.approx({"f16": 258.3, "q8_0": 138.1}[quant], abs=0.2)
-
-
-@pytest.mark.slow
 def test_llama_cpp_answers_a_chat_prompt_as_transformers_does_on_the_real_model(smollm2_dir, tmp_path):
     """The user's path: llama.cpp's own chat completion, with the template and stop token from the file,
     answers greedily what the merged model answers greedily in transformers."""
