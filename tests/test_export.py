@@ -319,10 +319,10 @@ def test_a_failed_gguf_export_removes_everything_it_wrote(adapter_dir, tmp_path,
         raise failure
 
     monkeypatch.setattr(gguf_writer, "write_gguf", half_then_fail)
-    for merged in (None, tmp_path / "m"):
+    for merged in (None, tmp_path / "exports" / "m"):
         with pytest.raises(type(failure)):
-            ex.export_model(adapter_dir, merged, gguf_dir=tmp_path / "g", quant="f16", log=lambda _m: None)
-        assert sorted(p.name for p in tmp_path.iterdir()) == [], merged
+            ex.export_model(adapter_dir, merged, gguf_dir=tmp_path / "exports" / "g", quant="f16", log=lambda _m: None)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], merged  # exports/, which it made, is gone too
 
 
 def test_a_failed_forced_export_keeps_the_folder_it_was_to_replace(adapter_dir, tmp_path, monkeypatch):
@@ -401,3 +401,20 @@ def test_cli_gguf_export_with_verify_prints_each_check(adapter_dir, tmp_path, ca
     bundle = json.loads((tmp_path / "m" / "reproducibility.json").read_text())
     assert bundle["export"]["gguf"]["files"] == [str(tmp_path / "g" / "model-f16.gguf")]
     assert "`model-f16.gguf`" in (tmp_path / "m" / "README.md").read_text()
+
+
+def test_a_gguf_file_that_cannot_be_read_back_fails_verify_without_a_traceback(adapter_dir, tmp_path, monkeypatch,
+                                                                              capsys):
+    from unsloth_grpo.cli import main
+    from unsloth_grpo.hardware import gguf_check
+
+    def unreadable(*a, **k):
+        raise ValueError("GGUF model with architecture qwen2 is not supported yet.\nmore")
+
+    monkeypatch.setattr(gguf_check, "verify_gguf", unreadable)
+    assert main(["export", "--model", str(adapter_dir), "--gguf", str(tmp_path / "g"), "--quant", "f16",
+                 "--verify"]) == 1
+    err = capsys.readouterr().err
+    assert "verify: gguf could not be read back (ValueError: GGUF model with architecture qwen2 is not supported " \
+           "yet.)" in err and "Traceback" not in err
+    assert (tmp_path / "g" / "model-f16.gguf").is_file()  # the export itself succeeded

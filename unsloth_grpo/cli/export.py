@@ -84,4 +84,8 @@ def run(args: argparse.Namespace) -> int:
         for line in result.gguf_check.summary():
             print(f"verify: {line}", file=sys.stdout if result.gguf_check.ok else sys.stderr)
         ok = ok and result.gguf_check.ok
+    if result.gguf_check_error:
+        print(f"verify: gguf could not be read back ({result.gguf_check_error}); the file was written but is not "
+              "checked", file=sys.stderr)
+        ok = False
     return 0 if ok else 1

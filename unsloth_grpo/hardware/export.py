@@ -34,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -64,6 +65,7 @@ class ExportResult:
     dtype_reason: str = ""  # why that dtype, in words
     gguf_info: Any = None  # gguf_writer.GGUFInfo of the file written
     gguf_check: Any = None  # gguf_check.GGUFVerification, when the export was asked to verify
+    gguf_check_error: str = ""  # why the GGUF file could not be read back, when it could not
 
 
 # ---------------------------------------------------------------- what to export
@@ -271,19 +273,23 @@ class _Staging:
     def __init__(self) -> None:
         self._pending: list[tuple[Path, Path]] = []  # (staging folder, target)
         self._scratch: list[Path] = []
+        self._made: list[Path] = []  # parent folders that did not exist before
+
+    def _make(self, folder: Path) -> Path:
+        missing = [p for p in (folder.parent, *folder.parent.parents) if not p.exists()]
+        self._made += [p for p in missing if p not in self._made]
+        _remove(folder)
+        folder.mkdir(parents=True)
+        return folder
 
     def folder_for(self, target: Path) -> Path:
-        stage = target.parent / f".{target.name}.partial-{os.getpid()}"
-        _remove(stage)
-        stage.mkdir(parents=True)
+        stage = self._make(target.parent / f".{target.name}.partial-{os.getpid()}")
         self._pending.append((stage, target))
         return stage
 
     def scratch_beside(self, target: Path, what: str) -> Path:
         """A folder that is removed whatever happens (the merged weights a GGUF-only export needs)."""
-        scratch = target.parent / f".{target.name}.{what}-{os.getpid()}"
-        _remove(scratch)
-        scratch.mkdir(parents=True)
+        scratch = self._make(target.parent / f".{target.name}.{what}-{os.getpid()}")
         self._scratch.append(scratch)
         return scratch
 
@@ -295,6 +301,7 @@ class _Staging:
             stage.rename(target)
             _remove(old)
         self._pending.clear()
+        self._made.clear()  # they hold the export now
         self.discard()
 
     def discard(self) -> None:
@@ -304,6 +311,10 @@ class _Staging:
         for scratch in self._scratch:
             _remove(scratch)
         self._scratch.clear()
+        for folder in sorted(self._made, key=lambda p: len(p.parts), reverse=True):  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
+        self._made.clear()
 
 
 def _remove(path: Path) -> None:
@@ -443,7 +454,11 @@ def _write_gguf(merged: Path, stage: Path, target: Path, quant: str, quantizer, 
     result.gguf_files = [target / name]
     result.notes += [f"gguf: {n}" for n in info.notes]
     if verify:
-        result.gguf_check = verify_gguf(merged, stage / name, quant)
+        try:
+            result.gguf_check = verify_gguf(merged, stage / name, quant)
+        except Exception as exc:  # noqa: BLE001 - a file that cannot be read back is a failed check, not a crash
+            first = (str(exc).strip().splitlines() or [""])[0]
+            result.gguf_check_error = f"{type(exc).__name__}: {first}"
 
 def _write_export_bundle(result: ExportResult, quant: str, where: Path) -> None:
     from unsloth_grpo.runs import collect_bundle, read_bundle, write_bundle
