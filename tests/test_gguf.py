@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from unsloth_grpo.hardware import gguf_check as gc
+from unsloth_grpo.hardware import gguf_ollama as go
+from unsloth_grpo.hardware import gguf_vocab as gv
 from unsloth_grpo.hardware import gguf_writer as gw
 
 FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
@@ -137,7 +139,7 @@ def _tokenizer_from_file(meta: dict):
     tok.pre_tokenizer = {
         "gpt-2": byte_level,
         "smollm": pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]),
-        "qwen2": pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(gw._QWEN2_SPLIT), "isolated"),
+        "qwen2": pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(gv._QWEN2_SPLIT), "isolated"),
                                           pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
     }[meta["tokenizer.ggml.pre"]]
     whole = [AddedToken(t, special=(k == 3), normalized=False)
@@ -186,8 +188,8 @@ def test_each_pre_tokenizer_is_named_as_llama_cpp_names_it(tmp_path, split_digit
 
     build_tokenizer(tmp_path / "tok", split_digits=split_digits)
     hf = PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tok" / "tokenizer.json"), eos_token="<|im_end|>")
-    assert gw.check_tokenizer(hf) == name
-    fields = gw.tokenizer_fields(hf, len(hf), {})
+    assert gv.check_tokenizer(hf) == name
+    fields = gv.tokenizer_fields(hf, len(hf), {})
     rebuilt = _tokenizer_from_file({f"tokenizer.ggml.{k}": v for k, v in
                                     (("tokens", fields["tokens"]), ("merges", fields["merges"]),
                                      ("pre", fields["pre"]), ("token_type", fields["types"]))})
@@ -244,9 +246,9 @@ def test_unsupported_models_and_types_are_named_with_what_is_written(tmp_path, m
         gw.check_quant("q7_x")
     assert "f16, bf16, q8_0" in str(err.value)
     with pytest.raises(gw.GGUFError, match="pre-tokenizer is not one the GGUF writer knows"):
-        gw.pre_tokenizer_name({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}})
+        gv.pre_tokenizer_name({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}})
     with pytest.raises(gw.GGUFError, match="SentencePiece"):
-        gw.check_tokenizer(type("T", (), {"backend_tokenizer": type("B", (), {
+        gv.check_tokenizer(type("T", (), {"backend_tokenizer": type("B", (), {
             "to_str": lambda self: json.dumps({"model": {"type": "Unigram"}})})()})())
 
 
@@ -303,7 +305,7 @@ def test_the_modelfile_carries_the_chat_template_and_stops(models, tmp_path, tin
     from transformers import AutoTokenizer
 
     path = _write(models["qwen2"], "q8_0", tmp_path)
-    text = gw.write_modelfile(path, models["qwen2"]).read_text()
+    text = go.write_modelfile(path, models["qwen2"]).read_text()
     assert f"FROM ./{path.name}" in text
     assert 'TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}' \
            '<|im_start|>assistant\n"""' in text
@@ -312,9 +314,9 @@ def test_the_modelfile_carries_the_chat_template_and_stops(models, tmp_path, tin
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     tok.chat_template = ("{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nBe brief.<|im_end|>\n' }}"
                          "{% endif %}" + tok.chat_template)
-    assert 'SYSTEM """Be brief."""' in gw.modelfile("m.gguf", tok)
+    assert 'SYSTEM """Be brief."""' in go.modelfile("m.gguf", tok)
     tok.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-    plain = gw.modelfile("m.gguf", tok)
+    plain = go.modelfile("m.gguf", tok)
     assert "TEMPLATE" not in plain.replace("# no TEMPLATE", "") and 'PARAMETER stop "<|im_end|>"' in plain
 
 
@@ -360,7 +362,7 @@ def test_llama_cpp_tokenizes_like_the_hf_tokenizer(models, tiny_model_dir, tmp_p
 def test_a_wrong_pre_tokenizer_name_fails_the_llama_cpp_check(models, tmp_path, monkeypatch):
     """The name tells llama.cpp how to cut text before BPE; the wrong one gives other token ids."""
     _llama_cpp()
-    monkeypatch.setattr(gw, "pre_tokenizer_name", lambda tok_json: "gpt-2")  # the tokenizer splits as Qwen2
+    monkeypatch.setattr(gv, "pre_tokenizer_name", lambda tok_json: "gpt-2")  # the tokenizer splits as Qwen2
     path = _write(models["qwen2"], "f16", tmp_path)
     check = gc.verify_gguf(models["qwen2"], path, "f16", prompts=(TEXTS[2],), llama_cpp=True, max_new_tokens=4)
     assert check.transformers.holds_the_model and check.logits_ok  # the weights are right
@@ -402,7 +404,7 @@ def test_llama_cpp_answers_a_chat_prompt_as_transformers_does_on_the_real_model(
 
     path = tmp_path / "model-f16.gguf"
     gw.write_gguf(smollm2_dir, path, "f16", log=lambda _m: None)
-    tok = gw.prepared_tokenizer(Path(smollm2_dir))
+    tok = gv.prepared_tokenizer(Path(smollm2_dir))
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
     llm = gc.open_in_llama_cpp(path)
     try:

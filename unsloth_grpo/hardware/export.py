@@ -441,7 +441,8 @@ def _write_gguf(merged: Path, stage: Path, target: Path, quant: str, quantizer, 
                 log) -> None:
     """The GGUF file and its Modelfile into ``stage`` (moved to ``target`` at the end), checked when asked."""
     from unsloth_grpo.hardware.gguf_check import verify_gguf
-    from unsloth_grpo.hardware.gguf_writer import GGUFError, write_gguf, write_modelfile
+    from unsloth_grpo.hardware.gguf_ollama import write_modelfile
+    from unsloth_grpo.hardware.gguf_writer import GGUFError, write_gguf
 
     name = f"model-{quant}.gguf"
     try:

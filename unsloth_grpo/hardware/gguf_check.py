@@ -396,7 +396,8 @@ def verify_gguf(merged_dir: str | os.PathLike, gguf_file: str | os.PathLike, qua
     import torch
     from transformers import AutoModelForCausalLM
 
-    from unsloth_grpo.hardware.gguf_writer import DIRECT_QUANTS, prepared_tokenizer, tensor_types
+    from unsloth_grpo.hardware.gguf_vocab import prepared_tokenizer
+    from unsloth_grpo.hardware.gguf_writer import DIRECT_QUANTS, tensor_types
 
     merged_dir, gguf_file = Path(merged_dir), Path(gguf_file)
     tokenizer = prepared_tokenizer(merged_dir)

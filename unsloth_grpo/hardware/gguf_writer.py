@@ -7,10 +7,11 @@
 The file holds everything llama.cpp, Ollama or LM Studio need to run the model as a chat model:
 the architecture's hyperparameters, every weight (f32, f16, bf16 or q8_0, quantized here in numpy
 by the ``gguf`` package), the byte-level BPE tokenizer (vocabulary, token types, merges, the
-pre-tokenizer's name, bos/eos/pad) and the chat template. The end-of-sequence and padding tokens are
-the ones :func:`unsloth_grpo.hardware.backend.prepare_tokenizer` settles on (the model's generation
-config wins over a tokenizer file that names the wrong one), so llama.cpp stops where training and
-evaluation stopped.
+pre-tokenizer's name, bos/eos/pad) and the chat template (:mod:`unsloth_grpo.hardware.gguf_vocab`). The
+end-of-sequence and padding tokens are the ones :func:`unsloth_grpo.hardware.backend.prepare_tokenizer`
+settles on (the model's generation config wins over a tokenizer file that names the wrong one), so
+llama.cpp stops where training and evaluation stopped. The Ollama Modelfile beside it is
+:mod:`unsloth_grpo.hardware.gguf_ollama`'s; the check that reads the file back, :mod:`unsloth_grpo.hardware.gguf_check`'s.
 
 The families written are those of :data:`FAMILIES` (Llama and SmolLM2, Mistral, Qwen2/Qwen2.5, Qwen3);
 the key names, the tensor names and the rotary layout follow llama.cpp's conventions (read from its
@@ -33,6 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from unsloth_grpo.hardware.gguf_vocab import (GGUFError, add_tokenizer, check_tokenizer, prepared_tokenizer,
+                                              tokenizer_fields)
+
 #: ``--quant`` types written here directly, with the llama.cpp file type each one records.
 DIRECT_QUANTS = ("f32", "f16", "bf16", "q8_0")
 
@@ -50,10 +54,6 @@ INSTALL_QUANTIZER = (
     "optional extra with pip install 'unsloth-grpo[gguf]' (llama-cpp-python; on this kind of CPU build it with "
     "the CMAKE_ARGS in docs/export.md). f16, bf16 and q8_0 need none of this"
 ).replace("{var}", QUANTIZE_VARIABLE)
-
-
-class GGUFError(RuntimeError):
-    """The model or the request cannot be written as GGUF; the message says why and what to do instead."""
 
 
 @dataclass(frozen=True)
@@ -150,71 +150,6 @@ def require_quantizer(quant: str, env: dict | None = None) -> Quantizer | None:
     return q
 
 
-def _tokenizer_json(tokenizer) -> dict:
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        raise GGUFError("the tokenizer is not a fast (tokenizers) tokenizer; the GGUF writer reads its "
-                        "tokenizer.json. Save the tokenizer with a tokenizer.json and export again")
-    return json.loads(backend.to_str())
-
-
-#: The split expressions of the byte-level BPE tokenizers written here, as tokenizer.json spells them.
-#: The first group is Qwen2's (every digit alone), the second Llama 3's (digits in runs of up to 3).
-_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                r"\s*[\r\n]+|\s+(?!\S)|\s+")
-_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
-
-#: llama.cpp's pre-tokenizer names (``tokenizer.ggml.pre``) this writer recognises, with what each does.
-PRE_TOKENIZERS = {
-    "gpt-2": "GPT-2's byte-level split",
-    "smollm": "every digit alone, then GPT-2's split (SmolLM, SmolLM2)",
-    "qwen2": "Qwen2's split",
-    "llama-bpe": "Llama 3's split",
-}
-
-
-def pre_tokenizer_name(tok_json: dict) -> str:
-    """llama.cpp's name for the tokenizer's pre-tokenizer, read from its structure, or GGUFError.
-
-    llama.cpp reimplements each pre-tokenizer it supports and picks one by this name; a name that
-    does not match what the tokenizer does makes llama.cpp cut text differently from transformers,
-    so an unknown one is refused rather than guessed."""
-    pre = tok_json.get("pre_tokenizer") or {}
-    steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]
-    kinds = [s.get("type") for s in steps]
-
-    def byte_level(step, regex: bool) -> bool:
-        return step.get("type") == "ByteLevel" and bool(step.get("use_regex", True)) == regex \
-            and not step.get("add_prefix_space", False)
-
-    if kinds == ["ByteLevel"] and byte_level(steps[0], True):
-        return "gpt-2"
-    if kinds == ["Digits", "ByteLevel"] and steps[0].get("individual_digits") and byte_level(steps[1], True):
-        return "smollm"
-    if kinds == ["Split", "ByteLevel"] and byte_level(steps[1], False):
-        pattern = (steps[0].get("pattern") or {}).get("Regex")
-        if pattern == _QWEN2_SPLIT:
-            return "qwen2"
-        if pattern == _LLAMA3_SPLIT:
-            return "llama-bpe"
-    shape = json.dumps(pre)[:300]
-    raise GGUFError(f"the tokenizer's pre-tokenizer is not one the GGUF writer knows ({shape}); it writes byte-level "
-                    f"BPE tokenizers that split text as one of: {', '.join(f'{k} ({v})' for k, v in PRE_TOKENIZERS.items())}. "
-                    "Convert the merged folder with llama.cpp's convert_hf_to_gguf.py instead")
-
-
-def check_tokenizer(tokenizer) -> str:
-    """The pre-tokenizer name when the tokenizer can be written (byte-level BPE with merges); GGUFError otherwise."""
-    tj = _tokenizer_json(tokenizer)
-    model = tj.get("model") or {}
-    if model.get("type") != "BPE" or not model.get("merges"):
-        raise GGUFError(f"the tokenizer is a {model.get('type')} model; the GGUF writer writes byte-level BPE tokenizers "
-                        "(GPT-2 style: SmolLM2, Qwen2/2.5/3, Llama 3). SentencePiece tokenizers (Llama 2, Mistral 7B "
-                        "v0.1-v0.3) are not written yet: convert the merged folder with llama.cpp's convert_hf_to_gguf.py")
-    return pre_tokenizer_name(tj)
-
-
 def check_config(config: dict) -> Family:
     """The family of a model's config.json, or GGUFError naming the families that are written."""
     model_type = config.get("model_type")
@@ -249,99 +184,6 @@ def preflight(config_dir: str | os.PathLike, tokenizer_dir: str | os.PathLike, q
     check_config(config)
     check_tokenizer(AutoTokenizer.from_pretrained(str(tokenizer_dir)))
     return q, quantizer
-
-
-# ---------------------------------------------------------------- the tokenizer
-
-
-def prepared_tokenizer(model_dir: Path):
-    """The folder's tokenizer with eos and pad as training and evaluation use them."""
-    from types import SimpleNamespace
-
-    from transformers import AutoTokenizer, GenerationConfig
-
-    from unsloth_grpo.hardware.backend import prepare_tokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    try:
-        gen = GenerationConfig.from_pretrained(str(model_dir))
-    except (OSError, ValueError):
-        gen = None
-    return prepare_tokenizer(tokenizer, SimpleNamespace(generation_config=gen))
-
-
-def _looks_like_control(text: str) -> bool:
-    """Added tokens llama.cpp treats as control tokens though a tokenizer may not flag them special."""
-    return text.startswith("<|") and text.endswith("|>")
-
-
-def tokenizer_fields(tokenizer, vocab_size: int, config: dict) -> dict[str, Any]:
-    """What the GGUF file says about the tokenizer, as plain values (written by :func:`_add_tokenizer`)."""
-    from gguf import TokenType
-
-    tj = _tokenizer_json(tokenizer)
-    pre = check_tokenizer(tokenizer)
-    by_id = {i: t for t, i in tokenizer.get_vocab().items()}
-    if max(by_id) >= vocab_size:
-        raise GGUFError(f"the tokenizer has ids up to {max(by_id)} but the model's vocabulary has {vocab_size} rows")
-    added = tokenizer.added_tokens_decoder  # id -> AddedToken
-    tokens, types = [], []
-    for i in range(vocab_size):  # rows the tokenizer never uses (padding of the embedding) are marked unused
-        text = by_id.get(i)
-        if text is None:
-            tokens.append(f"[PAD{i}]")
-            types.append(TokenType.UNUSED)
-        elif i in added:
-            tokens.append(text)
-            types.append(TokenType.CONTROL if added[i].special or _looks_like_control(text) else TokenType.USER_DEFINED)
-        else:
-            tokens.append(text)
-            types.append(TokenType.NORMAL)
-    merges = []
-    for m in tj["model"]["merges"]:
-        left, right = m.split(" ", 1) if isinstance(m, str) else m
-        # GGUF keeps a merge as one string split at its space; a space inside a part is stored shifted by 256
-        merges.append(" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part) for part in (left, right)))
-    probe = "a"  # what the tokenizer adds around plain text, read off its own output
-    plain = tokenizer(probe, add_special_tokens=False)["input_ids"]
-    framed = tokenizer(probe)["input_ids"]
-    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else config.get("bos_token_id")
-    fields = {
-        "model": "gpt2", "pre": pre, "tokens": tokens, "types": [int(t) for t in types], "merges": merges,
-        "bos": bos if isinstance(bos, int) else None,
-        "eos": tokenizer.eos_token_id, "pad": tokenizer.pad_token_id, "unk": tokenizer.unk_token_id,
-        "add_bos": bool(framed[:1] != plain[:1] and bos is not None and framed[:1] == [bos]),
-        "add_eos": bool(framed[-1:] != plain[-1:] and framed[-1:] == [tokenizer.eos_token_id]),
-        "chat_template": tokenizer.chat_template,
-    }
-    if fields["eos"] is None:
-        raise GGUFError("the tokenizer names no end-of-sequence token and the model's generation config none either; "
-                        "llama.cpp would not know where an answer ends")
-    return fields
-
-
-def _add_tokenizer(writer, f: dict[str, Any]) -> None:
-    writer.add_tokenizer_model(f["model"])
-    writer.add_tokenizer_pre(f["pre"])
-    writer.add_token_list(f["tokens"])
-    writer.add_token_types(f["types"])
-    writer.add_token_merges(f["merges"])
-    if f["bos"] is not None:
-        writer.add_bos_token_id(f["bos"])
-    writer.add_eos_token_id(f["eos"])
-    # the end of a chat turn is the eos prepare_tokenizer chose; naming it stops llama.cpp guessing it by text
-    writer.add_eot_token_id(f["eos"])
-    if f["pad"] is not None:
-        writer.add_pad_token_id(f["pad"])
-    if f["unk"] is not None:
-        writer.add_unk_token_id(f["unk"])
-    writer.add_add_bos_token(f["add_bos"])
-    writer.add_add_eos_token(f["add_eos"])
-    if f["chat_template"]:
-        template = f["chat_template"]
-        if isinstance(template, dict):  # several named templates: "default" first, as llama.cpp reads them
-            template = [{"name": k, "template": v} for k, v in sorted(template.items(), key=lambda kv: kv[0] != "default")]
-        writer.add_chat_template(template)
 
 
 # ---------------------------------------------------------------- the architecture
@@ -592,7 +434,7 @@ def write_gguf(model_dir: str | os.PathLike, out_file: str | os.PathLike, quant:
     writer.add_file_type(file_type(q))
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     _add_hparams(writer, config, family)
-    _add_tokenizer(writer, tok)
+    add_tokenizer(writer, tok)
     for p in planned:
         writer.add_tensor_info(p.gguf_name, p.shape, _float32(), _nbytes(p.shape, p.qtype), raw_dtype=p.qtype)
     out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -643,69 +485,6 @@ def quantize_with_llama_cpp(src: Path, dst: Path, quant: str, quantizer: Quantiz
         raise GGUFError(f"llama-cpp-python's llama_model_quantize failed (return code {rc}) making {quant}")
 
 
-# ---------------------------------------------------------------- Ollama
-
-
-def chat_format(tokenizer) -> str | None:
-    """'chatml' or 'llama3' when the chat template renders that layout, else None (read by rendering it)."""
-    if not tokenizer.chat_template:
-        return None
-    msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
-    try:
-        text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-    except Exception:  # noqa: BLE001 - a template that needs other variables: no Ollama template then
-        return None
-    if text.endswith("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"):
-        return "chatml"
-    if text.endswith("<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
-                     "<|start_header_id|>assistant<|end_header_id|>\n\n"):
-        return "llama3"
-    return None
-
-
-def default_system_prompt(tokenizer, fmt: str) -> str | None:
-    """The system message the template adds by itself when the conversation has none (SmolLM2 does)."""
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "U"}], tokenize=False, add_generation_prompt=True)
-    if fmt == "chatml" and "<|im_start|>system\n" in text:
-        return text.split("<|im_start|>system\n", 1)[1].split("<|im_end|>", 1)[0]
-    if fmt == "llama3" and "<|start_header_id|>system<|end_header_id|>\n\n" in text:
-        return text.split("<|start_header_id|>system<|end_header_id|>\n\n", 1)[1].split("<|eot_id|>", 1)[0]
-    return None
-
-
-#: Ollama templates (Go text/template) that lay out a conversation as each chat format does.
-OLLAMA_TEMPLATES = {
-    "chatml": ("{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n"
-               "{{ end }}<|im_start|>assistant\n"),
-    "llama3": ("{{- range .Messages }}<|start_header_id|>{{ .Role }}<|end_header_id|>\n\n{{ .Content }}<|eot_id|>"
-               "{{ end }}<|start_header_id|>assistant<|end_header_id|>\n\n"),
-}
-
-
-def modelfile(gguf_name: str, tokenizer) -> str:
-    """An Ollama ``Modelfile`` for the GGUF file: FROM, the chat TEMPLATE, the default SYSTEM, stop tokens."""
-    fmt = chat_format(tokenizer)
-    stops = [tokenizer.eos_token] + (["<|im_start|>"] if fmt == "chatml" else [])
-    lines = [f"# Ollama: ollama create NAME -f Modelfile (written by unsloth-grpo export)", f"FROM ./{gguf_name}"]
-    if fmt is not None:
-        lines.append(f'TEMPLATE """{OLLAMA_TEMPLATES[fmt]}"""')
-        system = default_system_prompt(tokenizer, fmt)
-        if system:
-            lines.append(f'SYSTEM """{system}"""')
-    else:
-        lines.append("# no TEMPLATE: the chat template is not ChatML or Llama 3; Ollama reads the one in the GGUF file")
-    for s in dict.fromkeys(stops):
-        lines.append(f'PARAMETER stop "{s}"')
-    return "\n".join(lines) + "\n"
-
-
-def write_modelfile(gguf_file: Path, model_dir: Path) -> Path:
-    path = gguf_file.parent / "Modelfile"
-    path.write_text(modelfile(gguf_file.name, prepared_tokenizer(model_dir)))
-    return path
-
-
 __all__ = ["ALL_QUANTS", "DIRECT_QUANTS", "FAMILIES", "GGUFError", "GGUFInfo", "LLAMA_QUANTS", "Quantizer",
-           "check_config", "check_quant", "check_tokenizer", "find_quantizer", "interleave_rotary", "modelfile",
-           "pre_tokenizer_name", "preflight", "require_quantizer", "tensor_types", "tokenizer_fields", "write_gguf",
-           "write_modelfile"]
+           "check_config", "check_quant", "find_quantizer", "interleave_rotary", "preflight", "require_quantizer",
+           "tensor_types", "write_gguf"]
