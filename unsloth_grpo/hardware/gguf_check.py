@@ -102,7 +102,8 @@ class LlamaCppCheck:
     max_abs_diff: float  # llama.cpp's logits against transformers' on the same file
     max_abs_logit: float
     greedy_equal: int  # greedy answers equal to transformers' on the same file
-    near_ties: int  # ... parting where the two best tokens are within the tolerance
+    near_ties: int  # ... parting where transformers' two best tokens are closer than the engines' logits differ
+    widest_tie: float  # the largest gap between those two tokens among the near-ties, in logits
     greedy_equal_merged: int  # greedy answers equal to the merged model's (what the type's rounding leaves)
     max_new_tokens: int
     answers: list[tuple[str, str]] = field(default_factory=list)  # (llama.cpp, transformers on the merged model)
@@ -167,8 +168,8 @@ class GGUFVerification:
             lines.append(f"gguf in llama.cpp: not checked ({self.llama_cpp_skipped})")
         else:
             verdict = "ok" if self.llama_cpp_ok else "EXCEEDED" + (f" ({c.first_difference})" if c.first_difference else "")
-            ties = (f" ({c.near_ties} parting where transformers' two best tokens are within {2 * c.max_abs_diff:.2f}, "
-                    "twice the logit difference)") if c.near_ties else ""
+            ties = (f" ({c.near_ties} parting at a near-tie: transformers' two best tokens {c.widest_tie:.2f} apart at "
+                    f"most, under twice the logit difference, {2 * c.max_abs_diff:.2f})") if c.near_ties else ""
             lines.append(f"gguf in llama.cpp: the file's chat template and tokenizer give transformers' prompt ids on "
                          f"{c.template_tokens_equal}/{c.prompts} prompts; logits vs transformers on the same file: max "
                          f"abs diff {c.max_abs_diff:.2e} ({c.share:.1e} of the largest logit, tolerance "
@@ -343,7 +344,7 @@ def compare_with_llama_cpp(gguf_file: Path, gguf_model, merged_model, tokenizer,
     import torch
 
     llm = open_in_llama_cpp(gguf_file, logits_all=True)
-    check = LlamaCppCheck(len(prompts), 0, 0.0, 0.0, 0, 0, 0, max_new_tokens)
+    check = LlamaCppCheck(len(prompts), 0, 0.0, 0.0, 0, 0, 0.0, 0, max_new_tokens)
 
     def note(text: str) -> None:
         check.first_difference = check.first_difference or text
@@ -380,6 +381,7 @@ def compare_with_llama_cpp(gguf_file: Path, gguf_model, merged_model, tokenizer,
                 margin = float(step[same_file[at]] - step[cpp[at]])
                 if margin <= 2 * check.max_abs_diff:
                     check.near_ties += 1
+                    check.widest_tie = max(check.widest_tie, margin)
                     continue
                 note(f"prompt {prompt!r}: greedy answers part at token {at}, where transformers prefers its token by "
                      f"{margin:.2f}, more than twice the largest logit difference ({check.max_abs_diff:.2f}): llama.cpp "
