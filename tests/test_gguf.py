@@ -247,9 +247,17 @@ def test_unsupported_models_and_types_are_named_with_what_is_written(tmp_path, m
     assert "f16, bf16, q8_0" in str(err.value)
     with pytest.raises(gw.GGUFError, match="pre-tokenizer is not one the GGUF writer knows"):
         gv.pre_tokenizer_name({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁"}})
-    with pytest.raises(gw.GGUFError, match="SentencePiece"):
-        gv.check_tokenizer(type("T", (), {"backend_tokenizer": type("B", (), {
-            "to_str": lambda self: json.dumps({"model": {"type": "Unigram"}})})()})())
+    def tokenizer_of(tok_json):
+        return type("T", (), {"backend_tokenizer": type("B", (), {"to_str": lambda self: json.dumps(tok_json)})()})()
+
+    with pytest.raises(gw.GGUFError, match="Unigram model.*SentencePiece"):
+        gv.check_tokenizer(tokenizer_of({"model": {"type": "Unigram"}}))
+    # Llama 2's and Mistral 7B's tokenizer.json: a BPE with byte fallback that marks spaces with "▁"
+    llama2 = {"model": {"type": "BPE", "byte_fallback": True, "merges": ["▁ t"]}, "pre_tokenizer": None,
+              "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"},
+                                                                   {"type": "Replace", "content": "▁"}]}}
+    with pytest.raises(gw.GGUFError, match="SentencePiece-style model"):
+        gv.check_tokenizer(tokenizer_of(llama2))
 
 
 def test_k_quants_need_llama_cpps_quantizer_and_say_what_to_install(monkeypatch, tmp_path):

@@ -342,7 +342,7 @@ def check_target(out: Path, flag: str, source: Path, force: bool) -> None:
         raise ExportError(f"{flag} {out}: {parent} is not writable; choose a folder you can write")
 
 
-def _gguf_preflight(source: Path, adapter: Path | None, base: str | None, quant: str, log):
+def _gguf_preflight(source: Path, adapter: Path | None, base: str | None, quant: str):
     """The GGUF checks that need no weights (type, quantizer, family, tokenizer), before any merge."""
     from unsloth_grpo.hardware.gguf_writer import GGUFError, check_quant, preflight, require_quantizer
 
@@ -392,7 +392,7 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
     chosen = choose_backend(backend)
     base = adapter_base(adapter, base_model) if adapter is not None else None
     if gguf_target is not None:
-        quant, quantizer = _gguf_preflight(source, adapter, base, quant, log)
+        quant, quantizer = _gguf_preflight(source, adapter, base, quant)
     result = ExportResult(source, adapter, base, merged_target, "")
 
     staging = _Staging()
@@ -460,6 +460,7 @@ def _write_gguf(merged: Path, stage: Path, target: Path, quant: str, quantizer, 
         except Exception as exc:  # noqa: BLE001 - a file that cannot be read back is a failed check, not a crash
             first = (str(exc).strip().splitlines() or [""])[0]
             result.gguf_check_error = f"{type(exc).__name__}: {first}"
+
 
 def _write_export_bundle(result: ExportResult, quant: str, where: Path) -> None:
     from unsloth_grpo.runs import collect_bundle, read_bundle, write_bundle

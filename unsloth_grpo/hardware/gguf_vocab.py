@@ -81,8 +81,11 @@ def check_tokenizer(tokenizer) -> str:
     """The pre-tokenizer name when the tokenizer can be written (byte-level BPE with merges); GGUFError otherwise."""
     tj = _tokenizer_json(tokenizer)
     model = tj.get("model") or {}
-    if model.get("type") != "BPE" or not model.get("merges"):
-        raise GGUFError(f"the tokenizer is a {model.get('type')} model; the GGUF writer writes byte-level BPE tokenizers "
+    # a SentencePiece tokenizer converted to tokenizer.json is a BPE too, but marks spaces with "▁"
+    sentencepiece = "\u2581" in json.dumps([tj.get("pre_tokenizer"), tj.get("normalizer")], ensure_ascii=False)
+    if model.get("type") != "BPE" or not model.get("merges") or sentencepiece:
+        kind = "SentencePiece-style" if sentencepiece else str(model.get("type"))
+        raise GGUFError(f"the tokenizer is a {kind} model; the GGUF writer writes byte-level BPE tokenizers "
                         "(GPT-2 style: SmolLM2, Qwen2/2.5/3, Llama 3). SentencePiece tokenizers (Llama 2, Mistral 7B "
                         "v0.1-v0.3) are not written yet: convert the merged folder with llama.cpp's convert_hf_to_gguf.py")
     return pre_tokenizer_name(tj)
