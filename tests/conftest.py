@@ -17,6 +17,7 @@ LONGEST = {
     "tests/test_task_arith.py::test_grpo_raises_held_out_accuracy_over_its_sft_start_on_three_seeds": 250,
     "tests/test_tools_training.py::test_smoke_preset_learns_to_call_the_calculator_on_every_seed": 75,
     "tests/test_distributed.py::test_two_process_cpu_run_resumes_exactly": 75,
+    "tests/test_real_model_pipeline.py::test_the_real_run_exports_to_gguf_offline_and_reads_back": 50,
     "tests/test_tools_training.py::test_guess_number_smoke_preset_learns_to_call_the_game": 40,
     "tests/test_task_code.py::test_smoke_preset_reward_rises_over_seeds": 33,
     "tests/test_pipeline.py::test_transformers_backend_learns_on_every_seed": 28,

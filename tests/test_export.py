@@ -168,8 +168,9 @@ def test_errors_before_any_model_is_loaded(adapter_dir, tmp_path):
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "todo.txt").write_text("mine")
-    with pytest.raises(ex.ExportError, match="not a model"):
+    with pytest.raises(ex.ExportError, match="exists and is not empty; nothing was written.*--force"):
         ex.export_model(adapter_dir, notes)
+    assert sorted(p.name for p in notes.iterdir()) == ["todo.txt"]
     # a run that never finished points at its checkpoint
     from unsloth_grpo.training.checkpoint import finalize_checkpoint
 
@@ -186,91 +187,6 @@ def test_errors_before_any_model_is_loaded(adapter_dir, tmp_path):
     (lost / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "/nowhere/base"}))
     with pytest.raises(ex.ExportError, match="--base-model"):
         ex.export_model(lost, tmp_path / "out2")
-
-
-def test_gguf_without_unsloth_says_what_to_install(adapter_dir, tmp_path, monkeypatch):
-    real = ex.importlib.util.find_spec
-    monkeypatch.setattr(ex.importlib.util, "find_spec", lambda name, *a: None if name == "unsloth" else real(name, *a))
-    with pytest.raises(ex.ExportError) as err:
-        ex.export_model(adapter_dir, tmp_path / "m", gguf_dir=tmp_path / "g", quant="q4_k_m", log=lambda _m: None)
-    msg = str(err.value)
-    assert "pip install 'unsloth-grpo[unsloth]'" in msg and "convert_hf_to_gguf.py" in msg and "Q4_K_M" in msg
-    assert (tmp_path / "m" / "model.safetensors").exists()  # the merged model is still written
-    assert "gguf" in json.loads((tmp_path / "m" / "reproducibility.json").read_text())["export"]["notes"][0]
-
-
-def test_gguf_never_installs_system_packages_unless_asked(adapter_dir, tmp_path, monkeypatch):
-    """Unsloth's llama.cpp build runs `apt-get install -y` for what it lacks; here it must not."""
-    pytest.importorskip("unsloth")
-    from unsloth_grpo.hardware.backend import _import_unsloth
-
-    _import_unsloth()  # unsloth_zoo refuses to import before unsloth
-    import unsloth_zoo.llama_cpp as lc
-
-    seen = []
-
-    class FakeUnslothModel:
-        def save_pretrained_gguf(self, directory, tokenizer, quantization_method):
-            seen.append((os.environ.get("UNSLOTH_AUTO_INSTALL"), lc.do_we_need_sudo()))
-            lc.install_package("cmake build-essential", False)  # Unsloth's own installer, as its build calls it
-
-    monkeypatch.setattr(lc, "do_we_need_sudo", lambda *a, **k: pytest.fail("probed with apt-get update"))
-    monkeypatch.setattr(ex, "_load_unsloth", lambda source: (FakeUnslothModel(), None))
-    # importing unsloth.save (where the quant names live) makes Unsloth patch TRL's trainers in this
-    # process for good, which would change every later test's training run; the names are not tested here
-    monkeypatch.setattr(ex, "_check_quant", lambda quant: None)
-    monkeypatch.delenv("UNSLOTH_AUTO_INSTALL", raising=False)
-    with pytest.raises(ex.ExportError) as err:
-        ex.export_model(adapter_dir, gguf_dir=tmp_path / "g", log=lambda _m: None)
-    msg = str(err.value)
-    assert "missing: cmake build-essential" in msg and "Nothing was installed" in msg
-    assert "--allow-system-install" in msg
-    assert seen == [("0", False)]
-    assert "UNSLOTH_AUTO_INSTALL" not in os.environ  # put back as it was
-
-    installs = []
-    monkeypatch.setattr(lc, "install_package", lambda *a, **k: installs.append(a))
-    monkeypatch.setattr(lc, "do_we_need_sudo", lambda *a, **k: "probed")
-    ex.export_model(adapter_dir, gguf_dir=tmp_path / "g2", allow_system_install=True, log=lambda _m: None)
-    assert seen[-1] == (None, "probed") and installs == [("cmake build-essential", False)]
-
-
-def test_gguf_without_llama_cpp_lists_the_missing_packages_and_leaves_no_half_folder(adapter_dir, tmp_path,
-                                                                                      monkeypatch):
-    """Unsloth stops before listing anything when llama.cpp itself is absent; the export lists it."""
-    pytest.importorskip("unsloth")
-    from unsloth_grpo.hardware.backend import _import_unsloth
-
-    _import_unsloth()
-    import unsloth_zoo.llama_cpp as lc
-
-    class FakeUnslothModel:  # what save_pretrained_gguf does: write the 16-bit weights, then find llama.cpp
-        def save_pretrained_gguf(self, directory, tokenizer, quantization_method):
-            (Path(directory) / "merged_16bit").mkdir()
-            (Path(directory) / "merged_16bit" / "model.safetensors").write_bytes(b"half")
-            lc.install_llama_cpp(llama_cpp_folder=str(tmp_path / "no-llama.cpp"))  # Unsloth's own, declined
-
-    monkeypatch.setattr(ex, "_load_unsloth", lambda source: (FakeUnslothModel(), None))
-    monkeypatch.setattr(ex, "_check_quant", lambda quant: None)  # see the test above
-    monkeypatch.delenv("UNSLOTH_AUTO_INSTALL", raising=False)
-    missing = sorted(lc.check_build_requirements()[0])  # this machine's real answer
-    kept = tmp_path / "kept"
-    kept.mkdir()
-    (kept / "mine.txt").write_text("mine")
-    for gguf in (tmp_path / "g", kept):
-        with pytest.raises(ex.ExportError) as err:
-            ex.export_model(adapter_dir, gguf_dir=gguf, log=lambda _m: None)
-        msg = str(err.value)
-        assert "some system packages" not in msg and "needs llama.cpp, which is not installed here" in msg
-        assert "Nothing was installed" in msg and "--allow-system-install" in msg
-        if missing:
-            assert f"system packages missing: {' '.join(missing)}" in msg
-            assert f"sudo apt-get install {' '.join(missing)}" in msg
-        else:
-            assert "no system package is missing" in msg
-    assert not (tmp_path / "g").exists()  # made by the export, taken away again
-    assert sorted(p.name for p in kept.iterdir()) == ["mine.txt"]  # the user's folder as it was
-    assert not (tmp_path / "no-llama.cpp").exists()  # nothing fetched
 
 
 def test_push_uses_the_environment_token_and_never_writes_it(adapter_dir, tmp_path, monkeypatch):
@@ -369,5 +285,136 @@ def test_model_card_of_a_run_on_the_real_builtin_model_carries_its_origin_and_li
         assert "Q4_1" in text and "/root/.cache" not in text
 
 
-def test_offline_gguf_help_says_what_the_machine_needs():
-    assert "without network" in ex.GGUF_HELP and "llama-quantize" in ex.GGUF_HELP
+# ---------------------------------------------------------------- GGUF, and nothing half-made
+
+
+def _leftovers(folder: Path) -> list[str]:
+    """Hidden staging folders the export works in, left behind in ``folder``."""
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+def test_a_gguf_only_export_writes_the_file_and_modelfile_and_no_merged_folder(adapter_dir, tmp_path):
+    """Issue 32: offline, no llama.cpp; the merged weights it needs live in a folder that is removed."""
+    from gguf import GGUFReader
+
+    result = ex.export_model(adapter_dir, gguf_dir=tmp_path / "g", quant="f16", verify=True, log=lambda _m: None)
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["Modelfile", "model-f16.gguf"]
+    assert result.gguf_files == [tmp_path / "g" / "model-f16.gguf"] and result.merged_dir is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]  # no merged folder, no staging left
+    check = result.gguf_check
+    assert check.ok and check.transformers.weights_max_diff == 0.0, check.summary()
+    meta = GGUFReader(str(result.gguf_files[0])).fields
+    assert meta["general.architecture"].contents() == "qwen2"
+    assert "FROM ./model-f16.gguf" in (tmp_path / "g" / "Modelfile").read_text()
+
+
+@pytest.mark.parametrize("failure", [RuntimeError("disk full"), KeyboardInterrupt()])
+def test_a_failed_gguf_export_removes_everything_it_wrote(adapter_dir, tmp_path, monkeypatch, failure):
+    """Issue 33 item 11: a GGUF export that failed left the 517 MB merged folder behind. Now neither the
+    merged folder (asked for or temporary) nor the GGUF folder survives a failure, not even Ctrl-C."""
+    from unsloth_grpo.hardware import gguf_writer
+
+    def half_then_fail(model_dir, out_file, quant, **kw):
+        Path(out_file).write_bytes(b"GGUF half")
+        raise failure
+
+    monkeypatch.setattr(gguf_writer, "write_gguf", half_then_fail)
+    for merged in (None, tmp_path / "exports" / "m"):
+        with pytest.raises(type(failure)):
+            ex.export_model(adapter_dir, merged, gguf_dir=tmp_path / "exports" / "g", quant="f16", log=lambda _m: None)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], merged  # exports/, which it made, is gone too
+
+
+def test_a_failed_forced_export_keeps_the_folder_it_was_to_replace(adapter_dir, tmp_path, monkeypatch):
+    from unsloth_grpo.hardware import gguf_writer
+
+    old = tmp_path / "g"
+    old.mkdir()
+    (old / "model-q8_0.gguf").write_bytes(b"the user's earlier export")
+    monkeypatch.setattr(gguf_writer, "write_gguf", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError):
+        ex.export_model(adapter_dir, gguf_dir=old, quant="f16", force=True, log=lambda _m: None)
+    assert [p.name for p in old.iterdir()] == ["model-q8_0.gguf"] and _leftovers(tmp_path) == []
+    assert (old / "model-q8_0.gguf").read_bytes() == b"the user's earlier export"
+
+
+def test_an_existing_target_is_refused_without_force_and_replaced_with_it(adapter_dir, tmp_path, capsys):
+    from unsloth_grpo.cli import main
+
+    for flag in ("--merged", "--gguf"):
+        target = tmp_path / flag.strip("-")
+        target.mkdir()
+        (target / "mine.txt").write_text("mine")
+        args = ["export", "--model", str(adapter_dir), flag, str(target), "--quant", "f16"]
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert f"{flag} {target} exists and is not empty; nothing was written" in err and "--force" in err
+        assert "Traceback" not in err and [p.name for p in target.iterdir()] == ["mine.txt"]
+        assert main(args + ["--force"]) == 0
+        assert not (target / "mine.txt").exists()
+        assert (target / ("config.json" if flag == "--merged" else "model-f16.gguf")).is_file()
+    assert _leftovers(tmp_path) == []
+    # an empty folder is used as it is; a file in the way is refused
+    (tmp_path / "empty").mkdir()
+    assert main(["export", "--model", str(adapter_dir), "--gguf", str(tmp_path / "empty"), "--quant", "f16"]) == 0
+    (tmp_path / "afile").write_text("x")
+    assert main(["export", "--model", str(adapter_dir), "--gguf", str(tmp_path / "afile")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_gguf_requests_that_cannot_succeed_stop_before_any_merge(adapter_dir, tiny_model_dir, tmp_path, monkeypatch,
+                                                                 capsys):
+    """A k-quant without llama.cpp's quantizer, an unknown type or a family the writer does not know:
+    said before the merge (it used to come after 49 s and a 517 MB folder)."""
+    import shutil
+
+    from unsloth_grpo.cli import main
+    from unsloth_grpo.hardware import gguf_writer
+
+    monkeypatch.setattr(ex, "_merge_peft", lambda *a, **k: pytest.fail("merged before the GGUF checks"))
+    monkeypatch.setattr(gguf_writer, "find_quantizer", lambda env=None: None)
+    assert main(["export", "--model", str(adapter_dir), "--gguf", str(tmp_path / "g"), "--quant", "q4_k_m"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a llama.cpp quantizer" in err and "llama-quantize" in err and "unsloth-grpo[gguf]" in err
+    assert "Nothing was written" in err
+    assert main(["export", "--model", str(adapter_dir), "--gguf", str(tmp_path / "g"), "--quant", "q7"]) == 2
+    assert "f32, f16, bf16, q8_0" in capsys.readouterr().err
+    other = shutil.copytree(tiny_model_dir, tmp_path / "gpt2-base")
+    cfg = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps({**cfg, "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))
+    assert main(["export", "--model", str(adapter_dir), "--gguf", str(tmp_path / "g"), "--base-model", str(other)]) == 2
+    assert "model_type 'gpt2'" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpt2-base"]
+
+
+def test_cli_gguf_export_with_verify_prints_each_check(adapter_dir, tmp_path, capsys):
+    from unsloth_grpo.cli import main
+
+    run = _run_copy(adapter_dir, tmp_path / "run", "fp32")
+    assert main(["export", "--model", str(run), "--merged", str(tmp_path / "m"), "--gguf", str(tmp_path / "g"),
+                 "--quant", "f16", "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert f"done: {tmp_path / 'g' / 'model-f16.gguf'}" in out and "ollama create NAME -f Modelfile" in out
+    assert "verify: merged (fp32) vs adapter logits" in out
+    assert "verify: gguf (f16) read back by transformers: 27 weights equal the merged weights rounded" in out
+    assert "verify: gguf (f16) vs merged logits" in out and "gguf in llama.cpp" in out
+    bundle = json.loads((tmp_path / "m" / "reproducibility.json").read_text())
+    assert bundle["export"]["gguf"]["files"] == [str(tmp_path / "g" / "model-f16.gguf")]
+    assert "`model-f16.gguf`" in (tmp_path / "m" / "README.md").read_text()
+
+
+def test_a_gguf_file_that_cannot_be_read_back_fails_verify_without_a_traceback(adapter_dir, tmp_path, monkeypatch,
+                                                                              capsys):
+    from unsloth_grpo.cli import main
+    from unsloth_grpo.hardware import gguf_check
+
+    def unreadable(*a, **k):
+        raise ValueError("GGUF model with architecture qwen2 is not supported yet.\nmore")
+
+    monkeypatch.setattr(gguf_check, "verify_gguf", unreadable)
+    assert main(["export", "--model", str(adapter_dir), "--gguf", str(tmp_path / "g"), "--quant", "f16",
+                 "--verify"]) == 1
+    err = capsys.readouterr().err
+    assert "verify: gguf could not be read back (ValueError: GGUF model with architecture qwen2 is not supported " \
+           "yet.)" in err and "Traceback" not in err
+    assert (tmp_path / "g" / "model-f16.gguf").is_file()  # the export itself succeeded

@@ -420,7 +420,7 @@ def _export_args(run: Path, out: Path, **kw):
     import argparse
 
     base = dict(model=str(run), merged=str(out), gguf=None, quant="q4_k_m", push_to_hub=None, public=False,
-                backend="unsloth", base_model=None, dtype="auto", allow_system_install=False, verify=False)
+                backend="unsloth", base_model=None, dtype="auto", force=False, verify=False)
     return argparse.Namespace(**{**base, **kw})
 
 

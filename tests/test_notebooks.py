@@ -177,7 +177,9 @@ def test_gsm8k_notebook_runs_in_smoke_mode(tmp_path, kernel_name):
 
     merged = work / "exports" / "gsm8k_notebook" / "merged"
     assert (merged / "config.json").is_file() and (merged / "reproducibility.json").is_file()
-    assert "GGUF: skipped" in _text(_cell(nb, "export_model("))
+    gguf = work / "exports" / "gsm8k_notebook" / "gguf"
+    assert sorted(p.name for p in gguf.iterdir()) == ["Modelfile", "model-q8_0.gguf"]  # offline, in SMOKE mode too
+    assert "gguf: exports/gsm8k_notebook/gguf/model-q8_0.gguf and" in _text(_cell(nb, "export_model("))
     assert _text(_cell(nb, "answer_questions(")).count("Q: ") == 3
 
     assert "Rewards on 64 completions in 8 groups" in _text(_cell(nb, "analyse(records"))

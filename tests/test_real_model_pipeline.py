@@ -259,6 +259,39 @@ def test_the_merged_export_reloads_with_plain_transformers_and_gives_the_adapter
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("quant", ["f16", "q8_0"])
+def test_the_real_run_exports_to_gguf_offline_and_reads_back(real_run, tmp_path, quant, capsys):
+    """Issue 32: the run's adapter merged and written as GGUF through the CLI, offline, no llama.cpp build;
+    read back by transformers (every weight the merged one rounded to the type, bit for bit; the loss within
+    the type's tolerance) and, where llama-cpp-python is installed, run in llama.cpp from the file alone."""
+    from gguf import GGUFReader
+
+    from unsloth_grpo.cli import main
+    from unsloth_grpo.hardware.gguf_check import llama_cpp_missing
+
+    gguf_dir = tmp_path / "gguf"
+    assert main(["export", "--model", str(real_run.output_dir), "--gguf", str(gguf_dir), "--quant", quant,
+                 "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "272 weights equal the merged weights rounded to the file's types, bit for bit; hyperparameters as " \
+           "config.json: ok" in out
+    assert f"verify: gguf ({quant}) vs merged logits" in out
+    if llama_cpp_missing() is None:
+        assert "the file's chat template and tokenizer give transformers' prompt ids on 3/3 prompts" in out
+    assert sorted(p.name for p in gguf_dir.iterdir()) == ["Modelfile", f"model-{quant}.gguf"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gguf"]  # the merged weights it needed are gone
+    meta = {k: f.contents() for k, f in GGUFReader(str(gguf_dir / f"model-{quant}.gguf")).fields.items()
+            if k.startswith(("general.", "llama.", "tokenizer.ggml.pre", "tokenizer.ggml.eos", "tokenizer.ggml.add"))}
+    assert meta["general.architecture"] == "llama" and meta["llama.block_count"] == 30
+    # this checkpoint's tokenizer (read from the shipped GGUF by transformers) splits text as GPT-2 does
+    assert meta["tokenizer.ggml.pre"] == "gpt-2" and meta["tokenizer.ggml.add_bos_token"] is False
+    assert meta["tokenizer.ggml.eos_token_id"] == 2  # <|im_end|>, not the <|im_start|> the shipped file says
+    modelfile = (gguf_dir / "Modelfile").read_text()
+    assert 'SYSTEM """You are a helpful AI assistant named SmolLM, trained by Hugging Face"""' in modelfile
+    assert 'PARAMETER stop "<|im_end|>"' in modelfile
+
+
+@pytest.mark.slow
 def test_the_reward_lab_scores_the_real_models_samples(smollm2_dir, tmp_path):
     from unsloth_grpo.cli.rewards import generate_records
     from unsloth_grpo.rewards import build_reward_functions

@@ -1,6 +1,7 @@
 """``unsloth-grpo export``: merge a run's LoRA adapter into the base weights; optionally GGUF and a hub upload.
 
     unsloth-grpo export --model outputs/gsm8k --merged outputs/gsm8k-merged --verify
+    unsloth-grpo export --model outputs/gsm8k --gguf outputs/gsm8k-gguf --quant q8_0 --verify
 
 The work is :mod:`unsloth_grpo.hardware.export`'s.
 """
@@ -12,6 +13,8 @@ import sys
 
 from unsloth_grpo.hardware import export
 from unsloth_grpo.hardware.export import VERIFY_TOLERANCE, ExportError
+from unsloth_grpo.hardware.gguf_check import GGUF_TOLERANCE, KQUANT_TOLERANCE
+from unsloth_grpo.hardware.gguf_writer import DIRECT_QUANTS, LLAMA_QUANTS
 
 
 def add_parser(subparsers) -> None:
@@ -21,11 +24,16 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, help="Run directory, checkpoint or LoRA adapter directory.")
     p.add_argument("--merged", metavar="DIR", help="Write the merged model (with tokenizer) here.")
-    p.add_argument("--gguf", metavar="DIR", help="Also write a GGUF file here (needs Unsloth).")
-    p.add_argument("--quant", default="q4_k_m", help="GGUF quantization method (default q4_k_m).")
-    p.add_argument("--allow-system-install", action="store_true",
-                   help="Let Unsloth install the system packages llama.cpp's build needs (apt-get; off by default: "
-                        "the export then names what is missing).")
+    p.add_argument("--gguf", metavar="DIR",
+                   help="Write a GGUF file (model-QUANT.gguf) and an Ollama Modelfile here; offline, no llama.cpp "
+                        "needed for " + ", ".join(DIRECT_QUANTS) + ".")
+    p.add_argument("--quant", default="q8_0", metavar="TYPE",
+                   help="GGUF type (default q8_0). Written directly: " + ", ".join(DIRECT_QUANTS)
+                        + ". With llama.cpp's quantizer (llama-quantize on PATH, or llama-cpp-python): "
+                        + ", ".join(LLAMA_QUANTS) + ".")
+    p.add_argument("--force", action="store_true",
+                   help="Replace a --merged or --gguf folder that exists and is not empty (only once the export has "
+                        "succeeded; a failed export leaves it as it was).")
     p.add_argument("--push-to-hub", metavar="REPO", help="Upload the merged model to this hub repo (token: $HF_TOKEN).")
     p.add_argument("--public", action="store_true", help="Create the hub repo public (default private).")
     p.add_argument("--backend", default="auto", choices=["auto", "unsloth", "peft"],
@@ -36,18 +44,20 @@ def add_parser(subparsers) -> None:
                         "in (its run_info.json: an fp32 run stays fp32), else the base checkpoint's; the Unsloth "
                         "backend always writes 16-bit.")
     p.add_argument("--verify", action="store_true",
-                   help="Reload the merged model, compare its logits with the adapter model's, and exit 1 when they "
-                        "differ by more than the merged dtype's tolerance (" + ", ".join(
-                            f"{k} {v:g}" for k, v in VERIFY_TOLERANCE.items()) + " of the largest logit).")
+                   help="Reload what was written and exit 1 when it differs too much. The merged model's logits "
+                        "against the adapter model's (" + ", ".join(f"{k} {v:g}" for k, v in VERIFY_TOLERANCE.items())
+                        + " of the largest logit); the GGUF file read by transformers against the merged model ("
+                        + ", ".join(f"{k} {v:g}" for k, v in GGUF_TOLERANCE.items()) + f", k-quants {KQUANT_TOLERANCE:g})"
+                        " and, when llama-cpp-python is installed, its chat prompt ids and greedy answers in llama.cpp.")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         result = export.export_model(args.model, args.merged, gguf_dir=args.gguf, quant=args.quant,
-                              push_to_hub=args.push_to_hub, private=not args.public, backend=args.backend,
-                              base_model=args.base_model, dtype=args.dtype,
-                              allow_system_install=args.allow_system_install)
+                                     push_to_hub=args.push_to_hub, private=not args.public, backend=args.backend,
+                                     base_model=args.base_model, dtype=args.dtype, force=args.force,
+                                     verify=args.verify)
     except ExportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -55,12 +65,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"done: {result.merged_dir} ({result.method}, {result.dtype or 'dtype unknown'}"
               + (f": {result.dtype_reason}" if result.dtype_reason else "") + "); load it with "
               f"AutoModelForCausalLM.from_pretrained('{result.merged_dir}')")
-    if args.verify and result.merged_dir is not None:
+    if result.gguf_files:
+        f = result.gguf_files[0]
+        print(f"done: {f} ({result.gguf_info.size_bytes / 2**20:.1f} MiB) and {f.parent / 'Modelfile'}; run it with "
+              f"llama.cpp (llama-cli -m {f}) or Ollama (cd {f.parent} && ollama create NAME -f Modelfile)")
+    if not args.verify:
+        return 0
+    ok = True
+    if result.merged_dir is not None:
         try:
             check = export.verify_merge(result)
         except ExportError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"verify: {check.summary()}", file=sys.stdout if check.ok else sys.stderr)
-        return 0 if check.ok else 1
-    return 0
+        ok = check.ok
+    if result.gguf_check is not None:
+        for line in result.gguf_check.summary():
+            print(f"verify: {line}", file=sys.stdout if result.gguf_check.ok else sys.stderr)
+        ok = ok and result.gguf_check.ok
+    if result.gguf_check_error:
+        print(f"verify: gguf could not be read back ({result.gguf_check_error}); the file was written but is not "
+              "checked", file=sys.stderr)
+        ok = False
+    return 0 if ok else 1

@@ -1,7 +1,7 @@
 """From a run to a model you can ship: merge LoRA into the base weights, GGUF, push to the hub.
 
-    unsloth-grpo export --model outputs/smoke --merged exports/smoke
-    unsloth-grpo export --model outputs/run --merged exports/run --gguf exports/run-gguf --quant q4_k_m
+    unsloth-grpo export --model outputs/smoke --merged exports/smoke --verify
+    unsloth-grpo export --model outputs/smoke --gguf exports/smoke-gguf --quant q8_0 --verify
     HF_TOKEN=... unsloth-grpo export --model outputs/run --merged exports/run --push-to-hub me/my-model
 
 ``--model`` is a run directory (its final adapter), a checkpoint, or any LoRA adapter directory.
@@ -14,6 +14,13 @@ logits with the adapter model's against a tolerance that fits the merged dtype. 
 directory holds the weights, the tokenizer with its chat template, and ``reproducibility.json``
 (the run's bundle plus how the export was made), and loads with plain
 ``AutoModelForCausalLM.from_pretrained``.
+
+GGUF is written from the merged weights by :mod:`unsloth_grpo.hardware.gguf_writer`, offline and
+without llama.cpp for f16, bf16 and q8_0 (the k-quants need llama.cpp's quantizer, looked for before
+anything is merged), with an Ollama ``Modelfile`` beside the file; with ``--verify`` the file is read
+back (:mod:`unsloth_grpo.hardware.gguf_check`). A GGUF-only export merges into a temporary folder that
+is removed afterwards. Nothing is left half-made: a failed export removes all it wrote, and an existing
+non-empty target is replaced only with ``--force``, and only when the export succeeds.
 
 The hub token is read from ``HF_TOKEN`` (or ``HUGGING_FACE_HUB_TOKEN``) and handed to the upload
 call only; it is never written to any file.
@@ -39,17 +46,6 @@ from unsloth_grpo.data import looks_like_path
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
-GGUF_HELP = (
-    "GGUF export runs through Unsloth, which fetches and builds llama.cpp on first use (git clone, cmake, "
-    "a C++ compiler; as root it may also apt-get install build tools). Install it with "
-    "pip install 'unsloth-grpo[unsloth]'. A machine without network needs a llama.cpp it already has: a "
-    "built checkout in ./llama.cpp (convert_hf_to_gguf.py, its Python requirements, and build/bin/llama-quantize). "
-    "Without Unsloth, convert the merged directory with that llama.cpp yourself:\n"
-    "  python llama.cpp/convert_hf_to_gguf.py {merged} --outfile {gguf}/model-f16.gguf --outtype f16\n"
-    "  llama.cpp/build/bin/llama-quantize {gguf}/model-f16.gguf {gguf}/model-{quant}.gguf {QUANT}"
-)
-
-
 class ExportError(RuntimeError):
     """The export cannot proceed; the message names the input at fault and the fix."""
 
@@ -67,6 +63,9 @@ class ExportResult:
     notes: list[str] = field(default_factory=list)
     dtype: str | None = None  # of the merged weights: fp32, bf16 or fp16
     dtype_reason: str = ""  # why that dtype, in words
+    gguf_info: Any = None  # gguf_writer.GGUFInfo of the file written
+    gguf_check: Any = None  # gguf_check.GGUFVerification, when the export was asked to verify
+    gguf_check_error: str = ""  # why the GGUF file could not be read back, when it could not
 
 
 # ---------------------------------------------------------------- what to export
@@ -177,7 +176,8 @@ def merge_dtype(requested: str, source: Path, base_dtype: str) -> tuple[str, str
     return base_dtype, "the base model's dtype"
 
 
-def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path, dtype: str, log) -> tuple[str, str]:
+def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path, dtype: str, log,
+                shown: Path | str | None = None) -> tuple[str, str]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -200,7 +200,7 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
     with torch.no_grad():
         model.save_pretrained(str(out), safe_serialization=True)
     tokenizer.save_pretrained(str(out))
-    log(f"merged ({dt}, {why}) -> {out}")
+    log(f"merged ({dt}, {why}) -> {shown or out}")
     return dt, why
 
 
@@ -212,38 +212,6 @@ def trained_in_4bit(source: Path) -> bool:
     if not cfg_path.is_file():
         return False
     return bool(((yaml.safe_load(cfg_path.read_text()) or {}).get("model") or {}).get("load_in_4bit"))
-
-
-@contextlib.contextmanager
-def system_installs(allowed: bool):
-    """Unless ``allowed``, keep Unsloth's llama.cpp build from installing system packages.
-
-    Unsloth installs what the build lacks with ``apt-get install -y`` (as root, behind a prompt it
-    accepts itself) and first refreshes the package lists. ``UNSLOTH_AUTO_INSTALL=0`` is its own
-    switch for the install; the refresh has none, so its probe is replaced for the duration.
-    """
-    if allowed:
-        yield
-        return
-    saved_env = os.environ.get("UNSLOTH_AUTO_INSTALL")
-    os.environ["UNSLOTH_AUTO_INSTALL"] = "0"
-    module = saved_probe = None
-    try:
-        import unsloth_zoo.llama_cpp as module
-
-        saved_probe = module.do_we_need_sudo
-        module.do_we_need_sudo = lambda *args, **kwargs: False  # its probe runs `apt-get update -y`
-    except (ImportError, AttributeError):
-        module = None
-    try:
-        yield
-    finally:
-        if module is not None:
-            module.do_we_need_sudo = saved_probe
-        if saved_env is None:
-            os.environ.pop("UNSLOTH_AUTO_INSTALL", None)
-        else:
-            os.environ["UNSLOTH_AUTO_INSTALL"] = saved_env
 
 
 def _load_unsloth(source: Path):
@@ -296,24 +264,111 @@ def unsloth_merge_base(source: Path, base: str | None, *, env=None,
         f"--backend peft --base-model PATH")
 
 
-def _check_quant(quant: str) -> None:
+class _Staging:
+    """Every folder the export writes is made beside its target under a hidden name and moved into
+    place only when the whole export has succeeded. On failure (or Ctrl-C) :meth:`discard` removes all
+    of them, so nothing half-made is left, and a target that already existed (``--force``) is kept
+    as it was."""
+
+    def __init__(self) -> None:
+        self._pending: list[tuple[Path, Path]] = []  # (staging folder, target)
+        self._scratch: list[Path] = []
+        self._made: list[Path] = []  # parent folders that did not exist before
+
+    def _make(self, folder: Path) -> Path:
+        missing = [p for p in (folder.parent, *folder.parent.parents) if not p.exists()]
+        self._made += [p for p in missing if p not in self._made]
+        _remove(folder)
+        folder.mkdir(parents=True)
+        return folder
+
+    def folder_for(self, target: Path) -> Path:
+        stage = self._make(target.parent / f".{target.name}.partial-{os.getpid()}")
+        self._pending.append((stage, target))
+        return stage
+
+    def scratch_beside(self, target: Path, what: str) -> Path:
+        """A folder that is removed whatever happens (the merged weights a GGUF-only export needs)."""
+        scratch = self._make(target.parent / f".{target.name}.{what}-{os.getpid()}")
+        self._scratch.append(scratch)
+        return scratch
+
+    def commit(self) -> None:
+        for stage, target in self._pending:
+            old = target.parent / f".{target.name}.replaced-{os.getpid()}"
+            if target.exists():
+                target.rename(old)  # --force, or an empty folder: out of the way first, removed below
+            stage.rename(target)
+            _remove(old)
+        self._pending.clear()
+        self._made.clear()  # they hold the export now
+        self.discard()
+
+    def discard(self) -> None:
+        for stage, _target in self._pending:
+            _remove(stage)
+        self._pending.clear()
+        for scratch in self._scratch:
+            _remove(scratch)
+        self._scratch.clear()
+        for folder in sorted(self._made, key=lambda p: len(p.parts), reverse=True):  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
+        self._made.clear()
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
+
+
+def check_target(out: Path, flag: str, source: Path, force: bool) -> None:
+    """A target folder the export may write: new, empty, or (with ``force``) one it replaces at the end."""
+    if out.resolve() == source.resolve():
+        raise ExportError(f"{flag} {out} is the run/adapter directory itself; choose a new directory")
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{flag} {out} is a file, not a folder; choose a new folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ExportError(f"{flag} {out} exists and is not empty; nothing was written. Choose a new folder, or pass "
+                          "--force to replace it (it is replaced only when the export succeeds)")
+    parent = out.resolve().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        raise ExportError(f"{flag} {out}: {parent} is not writable; choose a folder you can write")
+
+
+def _gguf_preflight(source: Path, adapter: Path | None, base: str | None, quant: str):
+    """The GGUF checks that need no weights (type, quantizer, family, tokenizer), before any merge."""
+    from unsloth_grpo.hardware.gguf_writer import GGUFError, check_quant, preflight, require_quantizer
+
+    weights_from = Path(base) if adapter is not None and base else source
+    tok_dir = source if (source / "tokenizer_config.json").is_file() else weights_from
     try:
-        from unsloth.save import ALLOWED_QUANTS
-    except ImportError:
-        return  # checked later, by the message that says to install Unsloth
-    if quant.lower() not in ALLOWED_QUANTS:
-        raise ExportError(f"--quant {quant} is not a GGUF method Unsloth knows; choose one of: "
-                          + ", ".join(ALLOWED_QUANTS))
+        if not (weights_from / "config.json").is_file():  # a hub base (a 4-bit run's 16-bit twin): checked after the merge
+            q = check_quant(quant)
+            return q, require_quantizer(q)
+        return preflight(weights_from, tok_dir, quant)
+    except GGUFError as exc:
+        raise ExportError(f"GGUF: {exc}") from None
 
 
 def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None = None, *,
-                 gguf_dir: str | os.PathLike | None = None, quant: str = "q4_k_m",
+                 gguf_dir: str | os.PathLike | None = None, quant: str = "q8_0",
                  push_to_hub: str | None = None, private: bool = True, backend: str = "auto",
-                 base_model: str | None = None, dtype: str = "auto", allow_system_install: bool = False,
+                 base_model: str | None = None, dtype: str = "auto", force: bool = False, verify: bool = False,
                  log: Callable[[str], None] = print) -> ExportResult:
     """Merge ``model`` (run, checkpoint or adapter) into ``merged_dir``; optionally GGUF and a hub push.
 
-    Every check that needs no model (paths, token, backend, quant name) runs first.
+    Every check that needs no model (paths, token, backend, GGUF type, quantizer, family, tokenizer)
+    runs first. Nothing is left half-made: the folders are written under hidden names beside their
+    targets and moved into place only at the end, so a failure leaves no trace and an existing
+    target (replaced only with ``force``) stays as it was. With ``verify`` and ``gguf_dir`` the GGUF
+    file is loaded back and compared with the merged weights (``result.gguf_check``).
     Raises :class:`ExportError` with the fix when something is missing.
     """
     if merged_dir is None and gguf_dir is None:
@@ -327,131 +382,87 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
         raise ExportError("--push-to-hub needs a token in the environment: export HF_TOKEN=hf_... "
                           "(a write token from https://huggingface.co/settings/tokens); it is never written to disk")
     source, adapter = resolve_source(model)
+    merged_target = Path(merged_dir) if merged_dir else None
+    gguf_target = Path(gguf_dir) if gguf_dir else None
+    if merged_target and gguf_target and merged_target.resolve() == gguf_target.resolve():
+        raise ExportError(f"--merged and --gguf are the same folder ({merged_target}); give each its own")
+    for target, flag in ((merged_target, "--merged"), (gguf_target, "--gguf")):
+        if target is not None:
+            check_target(target, flag, source, force)
     chosen = choose_backend(backend)
-    gguf_possible = importlib.util.find_spec("unsloth") is not None
-    if gguf_dir is not None and gguf_possible:
-        _check_quant(quant)
     base = adapter_base(adapter, base_model) if adapter is not None else None
-    result = ExportResult(source, adapter, base, Path(merged_dir) if merged_dir else None, "")
+    if gguf_target is not None:
+        quant, quantizer = _gguf_preflight(source, adapter, base, quant)
+    result = ExportResult(source, adapter, base, merged_target, "")
 
-    unsloth_model = None
-    if merged_dir is not None:
-        out = Path(merged_dir)
-        _refuse_overwrite(out, source)
-        out.mkdir(parents=True, exist_ok=True)
+    staging = _Staging()
+    try:
+        out = staging.folder_for(merged_target) if merged_target else staging.scratch_beside(gguf_target, "merging")
         if chosen == "unsloth":
-            onto = unsloth_merge_base(source, base)  # before loading: offline, a missing base stops here
-            unsloth_model, tokenizer = _load_unsloth(source)
-            if onto:
-                log(f"merging the adapter onto the 16-bit weights of {onto} (Unsloth downloads them)")
-            try:
-                unsloth_model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
-            except Exception as exc:  # noqa: BLE001 - Unsloth raises RuntimeError for a base it cannot fetch
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise ExportError(f"Unsloth's 16-bit merge failed: {type(exc).__name__}: {first}"
-                                  + (f" (it merges onto {onto}; with network, or with a local 16-bit copy and "
-                                     "--backend peft --base-model PATH, the export works)" if onto else "")) from exc
-            result.method = "unsloth save_pretrained_merged(merged_16bit)" + (f" onto {onto}" if onto else "")
-            result.dtype, result.dtype_reason = saved_dtype(out), "Unsloth merges into 16-bit weights"
-            log(f"merged ({result.dtype or '16-bit'}, Unsloth) -> {out}")
+            _merge_unsloth(source, base, out, result, log)
         else:
-            result.dtype, result.dtype_reason = _merge_peft(adapter, source, base, out, dtype, log)
+            result.dtype, result.dtype_reason = _merge_peft(adapter, source, base, out, dtype, log,
+                                                            shown=merged_target or "a temporary folder for the GGUF")
             result.method = "peft merge_and_unload" if adapter is not None else "re-saved (no adapter to merge)"
-    if gguf_dir is not None:
-        result.gguf_dir = Path(gguf_dir)
-        if not gguf_possible:
-            msg = GGUF_HELP.format(merged=merged_dir or "MERGED_DIR", gguf=gguf_dir, quant=quant.lower(),
-                                   QUANT=quant.upper())
-            result.notes.append("gguf: unsloth is not installed")
-            if result.merged_dir is not None:
-                _write_export_bundle(result, quant, log)
-            raise ExportError(msg)
-        if unsloth_model is None:
-            unsloth_model, tokenizer = _load_unsloth(source)
-        there_before = _entries(result.gguf_dir)
-        result.gguf_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            with system_installs(allow_system_install):
-                unsloth_model.save_pretrained_gguf(str(result.gguf_dir), tokenizer, quantization_method=quant.lower())
-        except Exception as exc:  # noqa: BLE001 - llama.cpp build/convert failures of every kind
-            _remove_new_entries(result.gguf_dir, there_before)  # no half-made GGUF folder is left behind
-            if result.merged_dir is not None:
-                _write_export_bundle(result, quant, log)
-            if not allow_system_install and "UNSLOTH_AUTO_INSTALL=0" in str(exc):
-                raise ExportError(_declined_install_message(exc)) from None
-            raise ExportError(f"GGUF conversion failed: {type(exc).__name__}: {exc}\n"
-                              + GGUF_HELP.format(merged=merged_dir or "MERGED_DIR", gguf=gguf_dir,
-                                                 quant=quant.lower(), QUANT=quant.upper())) from exc
-        result.gguf_files = sorted(result.gguf_dir.rglob("*.gguf"))
-        log(f"gguf ({quant}) -> {', '.join(map(str, result.gguf_files)) or result.gguf_dir}")
-    if result.merged_dir is not None:
-        _write_export_bundle(result, quant, log)
-        write_model_card(result.merged_dir, run_dir=_run_dir_of(source), base_model=result.base_model,
-                         merged=True, gguf_files=result.gguf_files)
+        if gguf_target is not None:
+            _write_gguf(out, staging.folder_for(gguf_target), gguf_target, quant, quantizer, verify, result, log)
+        if merged_target is not None:
+            _write_export_bundle(result, quant, out)
+            write_model_card(out, run_dir=_run_dir_of(source), base_model=result.base_model, merged=True,
+                             gguf_files=result.gguf_files)
+        staging.commit()
+    except BaseException:
+        staging.discard()
+        raise
     if push_to_hub:
         result.pushed_to = push_folder(result.merged_dir, push_to_hub, token=token, private=private,
                                        extra_files=result.gguf_files, log=log)
     return result
 
 
-def _entries(folder: Path) -> set[str] | None:
-    """The names in ``folder``, or None when it does not exist."""
-    return {p.name for p in folder.iterdir()} if folder.is_dir() else None
-
-
-def _remove_new_entries(folder: Path, before: set[str] | None) -> None:
-    """Put ``folder`` back as :func:`_entries` found it: gone if it was new, else without what was added."""
-    import shutil
-
-    if before is None:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    for p in folder.iterdir():
-        if p.name not in before:
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
-
-
-def missing_build_packages() -> list[str]:
-    """The system packages llama.cpp's build needs that this machine lacks, as Unsloth checks them
-    (``check_build_requirements``: ``shutil.which`` and the package database; it installs nothing)."""
+def _merge_unsloth(source: Path, base: str | None, out: Path, result: ExportResult, log) -> None:
+    onto = unsloth_merge_base(source, base)  # before loading: offline, a missing base stops here
+    unsloth_model, tokenizer = _load_unsloth(source)
+    if onto:
+        log(f"merging the adapter onto the 16-bit weights of {onto} (Unsloth downloads them)")
     try:
-        from unsloth_zoo.llama_cpp import check_build_requirements
-
-        return sorted(check_build_requirements()[0])
-    except Exception:  # noqa: BLE001 - an Unsloth without the check: the message says what it can
-        return []
-
-
-def _declined_install_message(exc: BaseException) -> str:
-    """What to do when Unsloth would have installed something for llama.cpp and was not allowed to.
-
-    Unsloth names the packages when it stops at its installer (between backticks); when it stops
-    earlier, because llama.cpp itself is absent, it names nothing, so the list is asked for here.
-    """
-    text = str(exc)
-    missing = text.split("`")[1].split() if text.count("`") >= 2 else missing_build_packages()
-    no_llama = "llama.cpp is not installed" in text
-    head = ("the GGUF export needs llama.cpp, which is not installed here (Unsloth would download or build it)"
-            if no_llama else "building llama.cpp for the GGUF export needs more system packages")
-    also = "put a built llama.cpp in ./llama.cpp"
-    if missing:
-        listed = " ".join(missing)
-        then = ("then pass --allow-system-install to let Unsloth fetch and build llama.cpp" if no_llama
-                else "or pass --allow-system-install to let Unsloth install them")
-        return (f"{head}; system packages missing: {listed}. Nothing was installed. Install them yourself (on "
-                f"Debian/Ubuntu: sudo apt-get install {listed}), {then}; or {also}")
-    return (f"{head}; no system package is missing. Nothing was installed. Pass --allow-system-install to let "
-            f"Unsloth fetch and build llama.cpp (network needed), or {also}")
+        unsloth_model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
+    except Exception as exc:  # noqa: BLE001 - Unsloth raises RuntimeError for a base it cannot fetch
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ExportError(f"Unsloth's 16-bit merge failed: {type(exc).__name__}: {first}"
+                          + (f" (it merges onto {onto}; with network, or with a local 16-bit copy and "
+                             "--backend peft --base-model PATH, the export works)" if onto else "")) from exc
+    result.method = "unsloth save_pretrained_merged(merged_16bit)" + (f" onto {onto}" if onto else "")
+    result.dtype, result.dtype_reason = saved_dtype(out), "Unsloth merges into 16-bit weights"
+    log(f"merged ({result.dtype or '16-bit'}, Unsloth) -> {result.merged_dir or 'a temporary folder for the GGUF'}")
 
 
-def _refuse_overwrite(out: Path, source: Path) -> None:
-    if out.resolve() == source.resolve():
-        raise ExportError(f"--merged {out} is the run/adapter directory itself; choose a new directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / "config.json").is_file():
-        raise ExportError(f"--merged {out} exists and holds files that are not a model; choose an empty or new directory")
+def _write_gguf(merged: Path, stage: Path, target: Path, quant: str, quantizer, verify: bool, result: ExportResult,
+                log) -> None:
+    """The GGUF file and its Modelfile into ``stage`` (moved to ``target`` at the end), checked when asked."""
+    from unsloth_grpo.hardware.gguf_check import verify_gguf
+    from unsloth_grpo.hardware.gguf_ollama import write_modelfile
+    from unsloth_grpo.hardware.gguf_writer import GGUFError, write_gguf
+
+    name = f"model-{quant}.gguf"
+    try:
+        info = write_gguf(merged, stage / name, quant, name=_run_dir_of(result.source).name, quantizer=quantizer,
+                          log=lambda m: log(m.replace(str(stage), str(target))))
+        write_modelfile(stage / name, merged)
+    except GGUFError as exc:
+        raise ExportError(f"GGUF: {exc}") from None
+    result.gguf_dir, result.gguf_info = target, info
+    result.gguf_files = [target / name]
+    result.notes += [f"gguf: {n}" for n in info.notes]
+    if verify:
+        try:
+            result.gguf_check = verify_gguf(merged, stage / name, quant)
+        except Exception as exc:  # noqa: BLE001 - a file that cannot be read back is a failed check, not a crash
+            first = (str(exc).strip().splitlines() or [""])[0]
+            result.gguf_check_error = f"{type(exc).__name__}: {first}"
 
 
-def _write_export_bundle(result: ExportResult, quant: str, log) -> None:
+def _write_export_bundle(result: ExportResult, quant: str, where: Path) -> None:
     from unsloth_grpo.runs import collect_bundle, read_bundle, write_bundle
 
     run_bundle = read_bundle(result.source) or {}
@@ -469,7 +480,7 @@ def _write_export_bundle(result: ExportResult, quant: str, log) -> None:
     if not run_bundle:
         merged.update({k: bundle[k] for k in ("packages", "git", "python", "platform")})
         merged["note"] = "the source carried no reproducibility.json (not a run of this toolkit?)"
-    write_bundle(result.merged_dir, merged)
+    write_bundle(where, merged)
 
 
 # ---------------------------------------------------------------- the model card
@@ -676,6 +687,6 @@ def verify_merge(result: ExportResult, texts: list[str] | None = None) -> Verifi
     return Verification(dtype, diff, largest)
 
 
-__all__ = ["VERIFY_TOLERANCE", "ExportError", "ExportResult", "Verification", "compare_logits",
+__all__ = ["VERIFY_TOLERANCE", "ExportError", "ExportResult", "Verification", "check_target", "compare_logits",
            "export_model", "hub_token", "merge_dtype", "model_card", "push_folder", "resolve_source",
            "trained_dtype", "verify_merge", "write_model_card"]
