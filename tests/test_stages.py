@@ -254,3 +254,28 @@ def test_going_back_to_an_earlier_stage_sets_later_checkpoints_aside(tmp_path):
     assert f"stage 1: resuming from step 2: moved the later checkpoints of the abandoned branch (checkpoint-4) to {moved1}" in said
     assert (f"stage 2 (format) runs again from its start (the run resumes at stage 1): moved the later "
             f"checkpoints of the abandoned branch (checkpoint-2, checkpoint-4) to {moved2}") in said
+
+
+@pytest.mark.slow
+def test_a_run_with_stages_is_graded_from_its_base_to_its_last_stage(tmp_path):
+    """evaluation.before_after on a multi-stage run: the base model before the first stage, the last
+    stage's adapter at the end (RUN/report.md, by category), and the run's closing held-out line; with it
+    off, nothing is graded and the run still ends (a name clash once turned that into a crash)."""
+    from unsloth_grpo.training.train import train
+
+    quick = ["evaluation.limit=4", "evaluation.batch_size=4", "evaluation.max_new_tokens=4"]
+    cfg = _cfg(tmp_path, STAGES, "evaluation.before_after=true", *quick)
+    result = train(cfg, log=lambda _m: None)
+    run = Path(cfg.output_dir)
+    before = json.loads((run / "eval_before" / "eval.json").read_text())
+    assert before["model"] == f"{cfg.model.name} (before training)" and before["n"] == 4
+    report = json.loads((run / "report.json").read_text())
+    assert report["n"] == 4 and {r["category"] for r in report["by_category"]} <= {
+        "addition", "subtraction", "multiplication", "two-step"}
+    assert (run / "stages" / "02-format" / "report.md").is_file()  # the GRPO stage's own start and end
+    assert result.evaluation["strict"][0] == before["accuracy"]
+    assert result.evaluation_line().startswith("held-out (4 problems): strict ")
+
+    off = _cfg(tmp_path / "off", STAGES, "evaluation.before_after=false")
+    result = train(off, log=lambda _m: None)
+    assert result.evaluation is None and not (Path(off.output_dir) / "report.md").exists()

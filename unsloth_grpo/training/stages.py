@@ -388,7 +388,7 @@ def run_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from: ckpt.Check
     main = detect().is_main
     start = time.time()
     hint = ckpt.resume_hint(run)
-    held_out, before = _run_evaluation_start(cfg, loaded, first, resume_from, log) if main else (None, None)
+    held_out, graded_start = _run_evaluation_start(cfg, loaded, first, resume_from, log) if main else (None, None)
     summary = _read_summary(run)[: first - 1]
     total_steps = sum(s["steps"] for s in summary)
     for i in range(first, n + 1):
@@ -424,8 +424,8 @@ def run_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from: ckpt.Check
         _write_combined(cfg)
         (run / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
         log("stages summary:\n" + describe_summary(summary))
-        if before is not None and first <= n:
-            evaluation = _run_evaluation_end(cfg, loaded, held_out, before, log)
+        if graded_start is not None and first <= n:
+            evaluation = _run_evaluation_end(cfg, loaded, held_out, graded_start, log)
     metrics = _combined_metrics(cfg)
     backend = loaded.info.to_dict() if loaded is not None else {}
     return TrainResult(run, metrics, backend, time.time() - start, total_steps, evaluation=evaluation)
