@@ -284,3 +284,64 @@ def test_a_reward_missing_an_argument_says_which_key_to_add(tmp_path, monkeypatc
     report = lab.analyse(RECORDS, funcs, weights)
     assert "TRL passes the prompts as 'prompts': give each record a 'prompt'" in report.blocking[0]
     assert "give each record a 'ground_truth' key" in report.blocking[1]
+
+
+# ---------------------------------------------------------------- the system prompt's own text, as a completion
+
+#: The real-model preset's system prompt before issue 31: a template with placeholders, one worked addition.
+OLD_PROMPT = ("Solve the math word problem. Reply in exactly this format:\n"
+              "<reasoning>\nthe calculation\n</reasoning>\n<answer>\nthe final number\n</answer>\n"
+              "Example:\nQuestion: Ann has 3 pens and buys 4 more. How many pens does Ann have now?\n"
+              "<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>")
+
+
+def _prompt_records(system: str, n: int = 8) -> list[dict]:
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+
+    rows = load_gsm8k("synthetic", "train", subset="easy", system_prompt=system, num_synthetic=n, seed=2)
+    return [{"group": i, "prompt": r["prompt"], "answer": r["answer"],
+             "completion": f"<reasoning>\nwork\n</reasoning>\n<answer>\n{r['answer']}\n</answer>"}
+            for i, r in enumerate(rows)]
+
+
+def test_the_lab_warns_when_the_prompts_template_is_paid(custom_rewards):
+    import re
+
+    def notebook_format(completions, **kwargs):  # the regex format reward of the notebooks people copy
+        pattern = r"<reasoning>.*?</reasoning>\s*<answer>.*?</answer>"
+        return [0.5 if re.search(pattern, c[0]["content"], re.S) else 0.0 for c in completions]
+
+    correctness, _ = build_reward_functions([{"name": "correctness"}])
+    warnings = lab.prompt_copy_warnings(_prompt_records(OLD_PROMPT), [notebook_format, *correctness], [1.0, 1.0])
+    assert any(w.startswith("the system prompt's template copied as it is") and "notebook_format 0.5" in w
+               for w in warnings)
+    # the built-in format rewards pay nothing for it: no template warning
+    ours, weights = build_reward_functions([{"name": "xml_count", "params": {"per_tag": 0.25, "once": False}},
+                                            {"name": "correctness", "weight": 2.0}])
+    assert not any("template" in w for w in lab.prompt_copy_warnings(_prompt_records(OLD_PROMPT), ours, weights))
+
+
+def test_the_lab_warns_when_copying_a_worked_example_pays_more_than_half_an_answer():
+    from unsloth_grpo.tasks.gsm8k import DEFAULT_REWARDS, EXAMPLE_SYSTEM_PROMPT
+
+    # three format rewards worth 1.5 beside a correctness worth 0.5: copying an example is worth 75% of an answer
+    heavy = [{"name": "xml_count"}, {"name": "soft_format"}, {"name": "strict_format"},
+             {"name": "correctness", "weight": 0.25}]
+    funcs, weights = build_reward_functions(heavy)
+    warnings = lab.prompt_copy_warnings(_prompt_records(EXAMPLE_SYSTEM_PROMPT), funcs, weights)
+    assert [w.split(" of the system prompt")[0] for w in warnings] == ["worked example 1", "worked example 2"]
+    assert "75% of what a right answer earns" in warnings[0]
+    report = lab.analyse(_prompt_records(EXAMPLE_SYSTEM_PROMPT), funcs, weights)
+    assert any(w.startswith("worked example 1") for w in report.warnings)
+    # gsm8k's default rewards and the real-model preset's weigh correctness enough: a copy earns under half
+    for rewards in (DEFAULT_REWARDS, _preset_rewards()):
+        funcs, weights = build_reward_functions(rewards)
+        assert lab.prompt_copy_warnings(_prompt_records(EXAMPLE_SYSTEM_PROMPT), funcs, weights) == []
+
+
+def _preset_rewards():
+    from dataclasses import asdict
+
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    return [asdict(r) for r in RECIPE.resolve(preset="smollm2").rewards]

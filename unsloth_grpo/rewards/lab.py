@@ -483,10 +483,15 @@ def prompt_probes(system: str, reasoning_tag: str = "reasoning", answer_tag: str
     >>> [label for label, _ in prompt_probes("Reply as <reasoning>...</reasoning><answer>N</answer>. Example: "
     ...                                       "<reasoning>3 + 4 = 7</reasoning><answer>7</answer>")]
     ['the template', 'worked example 1']
+    >>> prompt_probes("Reason inside <reasoning> tags. Example: <reasoning>1 + 1</reasoning><answer>2</answer>")
+    [('worked example 1', '<reasoning>1 + 1</reasoning><answer>2</answer>')]
     """
     import re
 
-    pattern = re.compile(rf"<{reasoning_tag}>.*?</{reasoning_tag}>\s*<{answer_tag}>(.*?)</{answer_tag}>", re.S)
+    # a block starts at the last opening tag before its closing one: prose that names the tags
+    # ("write the calculation inside <reasoning> tags") is not part of it
+    pattern = re.compile(rf"<{reasoning_tag}>(?:(?!<{reasoning_tag}>).)*?</{reasoning_tag}>\s*"
+                         rf"<{answer_tag}>((?:(?!<{answer_tag}>).)*?)</{answer_tag}>", re.S)
     out, examples = [], 0
     for m in pattern.finditer(system):
         if any(c.isdigit() for c in m.group(1)):
