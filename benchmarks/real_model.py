@@ -209,15 +209,46 @@ def goal(runs: list[dict], arm: str = "grpo") -> list[str]:
     return lines
 
 
+def report(runs: list[dict], held_out: int) -> None:
+    print(f"held-out: {held_out} problems per set, greedy; easy: the project's held-out set (seed "
+          f"{HELD_OUT['easy']}); reworded: 12 phrasings the training never uses (seed {HELD_OUT['reworded']}); "
+          "strict: the number in the answer block; lenient: the right number anywhere")
+    print(table(runs))
+    for line in goal(runs):
+        print(line)
+
+
+def merge(paths: list[str], out: Path) -> int:
+    """One table and one results.json from several runs' results (each seed once)."""
+    files = [json.loads(Path(p).read_text()) for p in paths]
+    runs = sorted((r for f in files for r in f["runs"]), key=lambda r: r["seed"])
+    seeds = [r["seed"] for r in runs]
+    if len(set(seeds)) != len(seeds):
+        print(f"error: a seed appears twice in {', '.join(paths)}: {seeds}", file=sys.stderr)
+        return 2
+    report(runs, files[0]["held_out"])
+    out.mkdir(parents=True, exist_ok=True)
+    merged = {**files[0], "seeds": seeds, "runs": runs, "merged_from": [str(p) for p in paths],
+              "wall_seconds": [f.get("wall_seconds") for f in files]}
+    (out / "results.json").write_text(json.dumps(merged, indent=1))
+    print(f"wrote {out / 'results.json'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="Seeds to run (5 for the claim).")
     p.add_argument("--held-out", type=int, default=64, help="Problems per held-out set (default 64).")
     p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="Arms trained from each warm-up.")
     p.add_argument("--out", default="outputs/real-model", help="Where results.json and the runs go.")
+    p.add_argument("--merge", nargs="+", metavar="RESULTS", default=None,
+                   help="Print the table and goal of results.json files made before (seeds run in parallel "
+                        "processes), and write them together to --out/results.json; trains nothing.")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Overrides of the gsm8k smollm2 preset.")
     args = p.parse_args(argv)
     out = Path(args.out)
+    if args.merge:
+        return merge(args.merge, out)
     try:
         cfgs = [RECIPE.resolve(preset="smollm2", output_dir=str(out / f"seed{s}"),
                                overrides=[*args.overrides, f"seed={s}", "run.samples_every=0",
@@ -241,12 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "results.partial.json").write_text(json.dumps({"runs": runs}, indent=1))
     wall = time.time() - start
     print()
-    print(f"held-out: {args.held_out} problems per set, greedy; easy: the project's held-out set (seed "
-          f"{HELD_OUT['easy']}); reworded: 12 phrasings the training never uses (seed {HELD_OUT['reworded']}); "
-          "strict: the number in the answer block; lenient: the right number anywhere")
-    print(table(runs))
-    for line in goal(runs):
-        print(line)
+    report(runs, args.held_out)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"total wall time {wall / 60:.1f} min on {platform.machine()} with {os.cpu_count()} CPUs "
           f"(load average {load:.1f} at the end), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "

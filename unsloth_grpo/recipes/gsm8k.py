@@ -47,9 +47,12 @@ PRESETS = {
         system_prompt=EXAMPLE_SYSTEM_PROMPT,
         data={"subset": "easy"},  # one-step, one-digit problems: the base model is right on some of them
         rewards=[{"name": "correctness", "weight": 2.0}, {"name": "strict_format", "weight": 0.5}],
-        training={"dynamic_sampling": "refill"},  # a group whose completions all agree is replaced
+        # After the warm-up most groups of 8 agree (all right): refill replaces them with groups that differ;
+        # sampling at 1.0 gives the groups their differences. GRPO at the warm-up's rate (2e-4) undid the
+        # warm-up's subtractions; at 5e-5 it kept them and fixed some (docs/real_model.md).
+        training={"dynamic_sampling": "refill", "temperature": 1.0},
         stages=[{"name": "sft", "kind": "sft", "max_steps": 20, "learning_rate": 2e-4, "num_examples": 160},
-                {"name": "grpo", "kind": "grpo", "max_steps": 20}],
+                {"name": "grpo", "kind": "grpo", "max_steps": 30, "learning_rate": 5e-5}],
         evaluation={"before_after": True, "limit": 32, "batch_size": 32},
     ),
     # Colab T4 (16 GB, no bf16): 0.5B-1.5B 4-bit fits with 8 generations of 512 tokens.
