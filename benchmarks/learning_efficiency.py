@@ -50,9 +50,9 @@ def _curve_callback(start, arm_cfg, *, every: int, budget: float | None, max_ste
     from transformers import TrainerCallback
 
     from unsloth_grpo.evaluation.evaluate import evaluate
-    from unsloth_grpo.training.train import _eval_kwargs
+    from unsloth_grpo.training.held_out import eval_kwargs
 
-    kwargs = _eval_kwargs(arm_cfg)
+    kwargs = eval_kwargs(arm_cfg)
     kwargs.update(samples=1)
     rows_per_generation = arm_cfg.training.per_device_train_batch_size * (arm_cfg.training.steps_per_generation or 1)
 

@@ -172,11 +172,12 @@ def test_a_padded_batch_gives_what_each_prompt_gives_alone(request, backend):
 
 
 def _cfg(out: Path, *overrides: str):
-    """The gsm8k recipe's real-model preset, cut to seconds: 2 steps of 4 completions of 16 tokens."""
+    """The gsm8k recipe's real-model preset, cut to seconds: its GRPO alone (``stages=[]``: no SFT warm-up),
+    2 steps of 4 completions of 16 tokens."""
     from unsloth_grpo.recipes.gsm8k import RECIPE
 
     return RECIPE.resolve(preset="smollm2", output_dir=str(out), overrides=[
-        "model.backend=transformers", "training.max_steps=2", "training.save_steps=1",
+        "stages=[]", "model.backend=transformers", "training.max_steps=2", "training.save_steps=1",
         "training.num_generations=4", "training.per_device_train_batch_size=4",
         "training.max_completion_length=16", "data.num_synthetic=16", "run.samples_every=1",
         "evaluation.before_after=true", "evaluation.limit=4", "evaluation.batch_size=4",
@@ -200,7 +201,8 @@ def test_grpo_trains_the_real_model_and_its_outputs_carry_the_right_tokenizer_an
     assert real_run.global_step == 2 and real_run.backend["backend"] == "transformers"
     rows = real_run.metrics
     assert [r["step"] for r in rows] == [1, 2]
-    for key in ("reward", "reward_std", "rewards/xml_count/mean", "rewards/correctness/mean", "completions/mean_length"):
+    for key in ("reward", "reward_std", "rewards/strict_format/mean", "rewards/correctness/mean",
+                "completions/mean_length"):
         assert key in rows[-1], key
     # the adapter directory's tokenizer ends turns with <|im_end|>: whoever loads the adapter or merges
     # it stops where the model does (the converted file said <|im_start|>)
@@ -303,7 +305,7 @@ def test_the_reward_lab_scores_the_real_models_samples(smollm2_dir, tmp_path):
     assert len(records) == 8 and ms > 0 and all(r["completion"].strip() for r in records)
     funcs, weights = build_reward_functions(cfg.rewards)
     report = analyse(records, funcs, weights, generation_ms_per_completion=ms)
-    assert [r.name for r in report.rewards] == ["xml_count", "correctness"]
+    assert [r.name for r in report.rewards] == ["correctness", "strict_format"]
     assert not [r for r in report.rewards if r.error]
     assert len(report.grading["correctness"]) == 8  # the grader's verdict and rule for each real completion
 

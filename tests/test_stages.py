@@ -76,6 +76,25 @@ def test_stage_problems_name_the_stage_and_the_fix(tmp_path):
         _cfg(tmp_path, [{"name": "x", "steps": 3}])
 
 
+def test_a_step_count_or_learning_rate_the_stages_would_ignore_is_refused_with_the_two_fixes():
+    """The real-model preset trains in stages, each with its own steps: ``training.max_steps=4`` typed as
+    a short try was silently ignored (the run trained 20 + 30 steps; docs/export.md's command did)."""
+    from unsloth_grpo.cli import main
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    with pytest.raises(ConfigError, match=r"training.max_steps would be ignored: this config trains in stages "
+                                          r"\(sft \(sft, 20 steps\), grpo \(grpo, 30 steps\)\).*add stages=\[\]"):
+        RECIPE.resolve(preset="smollm2", overrides=["training.max_steps=4"])
+    with pytest.raises(ConfigError, match="training.learning_rate would be ignored"):
+        RECIPE.resolve(preset="smollm2", overrides=["training.learning_rate=1e-4"])
+    # with stages=[] the same settings train one GRPO stage; other training.* settings pass to every stage
+    one = RECIPE.resolve(preset="smollm2", overrides=["stages=[]", "training.max_steps=4"])
+    assert one.stages == [] and one.training.max_steps == 4
+    staged = RECIPE.resolve(preset="smollm2", overrides=["training.temperature=0.9"])
+    assert [s.max_steps for s in staged.stages] == [20, 30]
+    assert main(["train", "--recipe", "gsm8k", "--preset", "smollm2", "training.max_steps=4"]) == 2
+
+
 def test_sft_examples_are_in_the_answer_format(tmp_path):
     from unsloth_grpo.grading import extract_answer, matches_format
     from unsloth_grpo.tasks.gsm8k import SYSTEM_PROMPT, make_synthetic_problems, parse_gold

@@ -176,9 +176,9 @@ def test_run_controls_trains_every_arm_from_one_sft_start(tmp_path):
 def test_training_evaluation_grades_and_checks_format_with_the_task():
     """The before/after and periodic evaluations use arith's own grader and format check; the generic
     reasoning-then-answer check scored every well-formed arith answer as out of format."""
-    from unsloth_grpo.training.train import _eval_kwargs
+    from unsloth_grpo.training.held_out import eval_kwargs
 
-    kwargs = _eval_kwargs(RECIPE.resolve())
+    kwargs = eval_kwargs(RECIPE.resolve())
     assert kwargs["matches_format"]("<answer>0049</answer>") and not kwargs["matches_format"]("49")
     assert kwargs["is_correct"]("<answer>0049</answer>", "49")
     # lenient accuracy beside it: the right sum out of format counts there, not in strict accuracy

@@ -65,12 +65,12 @@ def test_every_task_shuffles_its_rows_when_the_config_says_so(name):
 
 
 def test_evaluation_grades_with_what_the_task_says():
-    from unsloth_grpo.training.train import _eval_kwargs
+    from unsloth_grpo.training.held_out import eval_kwargs
 
     for name in TASKS:
         cfg = _smoke(name)
         task = get_task(name)
-        kwargs = _eval_kwargs(cfg)
+        kwargs = eval_kwargs(cfg)
         assert kwargs["matches_format"] == task.matches_format
         assert (kwargs["lenient_correct"] is None) == (task.lenient(cfg) is None)
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from unsloth_grpo.config import ConfigDeprecation, ConfigError, RecipeConfig, describe, load_config, merge_dicts
+from unsloth_grpo.config import (ConfigDeprecation, ConfigError, RecipeConfig, describe, load_config, merge_dicts,
+                                 parse_override)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Recipe:
                                   f"choose one of: {', '.join([*self.presets, AUTO_PRESET])}")
             base = merge_dicts(base, self.presets[preset])
         cfg = load_config(config, base=base, overrides=extra)
+        _refuse_overrides_stages_ignore(cfg, overrides or [])
         return _unquantized_name(cfg) if preset == AUTO_PRESET else cfg
 
     def cpu_presets(self) -> dict[str, str]:
@@ -58,6 +60,27 @@ class Recipe:
 
 #: The preset computed by the memory planner for the GPU in this machine.
 AUTO_PRESET = "auto"
+
+
+def _refuse_overrides_stages_ignore(cfg: RecipeConfig, overrides: list[str | dict]) -> None:
+    """A run in stages takes its steps (and, where every stage sets one, its learning rate) from each
+    stage: ``training.max_steps=4`` typed on the command line would be ignored without a word, and a
+    "short try" would train every stage in full. Refuse it, and say the two ways to get what was meant."""
+    if not cfg.stages:
+        return
+    given = set()
+    for item in overrides:
+        d = item if isinstance(item, dict) else (parse_override(item) if "=" in item else {})
+        given |= {f"training.{k}" for k in (d.get("training") or {}) if isinstance(d.get("training"), dict)}
+    ignored = ["training.max_steps"] if "training.max_steps" in given else []
+    if "training.learning_rate" in given and all(s.learning_rate is not None for s in cfg.stages):
+        ignored.append("training.learning_rate")
+    if ignored:
+        shown = ", ".join(f"{s.name} ({s.kind}, {s.max_steps} steps)" for s in cfg.stages)
+        raise ConfigError(f"{' and '.join(ignored)} would be ignored: this config trains in stages ({shown}), each "
+                          "with its own max_steps and learning_rate; add stages=[] to train one GRPO stage with "
+                          "the training.* settings, or set each stage's max_steps/learning_rate in a --config YAML "
+                          "(the stages: list)")
 
 
 def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bool] | None = None,

@@ -108,13 +108,13 @@ def train_sft_start(cfg: RecipeConfig, *, log: Callable[[str], None] = print) ->
     from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.tasks import get_task
     from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
-    from unsloth_grpo.training.train import _held_out, load_task_dataset
+    from unsloth_grpo.training.held_out import held_out_rows, load_task_dataset
 
     check_two_stage(cfg)
     check(cfg)
     task = get_task(cfg.task)
     sft_cfg, grpo_cfg = stage_config(cfg, 1), stage_config(cfg, 2)
-    held_out = _held_out(cfg)
+    held_out = held_out_rows(cfg)
     train_rows = load_task_dataset(grpo_cfg)  # bad data fails here, before the model
     decision = prepare_backend(sft_cfg.model)  # decided once, Unsloth imported first when it is the backend
     loaded = load_model(sft_cfg.model, sft_cfg.lora, seed=cfg.seed, decision=decision,

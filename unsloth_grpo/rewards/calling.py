@@ -146,3 +146,26 @@ def one_sample(kwargs: dict[str, Any], i: int, n: int) -> dict[str, Any]:
 
 __all__ = ["RUN_WIDE", "TRL_KEYWORDS", "as_completion", "call_reward", "is_chat", "one_sample",
            "trainer_state_stand_in", "trl_keywords"]
+
+
+# ---------------------------------------------------------------- records (the reward lab's JSONL rows)
+
+#: Keys of a lab record that are not dataset columns.
+RESERVED = ("completion", "group", "prompt", "completion_ids")
+
+
+def _columns(records: Sequence[dict]) -> dict[str, list]:
+    """The dataset columns of the records, one value per record (each reward gets them by name)."""
+    keys = sorted({k for r in records for k in r if k not in RESERVED})
+    return {k: [r.get(k) for r in records] for k in keys}
+
+
+def reward_call(records: Sequence[dict], *, completion_ids: Sequence | None = None) -> tuple[list, dict]:
+    """``(completions, keywords)`` for calling a reward on ``records`` as TRL calls it during training:
+    a completion written as text after a chat prompt becomes one assistant message, ``prompts`` and
+    ``completion_ids`` are passed (when every record holds them) beside every column."""
+    prompts = [r["prompt"] for r in records] if all("prompt" in r for r in records) else None
+    if completion_ids is None and all("completion_ids" in r for r in records):
+        completion_ids = [r["completion_ids"] for r in records]
+    completions = [as_completion(r["completion"], r.get("prompt")) for r in records]
+    return completions, trl_keywords(prompts, completion_ids=completion_ids, columns=_columns(records))

@@ -436,34 +436,34 @@ def _run_evaluation_start(cfg: RecipeConfig, loaded, first: int, resume_from, lo
     problems (``RUN/eval_before``), or that grading read back when the run resumes; (None, None) otherwise.
     Each GRPO stage still grades its own start and end: the run's report is base -> final."""
     from unsloth_grpo.evaluation.evaluate import EVAL_FILE, read_eval
-    from unsloth_grpo.training.train import _evaluate, _held_out
+    from unsloth_grpo.training.held_out import evaluate_held_out, held_out_rows
 
     if not cfg.evaluation.before_after or loaded is None or first > len(cfg.stages):
         return None, None
     where = Path(cfg.output_dir) / "eval_before"
-    held_out = _held_out(cfg)
+    held_out = held_out_rows(cfg)
     if (first > 1 or resume_from is not None) and (where / EVAL_FILE).is_file():
         return held_out, read_eval(where)
     if first > 1 or resume_from is not None:
         return held_out, None  # the start was not graded before the interruption: no base to compare with
     log(f"evaluation: grading {cfg.model.name} on {len(held_out)} held-out problems before the first stage")
-    return held_out, _evaluate(cfg, loaded.model, loaded.tokenizer, held_out, where,
-                               name=f"{cfg.model.name} (before training)")
+    return held_out, evaluate_held_out(cfg, loaded.model, loaded.tokenizer, held_out, where,
+                                       name=f"{cfg.model.name} (before training)")
 
 
 def _run_evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: Callable[[str], None]) -> dict:
     """The final adapter graded (the last stage's own after-grading when it made one) and compared with
     the run's start: ``RUN/report.md``, one line, and the held-out summary."""
     from unsloth_grpo.evaluation.evaluate import EVAL_FILE, read_eval
-    from unsloth_grpo.training.train import _evaluate, report_before_after
+    from unsloth_grpo.training.held_out import evaluate_held_out, report_before_after
 
     run = Path(cfg.output_dir)
     last = stage_dir(cfg, len(cfg.stages)) / "eval_after"
     if (last / EVAL_FILE).is_file():
         after = read_eval(last)
     else:
-        after = _evaluate(cfg, loaded.model, loaded.tokenizer, held_out, run / "eval_after",
-                          name=f"{cfg.model.name} + the adapter trained in {run}")
+        after = evaluate_held_out(cfg, loaded.model, loaded.tokenizer, held_out, run / "eval_after",
+                                  name=f"{cfg.model.name} + the adapter trained in {run}")
     log("evaluation of the whole run (the base model -> the last stage's adapter):")
     return report_before_after(before, after, run, log)
 

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
-from unsloth_grpo.data import DataError, looks_like_path
+from unsloth_grpo.data import DataError
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.runs import package_versions
 from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
+from unsloth_grpo.training.held_out import (eval_kwargs, evaluate_held_out, held_out_rows, load_task_dataset,
+                                            report_before_after)
 from unsloth_grpo.training.loop import DISK_FULL_EXIT_CODE, REWARD_FAILED_EXIT_CODE, disk_full
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
 from unsloth_grpo.training.trainer_args import grpo_args
@@ -33,44 +35,6 @@ __all__ = ["DISK_FULL_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "TrainResult", "Tra
 def is_main_process() -> bool:
     """Rank 0 of a torchrun/accelerate launch, or the only process."""
     return detect().is_main
-
-
-def load_task_dataset(cfg: RecipeConfig):
-    """The training rows for ``cfg.task``; raises DataError before any model is loaded, also when
-    there are none (a run on 0 rows would only fail after the model loaded, blaming the prompt length)."""
-    from unsloth_grpo.tasks import get_task
-
-    task = get_task(cfg.task)
-    d = cfg.data
-    if d.limit is not None and d.limit < 1:  # said before any task reads it as something else
-        raise DataError(f"data.limit={d.limit} leaves 0 rows to train on; remove it (all rows) or set it to "
-                        "1 or more")
-    rows = _load_rows(task, cfg)
-    if len(rows) == 0:
-        raise DataError(f"data.source='{d.source}' (split '{d.split}') gives 0 rows to train on; check the "
-                        "source and data.split")
-    return rows
-
-
-def _load_rows(task, cfg: RecipeConfig):
-    source = str(cfg.data.source)
-    if source == "synthetic" or looks_like_path(source):
-        return task.load(cfg)
-    from unsloth_grpo.hardware.doctor.recipe import hub_offline_mode, hub_unreachable
-
-    why = hub_unreachable()
-    if why is None:
-        return task.load(cfg)
-    try:  # a copy in the local cache still loads; anything else fails now, not after ~25 s of retries
-        with hub_offline_mode():
-            return task.load(cfg)
-    except DataError as exc:
-        if not str(exc).startswith("could not load hub dataset"):
-            raise
-        raise DataError(
-            f"data.source='{source}' is a hub dataset that is not in the local cache, and {why}. Without "
-            "network, add --preset smoke (synthetic problems and the tiny built-in model, all offline) or set "
-            "data.source to a local .jsonl/.json/.csv/.parquet file") from None
 
 
 def build_grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
@@ -124,47 +88,6 @@ def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
 
     a, b = flat(old), flat(new)
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != "training.max_steps")
-
-
-def _held_out(cfg: RecipeConfig):
-    """The evaluation slice: the task's held-out split of the same source, ``evaluation.limit`` rows."""
-    import dataclasses
-
-    e = cfg.evaluation
-    eval_cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, split=e.split, limit=e.limit))
-    return load_task_dataset(eval_cfg)
-
-
-def _eval_kwargs(cfg: RecipeConfig) -> dict:
-    """Evaluation settings, with the task's own grader (the one its correctness reward uses), its lenient
-    reading where it has one, and its own format check, as ``unsloth-grpo eval`` grades."""
-    from unsloth_grpo.tasks import get_task
-
-    e = cfg.evaluation
-    return dict(samples=e.samples, max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length,
-                temperature=e.temperature, batch_size=e.batch_size, seed=cfg.seed, **get_task(cfg.task).grading(cfg))
-
-
-def _ci(result: dict) -> str:
-    """``(95% CI 0.241..0.323)`` for an evaluation result, empty when it has no interval."""
-    ci = result.get("accuracy_ci95")
-    return f"(95% CI {ci[0]:.3f}..{ci[1]:.3f})" if ci else ""
-
-
-def _evaluate(cfg: RecipeConfig, model, tokenizer, dataset, where: Path, *, name: str) -> dict:
-    """Evaluate ``model`` on the held-out rows; ``name`` is what the report calls it (the base model
-    before training, the run's adapter after), stored with the dataset in the result and eval.json."""
-    from unsloth_grpo.evaluation.evaluate import evaluate, write_eval
-
-    if cfg.tools.functions or cfg.tools.environment:  # with the tools and without, and calls per problem
-        from unsloth_grpo.evaluation.tool_eval import evaluate_with_tools
-
-        result = evaluate_with_tools(model, tokenizer, dataset, tools_cfg=cfg.tools, **_eval_kwargs(cfg))
-    else:
-        result = evaluate(model, tokenizer, dataset, **_eval_kwargs(cfg))
-    result.update(model=name, dataset=str(cfg.data.source), split=cfg.evaluation.split)
-    write_eval(result, where)
-    return result
 
 
 def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[str], None] = print):
@@ -288,25 +211,6 @@ def _starting_model(cfg: RecipeConfig, stage: tuple[int, str | None]) -> str:
     return f"{cfg.model.name} (before training)"
 
 
-def report_before_after(before: dict, after: dict, out: Path, log: Callable[[str], None]) -> dict:
-    """``report.md`` and ``report.json`` in ``out`` for two evaluations of the same held-out problems, the
-    change said in one line, and a warning for each category that got worse or did not move; returns
-    the run's held-out summary."""
-    from unsloth_grpo.evaluation.evaluate import category_warnings, change_in_words, compare, write_report
-    from unsloth_grpo.training.results import held_out_summary
-
-    report = compare(before, after)
-    write_report(report, out)
-    lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
-        f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
-    log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
-        f"on {after['n']} held-out problems ({change_in_words(report)}){lenient}, format "
-        f"{before['format_compliance']:.3f} -> {after['format_compliance']:.3f} ({out / 'report.md'})")
-    for line in category_warnings(report):
-        log(f"evaluation warning: {line}")
-    return held_out_summary(before, after, report)
-
-
 def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list) -> list:
     """The reward functions wrapped by a :class:`~unsloth_grpo.training.tricks.TrickWatcher` that hands
     what it sees (a copied prompt, one pattern for every problem, a kind of problem never paid) to
@@ -327,8 +231,8 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
     loaded.tokenizer.save_pretrained(str(out))
     summary = None
     if before is not None:
-        after = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
-                          name=f"{cfg.model.name} + the adapter trained in {out}")
+        after = evaluate_held_out(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
+                                  name=f"{cfg.model.name} + the adapter trained in {out}")
         summary = report_before_after(before, after, out, log)
     try:
         from unsloth_grpo.evaluation.plots import plot_run
@@ -525,13 +429,13 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
         except dynamic_sampling.DynamicSamplingError as exc:  # a trainer class without TRL's methods
             if main_process:
                 log(f"dynamic sampling: off for this run ({exc})")
-    held_out = _held_out(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
+    held_out = held_out_rows(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
     if cfg.evaluation.every and held_out is not None:
         from unsloth_grpo.evaluation.evaluate import make_eval_callback
 
-        trainer.add_callback(make_eval_callback(trainer, held_out, **_eval_kwargs(cfg), every=cfg.evaluation.every))
-    before = _evaluate(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before",
-                       name=_starting_model(cfg, stage)) \
+        trainer.add_callback(make_eval_callback(trainer, held_out, **eval_kwargs(cfg), every=cfg.evaluation.every))
+    before = evaluate_held_out(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before",
+                               name=_starting_model(cfg, stage)) \
         if cfg.evaluation.before_after and held_out is not None and main_process else None
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
