@@ -219,6 +219,24 @@ def test_the_benchmarks_goal_is_judged_seed_by_seed_and_operation_by_operation()
     assert "easy subtraction +0.0: NO" in second and "reworded subtraction +20.0: NO" in second
 
 
+def test_the_benchmark_reuses_a_base_grading_only_of_the_same_sets(tmp_path):
+    import json
+
+    from unsloth_grpo.config import ConfigError
+
+    bench = _bench()
+    graded = {"easy": {"n": 64, "accuracy": 0.0}, "reworded": {"n": 64, "accuracy": 0.0}}
+    earlier = tmp_path / "results.json"
+    earlier.write_text(json.dumps({"overrides": [], "runs": [{"seed": 0, "grades": {"base": graded}}]}))
+    assert bench._base_grades(str(earlier), 64, []) == graded
+    with pytest.raises(ConfigError, match="another --held-out or other overrides"):
+        bench._base_grades(str(earlier), 32, [])
+    with pytest.raises(ConfigError, match="another --held-out or other overrides"):
+        bench._base_grades(str(earlier), 64, ["training.temperature=0.7"])
+    with pytest.raises(ConfigError, match="cannot read it"):
+        bench._base_grades(str(tmp_path / "missing.json"), 64, [])
+
+
 def test_the_real_model_preset_warms_up_with_sft_then_grpo_and_grades_before_and_after():
     from unsloth_grpo.recipes.gsm8k import RECIPE
 

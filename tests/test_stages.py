@@ -83,15 +83,16 @@ def test_a_step_count_or_learning_rate_the_stages_would_ignore_is_refused_with_t
     from unsloth_grpo.recipes.gsm8k import RECIPE
 
     with pytest.raises(ConfigError, match=r"training.max_steps would be ignored: this config trains in stages "
-                                          r"\(sft \(sft, 20 steps\), grpo \(grpo, 30 steps\)\).*add stages=\[\]"):
+                                          r"\(sft \(sft, 20 steps\), grpo \(grpo, 30 steps\)\).*\(stages.0.max_steps=... "
+                                          r"stages.1.max_steps=...\), or add stages=\[\]"):
         RECIPE.resolve(preset="smollm2", overrides=["training.max_steps=4"])
     with pytest.raises(ConfigError, match="training.learning_rate would be ignored"):
         RECIPE.resolve(preset="smollm2", overrides=["training.learning_rate=1e-4"])
     # with stages=[] the same settings train one GRPO stage; other training.* settings pass to every stage
     one = RECIPE.resolve(preset="smollm2", overrides=["stages=[]", "training.max_steps=4"])
     assert one.stages == [] and one.training.max_steps == 4
-    staged = RECIPE.resolve(preset="smollm2", overrides=["training.temperature=0.9"])
-    assert [s.max_steps for s in staged.stages] == [20, 30]
+    staged = RECIPE.resolve(preset="smollm2", overrides=["training.temperature=0.9", "stages.1.max_steps=4"])
+    assert [s.max_steps for s in staged.stages] == [20, 4]
     assert main(["train", "--recipe", "gsm8k", "--preset", "smollm2", "training.max_steps=4"]) == 2
 
 

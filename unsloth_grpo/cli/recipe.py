@@ -77,10 +77,10 @@ def _refuse_overrides_stages_ignore(cfg: RecipeConfig, overrides: list[str | dic
         ignored.append("training.learning_rate")
     if ignored:
         shown = ", ".join(f"{s.name} ({s.kind}, {s.max_steps} steps)" for s in cfg.stages)
+        own = " ".join(f"stages.{i}.{ignored[0].split('.')[1]}=..." for i in range(len(cfg.stages)))
         raise ConfigError(f"{' and '.join(ignored)} would be ignored: this config trains in stages ({shown}), each "
-                          "with its own max_steps and learning_rate; add stages=[] to train one GRPO stage with "
-                          "the training.* settings, or set each stage's max_steps/learning_rate in a --config YAML "
-                          "(the stages: list)")
+                          f"with its own max_steps and learning_rate; set the stages' own ({own}), or add "
+                          "stages=[] to train one GRPO stage with the training.* settings")
 
 
 def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bool] | None = None,
