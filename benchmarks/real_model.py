@@ -210,6 +210,53 @@ def goal(runs: list[dict], arm: str = "grpo") -> list[str]:
     return lines
 
 
+#: ``a + b = c`` (or ``-``) in a completion's reasoning: the operation it chose and the result it wrote.
+_EQUATION = r"(\d+)\s*([+\-])\s*(\d+)\s*=\s*(-?\d+)"
+
+
+def error_kind(c: dict) -> str:
+    """What went wrong in one graded completion, read from its first equation: ``right``, ``no equation``
+    (no ``a + b = c`` or ``a - b = c`` in it), ``other operation`` (it added where the problem takes away,
+    or the reverse), ``other numbers`` (an operand that is not a number of the question), ``arithmetic``
+    (the right operation on the question's numbers, a wrong result) or ``answer block`` (a right
+    equation, and no answer block holding its result)."""
+    import re
+
+    if c["correct"]:
+        return "right"
+    m = re.search(_EQUATION, c["completion"])
+    if m is None:
+        return "no equation"
+    a, op, b, result = int(m[1]), m[2], int(m[3]), int(m[4])
+    if c.get("category") in ("addition", "subtraction") and op != ("+" if c["category"] == "addition" else "-"):
+        return "other operation"
+    if "question" in c:
+        from collections import Counter
+
+        if Counter([a, b]) - Counter(int(x) for x in re.findall(r"\d+", c["question"])):
+            return "other numbers"  # e.g. 7 + 7 for "8 eggs, then 7 more"
+    return "arithmetic" if (a + b if op == "+" else a - b) != result else "answer block"
+
+
+ERROR_KINDS = ("right", "arithmetic", "other operation", "other numbers", "answer block", "no equation")
+
+
+def errors_table(runs: list[dict]) -> str:
+    """Per arm, set and operation: how many completions (all seeds together) were right, and how each
+    wrong one went wrong (:func:`error_kind`)."""
+    lines = [f"{'':42s} {'set':8s} {'operation':11s} " + " ".join(f"{k:>15s}" for k in ERROR_KINDS)]
+    for arm in ("base", "sft", *ARMS):
+        graded = [r for r in runs if arm in r["grades"]]
+        for s in HELD_OUT:
+            for cat in ("addition", "subtraction"):
+                kinds = [error_kind(c) for r in graded for c in r["grades"][arm][s]["completions"]
+                         if c.get("category") == cat]
+                if kinds:
+                    label = f"{LABELS[arm]} ({len(graded)} seed{'s' if len(graded) > 1 else ''})"
+                    lines.append(f"{label:42s} {s:8s} {cat:11s} " + " ".join(f"{kinds.count(k):15d}" for k in ERROR_KINDS))
+    return "\n".join(lines)
+
+
 def report(runs: list[dict], held_out: int) -> None:
     print(f"held-out: {held_out} problems per set, greedy; easy: the project's held-out set (seed "
           f"{HELD_OUT['easy']}); reworded: 12 phrasings the training never uses (seed {HELD_OUT['reworded']}); "
@@ -217,6 +264,8 @@ def report(runs: list[dict], held_out: int) -> None:
     print(table(runs))
     for line in goal(runs):
         print(line)
+    print("\nhow the completions went wrong (all seeds of each arm together; read them in results.json):")
+    print(errors_table(runs))
 
 
 def merge(paths: list[str], out: Path) -> int:

@@ -237,6 +237,26 @@ def test_the_benchmark_reuses_a_base_grading_only_of_the_same_sets(tmp_path):
         bench._base_grades(str(tmp_path / "missing.json"), 64, [])
 
 
+def test_the_benchmark_says_how_each_wrong_completion_went_wrong():
+    bench = _bench()
+
+    def c(text, category, correct=False):
+        return {"completion": text, "category": category, "correct": correct}
+
+    assert bench.error_kind(c("<reasoning>\n18 - 7 = 11\n</reasoning>", "subtraction", True)) == "right"
+    assert bench.error_kind(c("<reasoning>\n18 - 7 = 9\n</reasoning>", "subtraction")) == "arithmetic"
+    assert bench.error_kind(c("<reasoning>\n18 + 7 = 25\n</reasoning>", "subtraction")) == "other operation"
+    assert bench.error_kind(c("<reasoning>\n2 + 6 = 8\n</reasoning><answer>\n9\n</answer>", "addition")) \
+        == "answer block"
+    assert bench.error_kind(c("<reasoning>\nthe calculation\n</reasoning>", "addition")) == "no equation"
+    copied = dict(c("<reasoning>\n7 + 7 = 14\n</reasoning>", "addition"), question="Ann has 8 eggs and gets 7 more.")
+    assert bench.error_kind(copied) == "other numbers"
+    runs = [{"seed": 0, "grades": {"base": {s: {"completions": [c("1 + 1 = 3", "addition")]}
+                                            for s in ("easy", "reworded")}}}]
+    table = bench.errors_table(runs)
+    assert "base model (1 seed)" in table and table.count("addition") == 2
+
+
 def test_the_real_model_preset_warms_up_with_sft_then_grpo_and_grades_before_and_after():
     from unsloth_grpo.recipes.gsm8k import RECIPE
 
