@@ -139,6 +139,59 @@ def test_a_model_that_does_the_task_is_left_alone():
     assert watch(rows, [1.0] * len(rows)) == []
 
 
+LEARNED = Path(__file__).parent / "data" / "learned_completions.jsonl"
+
+
+def learned() -> list[dict]:
+    """The 128 held-out completions of the real-model preset's seed 1 after its GRPO stage (the benchmark's
+    grpo arm): the task learned, both operations, 92% and 88% strict; its errors are subtraction slips."""
+    return [dict(json.loads(line), prompt=chat(EXAMPLE_SYSTEM_PROMPT, json.loads(line)["question"]))
+            for line in LEARNED.read_text().splitlines() if line.strip()]
+
+
+def steps_of_one_prompt(rows: list[dict], grades: list[float] | None, per_prompt: int = 8, window: int = 5) -> list[str]:
+    """Replay ``rows`` as training saw the preset: one prompt a step, its group of ``per_prompt`` completions
+    (each row repeated), through the watcher with training's own window (trick_window // 2 batches)."""
+    seen = []
+    watcher = TrickWatcher(seen.append, window=window)
+    for step, row in enumerate(rows, 1):
+        grade = None if grades is None else [grades[step - 1]] * per_prompt
+        watcher.observe(step, [row["completion"]] * per_prompt, [row["prompt"]] * per_prompt,
+                        {"answer": [row["answer"]] * per_prompt, "category": [row["category"]] * per_prompt}, grade)
+    return [w.name for w in seen]
+
+
+def test_working_on_the_problem_is_not_copying_an_example_that_shares_its_signs():
+    """'11 - 6 = 5' shares '- 6 =' with the prompt's '15 - 6 = 9': arithmetic, not a copy. On the old code 13
+    of the learned completions counted as half copied, and a healthy run was told it copies the prompt."""
+    prompt = chat(EXAMPLE_SYSTEM_PROMPT, "Cara had 11 cards and sold 6 of them. How many cards are left?")
+    assert copied_share("<reasoning>\n11 - 6 = 5\n</reasoning>\n<answer>\n5\n</answer>", prompt, "5") == 0.0
+    assert copied_share("<reasoning>\n15 - 6 = 9\n</reasoning>\n<answer>\n9\n</answer>", prompt, "5") == 1.0
+    assert max(copied_share(r["completion"], r["prompt"], r["answer"]) for r in learned()) < 0.5
+
+
+def test_the_real_models_learned_completions_raise_no_trick_warning():
+    """The preset's seed 1, one prompt a step: its subtraction slips put some groups at 0 right; on the old
+    watcher (5 batches, 8 completions a kind) that read as 'never pays on subtraction' at step 6."""
+    rows = learned()
+    grades = [2.0 if r["correct"] else 0.0 for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: (rows[i]["correct"] or rows[i]["category"] == "addition", i))
+    # the worst order a run could meet: the wrong subtractions first, beside right additions
+    mixed = [i for pair in zip(order[:20], order[-20:]) for i in pair]
+    assert steps_of_one_prompt([rows[i] for i in mixed], [grades[i] for i in mixed]) == []
+    assert steps_of_one_prompt(rows, grades) == []
+
+
+def test_the_tricks_are_still_named_one_prompt_a_step():
+    from unsloth_grpo.grading import grade
+
+    rows = fixtures("always_add")
+    grades = [float(bool(grade(r["completion"], r["answer"]))) for r in rows]
+    names = steps_of_one_prompt(rows, grades)
+    assert "one_pattern" in names and "category_gap" in names
+    assert "copies_prompt" in steps_of_one_prompt(fixtures("template_copy"), None)
+
+
 def test_one_answer_for_every_problem_is_named_without_categories():
     rows = [{"prompt": chat(EXAMPLE_SYSTEM_PROMPT, f"q{i}"), "answer": str(i), "category": None,
              "completion": "<reasoning>\nI think\n</reasoning>\n<answer>\n9\n</answer>"} for i in range(16)]

@@ -191,8 +191,8 @@ def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict
     """The CPU preset on the real built-in model (SmolLM2-135M-Instruct, fetched on first use).
 
     A real 135M model writes sentences, so the run is short on steps, not on sense: 8 completions
-    of at most ``max_completion_length`` tokens per step at temperature 0.7 (at 1.0 this model's
-    samples are mostly noise), LoRA on every linear layer at a high constant rate, no gradient
+    of at most ``max_completion_length`` tokens per step at temperature 0.7 (at 1.0 the base model's
+    samples are mostly noise; a recipe that warms it up with SFT first may sample hotter), LoRA on every linear layer at a high constant rate, no gradient
     checkpointing (memory is no concern on a CPU; recomputation is). The task's system prompt is
     replaced by one that shows answers in the format: told the format in words alone, the model
     uses it in none of its samples, and GRPO has nothing to reinforce (docs/real_model.md).

@@ -12,7 +12,8 @@ answer is right (that is :func:`unsloth_grpo.grading.grade`).
 * :func:`prompt_placeholders` - the answer-block contents a prompt shows that are not answers
   (``...``, ``the final number``): text with no digit inside an answer block of the prompt.
 * :func:`copied_share` - the share of a completion's words that repeat the system prompt in runs of
-  at least :data:`COPY_RUN` words found neither in the question nor in the gold answer.
+  at least :data:`COPY_RUN` words (one of them a word, not a number or a sign) found neither in the
+  question nor in the gold answer, or in a whole stretch of numbers and signs that the prompt holds.
 * :func:`answer_shape` - the completion with every number written ``N``: two completions with the
   same shape did the same thing to different numbers.
 
@@ -132,14 +133,23 @@ def copied_share(completion: Any, prompt: Any, gold: Any = None) -> float:
     total = sum(len(words) for words in segments)
     if not system or total < COPY_RUN:
         return 0.0
-    from_system = _runs(_segments(system), COPY_RUN)
-    own = _runs(_segments(f"{user}\n{'' if gold is None else gold}"), COPY_RUN)
+    system_segments = _segments(system)
+    own_segments = _segments(user) + ([] if gold is None else _segments(str(gold)))
+    from_system, own = _runs(system_segments, COPY_RUN), _runs(own_segments, COPY_RUN)
+    whole_system, whole_own = {tuple(w) for w in system_segments}, {tuple(w) for w in own_segments}
     copied = 0
     for words in segments:
+        if not any(w.isalpha() for w in words):
+            # numbers and signs only (an equation, an answer): copied when the whole stretch is one of the
+            # prompt's, as a worked example's "3 + 4 = 7" is; "11 - 6 = 5" shares "- 6 =" with "15 - 6 = 9"
+            # by arithmetic, not by copying
+            if tuple(words) in whole_system and tuple(words) not in whole_own:
+                copied += len(words)
+            continue
         marked = [False] * len(words)
         for i in range(len(words) - COPY_RUN + 1):
             run = tuple(words[i:i + COPY_RUN])
-            if run in from_system and run not in own:
+            if run in from_system and run not in own and any(w.isalpha() for w in run):
                 marked[i:i + COPY_RUN] = [True] * COPY_RUN
         copied += sum(marked)
     return copied / total

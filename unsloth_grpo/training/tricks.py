@@ -57,20 +57,26 @@ class TrickWatcher:
     completions copying fires ``copies_prompt``; ``pattern_frac``: the share of each category's
     completions that one pattern must hold for ``one_pattern``; ``gap``: the grading reward's mean on
     the better category (with the worse one at 0) for ``category_gap``; ``min_per_category``: fewer
-    completions of a category in the window than this and it is not judged.
+    completions of a category in the window than this, or completions of fewer than
+    ``min_prompts_per_category`` different prompts, and it is not judged (one group of 8 completions
+    is one problem: a real model that is right on half the subtractions is wrong on all 8 samples of
+    some). The window holds at least ``window`` batches, and more while its older batches are needed to
+    hold ``window_prompts`` different prompts (a run of one prompt a step sees few of each kind in 5).
     """
 
     def __init__(self, report: Callable[[HealthWarning], Any], *, grading: Sequence[str] = (),
                  category_column: str = "category", window: int = 5, copy_share: float = 0.5,
                  copy_frac: float = 0.5, pattern_frac: float = 0.75, gap: float = 0.3,
-                 min_per_category: int = 8, ignore: Sequence[str] = ()) -> None:
+                 min_per_category: int = 8, min_prompts_per_category: int = 4, window_prompts: int = 16,
+                 ignore: Sequence[str] = ()) -> None:
         self.report = report
         self.grading = tuple(grading)
         self.category_column = category_column
         self.copy_share, self.copy_frac = copy_share, copy_frac
         self.pattern_frac, self.gap, self.min_per_category = pattern_frac, gap, min_per_category
+        self.min_prompts_per_category, self.window, self.window_prompts = min_prompts_per_category, window, window_prompts
         self.ignore = set(ignore)
-        self.batches: deque[list[dict[str, Any]]] = deque(maxlen=window)
+        self.batches: deque[list[dict[str, Any]]] = deque()
         self.fired: list[HealthWarning] = []
         self._names: list[str] = []
         self._batch_key = None
@@ -130,6 +136,7 @@ class TrickWatcher:
             text = completion_text(completions[i])
             batch.append({
                 "text": text,
+                "prompt": _prompt_key(prompt, i),
                 "copied": copied_share(text, prompt, gold),
                 "shape": answer_shape(text),
                 "operators": operators(text),
@@ -139,7 +146,10 @@ class TrickWatcher:
                 "grade": None if grading_scores is None else grading_scores[i],
             })
         self.batches.append(batch)
-        if len(self.batches) < self.batches.maxlen:
+        while len(self.batches) > self.window and \
+                len({r["prompt"] for b in list(self.batches)[1:] for r in b}) >= self.window_prompts:
+            self.batches.popleft()
+        if len(self.batches) < self.window:
             return []
         rows = [r for b in self.batches for r in b]
         if not rows:
@@ -174,7 +184,8 @@ class TrickWatcher:
         for r in rows:
             if r["category"] is not None:
                 groups.setdefault(str(r["category"]), []).append(r)
-        return {k: v for k, v in groups.items() if len(v) >= self.min_per_category}
+        return {k: v for k, v in groups.items()
+                if len(v) >= self.min_per_category and len({r["prompt"] for r in v}) >= self.min_prompts_per_category}
 
     def _check_pattern(self, step: int, rows: list[dict]) -> HealthWarning | None:
         groups = self._by_category(rows)
@@ -233,6 +244,16 @@ class TrickWatcher:
                 "balance the training data, or start from a short SFT stage on worked answers of every kind.",
                 {"grading_mean_by_category": means})
         return None
+
+
+def _prompt_key(prompt: Any, index: int) -> str:
+    """What tells one problem from another: the prompt's last message (or the text), or the position
+    in the batch when the trainer passes no prompts."""
+    if prompt is None:
+        return f"#{index}"
+    if isinstance(prompt, (list, tuple)) and prompt and isinstance(prompt[-1], dict):
+        return str(prompt[-1].get("content"))
+    return str(prompt)
 
 
 def _grading_means(groups: dict[str, list[dict]], least: int) -> dict[str, float]:
