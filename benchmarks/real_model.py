@@ -3,7 +3,7 @@
     python benchmarks/real_model.py                                  # seeds 0-4, every arm (hours on 2 cores)
     python benchmarks/real_model.py --seeds 0 --held-out 32          # one seed, smaller held-out sets
     python benchmarks/real_model.py --arms grpo sft_only             # some arms only
-    python benchmarks/real_model.py training.learning_rate=1e-4      # overrides of the gsm8k smollm2 preset
+    python benchmarks/real_model.py stages.1.learning_rate=1e-4      # overrides of the gsm8k smollm2 preset
 
 The gsm8k recipe's ``smollm2`` preset trains ``builtin:smollm2-135m-instruct`` (LoRA, CPU) on the offline
 ``easy`` word problems: a short SFT warm-up on worked answers, then GRPO. For each seed the model is

@@ -350,7 +350,9 @@ SFT_COMPARED = ("loss", "grad_norm", "mean_token_accuracy", "entropy")
 def _staged(run: Path, *extra: str) -> list[str]:
     config = run.parent / f"{run.name}-stages.yaml"
     config.write_text(SFT_STAGES)
-    return ["--preset", "smoke", "--config", str(config), "--output-dir", str(run), *OVERRIDES, *extra]
+    # the stages set their own steps: a training.max_steps beside them is refused (it would be ignored)
+    overrides = [o for o in OVERRIDES if not o.startswith("training.max_steps=")]
+    return ["--preset", "smoke", "--config", str(config), "--output-dir", str(run), *overrides, *extra]
 
 
 @pytest.fixture(scope="module")
