@@ -270,7 +270,13 @@ def report(runs: list[dict], held_out: int) -> None:
 
 def merge(paths: list[str], out: Path) -> int:
     """One table and one results.json from several runs' results (each seed once)."""
-    files = [json.loads(Path(p).read_text()) for p in paths]
+    files = []
+    for p in paths:
+        try:
+            files.append(json.loads(Path(p).read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"error: --merge {p}: cannot read it ({exc}); give the results.json of earlier runs", file=sys.stderr)
+            return 2
     runs = sorted((r for f in files for r in f["runs"]), key=lambda r: r["seed"])
     seeds = [r["seed"] for r in runs]
     if len(set(seeds)) != len(seeds):

@@ -237,6 +237,28 @@ def test_the_benchmark_reuses_a_base_grading_only_of_the_same_sets(tmp_path):
         bench._base_grades(str(tmp_path / "missing.json"), 64, [])
 
 
+def test_merging_a_results_file_that_is_not_there_is_one_clear_error(tmp_path, capsys):
+    bench = _bench()
+    assert bench.main(["--merge", str(tmp_path / "A" / "results.json"), "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --merge ") and "cannot read it" in err and "Traceback" not in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_the_committed_results_reach_the_goal_on_every_seed(capsys):
+    """docs/real_model.md's figures come from docs/real_model_results.json: 5 seeds, the preset above the base
+    model by 25 points or more on each operation of both held-out sets."""
+    import json
+
+    bench = _bench()
+    path = Path(__file__).resolve().parents[1] / "docs" / "real_model_results.json"
+    runs = json.loads(path.read_text())["runs"]
+    assert sorted(r["seed"] for r in runs) == [0, 1, 2, 3, 4]
+    lines = bench.goal(runs)
+    assert len(lines) == 5 and not any("NO" in line for line in lines)
+    assert all(len(r["grades"]["grpo"][s]["completions"]) == 64 for r in runs for s in ("easy", "reworded"))
+
+
 def test_the_benchmark_says_how_each_wrong_completion_went_wrong():
     bench = _bench()
 
