@@ -38,9 +38,11 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -220,8 +222,6 @@ def error_kind(c: dict) -> str:
     or the reverse), ``other numbers`` (an operand that is not a number of the question), ``arithmetic``
     (the right operation on the question's numbers, a wrong result) or ``answer block`` (a right
     equation, and no answer block holding its result)."""
-    import re
-
     if c["correct"]:
         return "right"
     m = re.search(_EQUATION, c["completion"])
@@ -230,11 +230,8 @@ def error_kind(c: dict) -> str:
     a, op, b, result = int(m[1]), m[2], int(m[3]), int(m[4])
     if c.get("category") in ("addition", "subtraction") and op != ("+" if c["category"] == "addition" else "-"):
         return "other operation"
-    if "question" in c:
-        from collections import Counter
-
-        if Counter([a, b]) - Counter(int(x) for x in re.findall(r"\d+", c["question"])):
-            return "other numbers"  # e.g. 7 + 7 for "8 eggs, then 7 more"
+    if "question" in c and Counter([a, b]) - Counter(int(x) for x in re.findall(r"\d+", c["question"])):
+        return "other numbers"  # e.g. 7 + 7 for "8 eggs, then 7 more"
     return "arithmetic" if (a + b if op == "+" else a - b) != result else "answer block"
 
 

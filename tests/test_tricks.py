@@ -192,6 +192,24 @@ def test_the_tricks_are_still_named_one_prompt_a_step():
     assert "copies_prompt" in steps_of_one_prompt(fixtures("template_copy"), None)
 
 
+def test_the_window_keeps_a_bounded_number_of_batches_whatever_the_prompts():
+    """It grows past ``window`` batches only to see ``window_prompts`` different problems: a run over fewer
+    problems, or one whose trainer passes no prompts, must not keep every batch it ever saw."""
+    # without prompts each completion counts as its own problem: 8 a batch, so 5 batches hold enough
+    for prompts, kept in ((lambda step: [chat(EXAMPLE_SYSTEM_PROMPT, "Ann has 2 pens.")] * 8, 16),
+                          (lambda step: None, 5)):
+        watcher = TrickWatcher(lambda w: None, window=5, window_prompts=16)
+        for step in range(1, 60):
+            watcher.observe(step, ["<reasoning>\n1 + 1 = 2\n</reasoning>\n<answer>\n2\n</answer>"] * 8,
+                            prompts(step), {"answer": ["2"] * 8})
+        assert len(watcher.batches) == kept
+    # one new problem a step: the window holds the 16 newest, then slides
+    watcher = TrickWatcher(lambda w: None, window=5, window_prompts=16)
+    for step in range(1, 40):
+        watcher.observe(step, ["x"] * 8, [chat(EXAMPLE_SYSTEM_PROMPT, f"problem {step}")] * 8, {})
+    assert len(watcher.batches) == 16
+
+
 def test_one_answer_for_every_problem_is_named_without_categories():
     rows = [{"prompt": chat(EXAMPLE_SYSTEM_PROMPT, f"q{i}"), "answer": str(i), "category": None,
              "completion": "<reasoning>\nI think\n</reasoning>\n<answer>\n9\n</answer>"} for i in range(16)]

@@ -70,7 +70,7 @@ def _refuse_overrides_stages_ignore(cfg: RecipeConfig, overrides: list[str | dic
         return
     given = set()
     for item in overrides:
-        d = item if isinstance(item, dict) else (parse_override(item) if "=" in item else {})
+        d = item if isinstance(item, dict) else parse_override(item)  # load_config has accepted it
         given |= {f"training.{k}" for k in (d.get("training") or {}) if isinstance(d.get("training"), dict)}
     ignored = ["training.max_steps"] if "training.max_steps" in given else []
     if "training.learning_rate" in given and all(s.learning_rate is not None for s in cfg.stages):
@@ -192,10 +192,11 @@ def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict
 
     A real 135M model writes sentences, so the run is short on steps, not on sense: 8 completions
     of at most ``max_completion_length`` tokens per step at temperature 0.7 (at 1.0 the base model's
-    samples are mostly noise; a recipe that warms it up with SFT first may sample hotter), LoRA on every linear layer at a high constant rate, no gradient
-    checkpointing (memory is no concern on a CPU; recomputation is). The task's system prompt is
-    replaced by one that shows answers in the format: told the format in words alone, the model
-    uses it in none of its samples, and GRPO has nothing to reinforce (docs/real_model.md).
+    samples are mostly noise; a recipe that warms it up with SFT first may sample hotter), LoRA on
+    every linear layer at a high constant rate, no gradient checkpointing (memory is no concern on a
+    CPU; recomputation is). The task's system prompt is replaced by one that shows answers in the
+    format: told the format in words alone, the model uses it in none of its samples, and GRPO has
+    nothing to reinforce (docs/real_model.md).
     ``stages`` (an SFT warm-up before GRPO, say) and ``evaluation`` (held-out accuracy before and
     after) are the recipe's to choose; ``monitor`` adds to the health monitor's settings.
     """

@@ -49,7 +49,7 @@ _TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
 _ONLY_PUNCTUATION = re.compile(r"^[\W_]*$")
 
 
-def _prompt_texts(prompt: Any) -> tuple[str, str]:
+def prompt_texts(prompt: Any) -> tuple[str, str]:
     """``(system text, user text)`` of a prompt: chat messages, or a plain string (all of it user text)."""
     if prompt is None:
         return "", ""
@@ -84,7 +84,7 @@ def prompt_placeholders(prompt: Any, answer_tag: str | tuple[str, str] = "answer
     """The contents of the prompt's answer blocks that hold no digit (``...``, ``the final number``),
     normalised (lower case, single spaces): what a model copying the prompt's template writes."""
     open_, close = tag_markers(answer_tag)
-    system, user = _prompt_texts(prompt)
+    system, user = prompt_texts(prompt)
     return {_normal(b) for b in _blocks(f"{system}\n{user}", open_, close)
             if b.strip() and not any(c.isdigit() for c in b)}
 
@@ -128,7 +128,7 @@ def copied_share(completion: Any, prompt: Any, gold: Any = None) -> float:
     that is the prompt's example, over half for its template with placeholders, about 0 for one that
     works on its own problem. 0.0 when the prompt has no system text or the completion has fewer than
     :data:`COPY_RUN` words."""
-    system, user = _prompt_texts(prompt)
+    system, user = prompt_texts(prompt)
     segments = _segments(completion_text(completion))
     total = sum(len(words) for words in segments)
     if not system or total < COPY_RUN:
@@ -161,4 +161,5 @@ def answer_shape(completion: Any) -> str:
     return " ".join(_NUMBER.sub("N", completion_text(completion)).split())
 
 
-__all__ = ["COPY_RUN", "NO_ANSWER_BLOCK", "answer_block_problem", "answer_shape", "copied_share", "prompt_placeholders"]
+__all__ = ["COPY_RUN", "NO_ANSWER_BLOCK", "answer_block_problem", "answer_shape", "copied_share", "prompt_placeholders",
+           "prompt_texts"]

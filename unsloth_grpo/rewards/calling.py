@@ -144,8 +144,6 @@ def one_sample(kwargs: dict[str, Any], i: int, n: int) -> dict[str, Any]:
     return out
 
 
-__all__ = ["RUN_WIDE", "TRL_KEYWORDS", "as_completion", "call_reward", "is_chat", "one_sample",
-           "trainer_state_stand_in", "trl_keywords"]
 
 
 # ---------------------------------------------------------------- records (the reward lab's JSONL rows)
@@ -169,3 +167,7 @@ def reward_call(records: Sequence[dict], *, completion_ids: Sequence | None = No
         completion_ids = [r["completion_ids"] for r in records]
     completions = [as_completion(r["completion"], r.get("prompt")) for r in records]
     return completions, trl_keywords(prompts, completion_ids=completion_ids, columns=_columns(records))
+
+
+__all__ = ["RESERVED", "RUN_WIDE", "TRL_KEYWORDS", "as_completion", "call_reward", "is_chat", "one_sample",
+           "reward_call", "trainer_state_stand_in", "trl_keywords"]

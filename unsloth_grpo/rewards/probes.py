@@ -9,6 +9,7 @@ import json
 import statistics
 from typing import Any, Callable, Sequence
 
+from unsloth_grpo.grading.copying import prompt_texts
 from unsloth_grpo.rewards.calling import call_reward, reward_call
 
 _EPS = 1e-9
@@ -112,12 +113,6 @@ def prompt_probes(system: str, reasoning_tag: str = "reasoning", answer_tag: str
     return out
 
 
-def _system_text(prompt: Any) -> str:
-    if isinstance(prompt, (list, tuple)):
-        return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict) and m.get("role") == "system")
-    return ""
-
-
 def _mean_total(records: Sequence[dict], funcs: Sequence[Callable], weights: Sequence[float],
                 completion: str) -> tuple[float, dict[str, float]]:
     """The mean weighted total, and each reward's mean, of ``completion`` given for every record."""
@@ -142,7 +137,7 @@ def prompt_copy_warnings(records: Sequence[dict], funcs: Sequence[Callable], wei
     as a policy that copies them would write them; warn when the template earns anything, and when a
     worked example copied word for word earns :data:`COPY_SHARE_LIMIT` or more of what a right answer
     earns (a right answer: the record's gold in the answer block)."""
-    with_prompt = [r for r in records if _system_text(r.get("prompt"))]
+    with_prompt = [r for r in records if prompt_texts(r.get("prompt"))[0]]
     if not with_prompt or not funcs:
         return []
     seen, rows = set(), []
@@ -159,7 +154,7 @@ def prompt_copy_warnings(records: Sequence[dict], funcs: Sequence[Callable], wei
         golds = [dict(r, completion=f"<reasoning>\nWorked out.\n</reasoning>\n<answer>\n{r['answer']}\n</answer>")
                  for r in rows]
         gold = statistics.fmean(_mean_total([g], funcs, weights, g["completion"])[0] for g in golds)
-    for label, text in prompt_probes(_system_text(rows[0]["prompt"])):
+    for label, text in prompt_probes(prompt_texts(rows[0]["prompt"])[0]):
         total, means = _mean_total(rows, funcs, weights, text)
         paid = ", ".join(f"{k} {v:.3g}" for k, v in means.items() if v > 0)
         shown = " ".join(text.split())[:80]

@@ -32,7 +32,7 @@ import re
 from collections import Counter, deque
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.grading.copying import answer_shape, copied_share
+from unsloth_grpo.grading.copying import answer_shape, copied_share, prompt_texts
 from unsloth_grpo.grading.locate import completion_text, extract_answer
 from unsloth_grpo.training.monitor import TRICK_WARNINGS, HealthWarning
 
@@ -61,7 +61,9 @@ class TrickWatcher:
     ``min_prompts_per_category`` different prompts, and it is not judged (one group of 8 completions
     is one problem: a real model that is right on half the subtractions is wrong on all 8 samples of
     some). The window holds at least ``window`` batches, and more while its older batches are needed to
-    hold ``window_prompts`` different prompts (a run of one prompt a step sees few of each kind in 5).
+    hold ``window_prompts`` different prompts (a run of one prompt a step sees few of each kind in 5),
+    never more than ``max(window, window_prompts)`` batches (a dataset of fewer prompts, or a trainer that
+    passes none, would otherwise keep every batch of the run).
     """
 
     def __init__(self, report: Callable[[HealthWarning], Any], *, grading: Sequence[str] = (),
@@ -76,7 +78,8 @@ class TrickWatcher:
         self.pattern_frac, self.gap, self.min_per_category = pattern_frac, gap, min_per_category
         self.min_prompts_per_category, self.window, self.window_prompts = min_prompts_per_category, window, window_prompts
         self.ignore = set(ignore)
-        self.batches: deque[list[dict[str, Any]]] = deque()
+        self.batches: deque[list[dict[str, Any]]] = deque(maxlen=max(window, window_prompts))
+        self._seen = 0  # batches observed: tells apart the completions of batches that came without prompts
         self.fired: list[HealthWarning] = []
         self._names: list[str] = []
         self._batch_key = None
@@ -136,7 +139,7 @@ class TrickWatcher:
             text = completion_text(completions[i])
             batch.append({
                 "text": text,
-                "prompt": _prompt_key(prompt, i),
+                "prompt": prompt_texts(prompt)[1] if prompt is not None else f"#{self._seen}:{i}",
                 "copied": copied_share(text, prompt, gold),
                 "shape": answer_shape(text),
                 "operators": operators(text),
@@ -146,6 +149,7 @@ class TrickWatcher:
                 "grade": None if grading_scores is None else grading_scores[i],
             })
         self.batches.append(batch)
+        self._seen += 1
         while len(self.batches) > self.window and \
                 len({r["prompt"] for b in list(self.batches)[1:] for r in b}) >= self.window_prompts:
             self.batches.popleft()
@@ -244,16 +248,6 @@ class TrickWatcher:
                 "balance the training data, or start from a short SFT stage on worked answers of every kind.",
                 {"grading_mean_by_category": means})
         return None
-
-
-def _prompt_key(prompt: Any, index: int) -> str:
-    """What tells one problem from another: the prompt's last message (or the text), or the position
-    in the batch when the trainer passes no prompts."""
-    if prompt is None:
-        return f"#{index}"
-    if isinstance(prompt, (list, tuple)) and prompt and isinstance(prompt[-1], dict):
-        return str(prompt[-1].get("content"))
-    return str(prompt)
 
 
 def _grading_means(groups: dict[str, list[dict]], least: int) -> dict[str, float]:
