@@ -373,7 +373,7 @@ def test_a_finished_run_goes_on_with_more_steps_says_so_and_keeps_its_samples(tm
     from unsloth_grpo.cli import main
 
     run = tmp_path / "run"
-    common = ["training.save_steps=2", "training.samples_every=1", "model.backend=transformers"]
+    common = ["training.save_steps=2", "run.samples_every=1", "model.backend=transformers"]
     assert main(["train", "--preset", "smoke", "--output-dir", str(run), "training.max_steps=4", *common]) == 0
     first = (run / "samples.jsonl").read_text().splitlines()
     assert [json.loads(r)["step"] for r in first] == [0, 0, 1, 1, 2, 2, 3, 3]

@@ -248,7 +248,7 @@ def test_guess_number_smoke_preset_learns_to_call_the_game(tmp_path, capsys):
     rises = {}
     for seed in (0, 1, 2):
         out = tmp_path / f"seed{seed}"
-        assert main(["--preset", "smoke", "--output-dir", str(out), f"seed={seed}", "training.samples_every=0"]) == 0
+        assert main(["--preset", "smoke", "--output-dir", str(out), f"seed={seed}", "run.samples_every=0"]) == 0
         rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
         rewards = [r["reward"] for r in rows if "reward" in r]
         rises[seed] = sum(rewards[-5:]) / 5 - sum(rewards[:5]) / 5

@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 import subprocess
 import sys
-import warnings
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,6 @@ import unsloth_grpo.recipes
 from unsloth_grpo.cli.recipe import run_from_args, run_recipe
 from unsloth_grpo.config import (
     TRAINING_DEFAULTS,
-    ConfigDeprecation,
     ConfigError,
     TrainingConfig,
     config_to_dict,
@@ -67,31 +66,15 @@ def test_pass_through_fields_round_trip_under_their_own_names(tmp_path):
     assert load_config(tmp_path / "c.yaml") == cfg
 
 
-def test_the_old_extra_section_keeps_working_and_says_where_its_keys_went():
-    with pytest.warns(ConfigDeprecation, match=r"training.extra is an old key; write its fields directly under "
-                                               r"training: \(e.g. training.delta: ...\)"):
-        cfg = _smoke("training.extra={delta: 2.0}")
-    assert cfg.training.trl["delta"] == 2.0
-    assert cfg == _smoke("training.delta=2.0")
-    with pytest.raises(ConfigError, match="training.temperature is set both directly and under training.extra"):
-        _smoke("training.temperature=0.9", "training.extra={temperature: 0.5}")
-
-
-def test_the_old_passthrough_section_keeps_working_too():
-    with pytest.warns(ConfigDeprecation, match="training.passthrough is an old key"):
-        cfg = _smoke("training.passthrough={delta: 2.0}")
-    assert cfg == _smoke("training.delta=2.0")
-
-
-def test_old_toolkit_keys_moved_to_run_still_load():
-    with pytest.warns(ConfigDeprecation) as notes:
-        cfg = _smoke("training.keep_last=5", "training.samples_every=0")
-    assert [str(n.message) for n in notes] == [
-        "training.keep_last is an old key; write run.keep_last instead (read as run.keep_last this time)",
-        "training.samples_every is an old key; write run.samples_every instead (read as run.samples_every this time)"]
-    assert notes[0].filename.endswith("cli/recipe.py")  # where the config was loaded, not inside the loader
-    assert (cfg.run.keep_last, cfg.run.samples_every) == (5, 0)
-    assert "keep_last" not in cfg.training.trl
+@pytest.mark.parametrize("old, new", [("training.extra={delta: 2.0}", "its fields directly under training:"),
+                                      ("training.passthrough={delta: 2.0}", "its fields directly under training:"),
+                                      ("training.keep_last=5", "run.keep_last"),
+                                      ("training.samples_every=0", "run.samples_every")])
+def test_an_old_key_is_refused_with_what_to_write_instead(old, new):
+    key = old.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"^{re.escape(key)} is an old key that this release no longer reads: "
+                                          rf"write {re.escape(new)}"):
+        _smoke(old)
 
 
 def test_fields_the_toolkit_sets_name_the_key_that_decides_them():
@@ -287,22 +270,12 @@ def test_every_recipe_yaml_is_its_recipes_defaults():
         assert written == defaults, f
 
 
-def test_no_shipped_recipe_preset_or_file_uses_an_old_key():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConfigDeprecation)
-        for recipe in RECIPES:
-            for preset in [None, *recipe.presets]:
-                recipe.resolve(preset=preset)
-        for f in (ROOT / "recipes").glob("*.yaml"):
-            load_config(f)
-
-
-def test_an_old_key_gets_one_line_on_the_command_line(capsys):
-    assert run_recipe(gsm8k.RECIPE, ["--preset", "smoke", "--print-config", "training.samples_every=3"]) == 0
+def test_an_old_key_on_the_command_line_is_one_error_line(capsys):
+    assert run_recipe(gsm8k.RECIPE, ["--preset", "smoke", "--print-config", "training.samples_every=3"]) == 2
     out, err = capsys.readouterr()
-    assert err.splitlines() == ["note: training.samples_every is an old key; write run.samples_every instead "
-                                "(read as run.samples_every this time)"]
-    assert yaml.safe_load(out)["run"]["samples_every"] == 3
+    assert out == "" and err.splitlines() == [
+        "error: training.samples_every is an old key that this release no longer reads: write run.samples_every "
+        "(a setting of the toolkit, under run:) instead"]
 
 
 def test_load_dump_load_keeps_trl_fields_toolkit_options_and_stages(tmp_path):

@@ -15,8 +15,6 @@ import dataclasses
 import difflib
 import os
 import re
-import sys
-import warnings
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -447,34 +445,14 @@ def convert_value(value: Any, tp: Any, where: str) -> Any:
     return _convert(value, tp, where)
 
 
-class ConfigDeprecation(FutureWarning):
-    """An old config key that still loads; the message says what to write instead (the CLI prints it as a note)."""
-
-
-def _deprecated(text: str) -> None:
-    """Warn about an old key, at the first caller outside this module (whoever loaded the config)."""
-    level, frame = 1, sys._getframe(0)
-    while frame is not None and frame.f_code.co_filename == __file__:
-        level, frame = level + 1, frame.f_back
-    warnings.warn(text, ConfigDeprecation, stacklevel=level)
-
-
-#: Old keys under ``training:`` that moved to ``run:``.
-_MOVED_TO_RUN = ("keep_last", "samples_every")
-
-
-def _old_keys(data: dict) -> dict:
-    """The top-level mapping with the old ``training.keep_last``/``samples_every`` moved to ``run``."""
-    training = data.get("training")
-    if not isinstance(training, dict) or not any(k in training for k in _MOVED_TO_RUN):
-        return data
-    data, training, run = dict(data), dict(training), dict(data.get("run") or {})
-    for old in _MOVED_TO_RUN:  # the old key still works, and wins
-        if old in training:
-            _deprecated(f"training.{old} is an old key; write run.{old} instead (read as run.{old} this time)")
-            run[old] = training.pop(old)
-    data["training"], data["run"] = training, run
-    return data
+#: Keys under ``training:`` that older releases read and this one refuses, each with what to write instead.
+#: They warned for a release; now a config that still has one is stopped with the way to fix it.
+OLD_TRAINING_KEYS = {
+    "keep_last": "run.keep_last (a setting of the toolkit, under run:)",
+    "samples_every": "run.samples_every (a setting of the toolkit, under run:)",
+    "extra": "its fields directly under training: (e.g. training.delta: 2.0)",
+    "passthrough": "its fields directly under training: (e.g. training.delta: 2.0)",
+}
 
 
 def _training_from_dict(data: dict, where: str) -> TrainingConfig:
@@ -483,21 +461,11 @@ def _training_from_dict(data: dict, where: str) -> TrainingConfig:
     TRL's keys are checked (names, types, TRL's own rules) by ``training.trainer_args`` before any
     model loads; here they are only collected, over :data:`TRAINING_DEFAULTS`.
     """
+    old = [k for k in data if k in OLD_TRAINING_KEYS]
+    if old:
+        raise ConfigError("; ".join(f"{where}.{k} is an old key that this release no longer reads: write "
+                                    f"{OLD_TRAINING_KEYS[k]} instead" for k in old))
     data = dict(data)
-    for old in ("extra", "passthrough"):  # older homes of TRL's fields: read as if written directly
-        nested = data.pop(old, None)
-        if nested is None:
-            continue
-        if not isinstance(nested, dict):
-            raise ConfigError(f"{where}.{old}: expected a mapping of GRPOConfig fields, got {_plain(nested)!r}; "
-                              f"write those fields directly under {where}:")
-        for key, value in nested.items():
-            if key in data:
-                raise ConfigError(f"{where}.{key} is set both directly and under {where}.{old}; keep the direct one")
-            data[key] = value
-        if nested:
-            _deprecated(f"{where}.{old} is an old key; write its fields directly under {where}: "
-                        f"(e.g. {where}.{next(iter(nested))}: ...)")
     own = {f.name for f in fields(TrainingConfig)} - {"trl"}
     hints = get_type_hints(TrainingConfig)
     kwargs = {k: _convert(data.pop(k), hints[k], f"{where}.{k}") for k in [k for k in data if k in own]}
@@ -508,8 +476,6 @@ def _training_from_dict(data: dict, where: str) -> TrainingConfig:
 def _from_dict(cls: type, data: dict, where: str = "") -> Any:
     if cls is TrainingConfig:
         return _training_from_dict(data, where or "training")
-    if cls is RecipeConfig:
-        data = _old_keys(data)
     hints = get_type_hints(cls)
     names = [f.name for f in fields(cls)]
     unknown = [k for k in data if k not in names]

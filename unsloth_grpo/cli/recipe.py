@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from unsloth_grpo.config import (ConfigDeprecation, ConfigError, RecipeConfig, describe, load_config, merge_dicts,
+from unsloth_grpo.config import (ConfigError, RecipeConfig, describe, load_config, merge_dicts,
                                  parse_override)
 
 
@@ -304,25 +303,11 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
         return 2
 
 
-def _resolve(recipe: Recipe, **kwargs) -> RecipeConfig:
-    """``recipe.resolve``, each old config key it met said once on stderr as a one-line note."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConfigDeprecation)
-        cfg = recipe.resolve(**kwargs)
-    ours = [w for w in caught if issubclass(w.category, ConfigDeprecation)]
-    for note in dict.fromkeys(str(w.message) for w in ours):  # --preset auto reads the config twice
-        print(f"note: {note}", file=sys.stderr)
-    for w in caught:
-        if w not in ours:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    return cfg
-
-
 def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable | None) -> int:
     from unsloth_grpo.config import dump_config
 
     if args.help_config:
-        defaults = _resolve(recipe, preset=args.preset, config=args.config)
+        defaults = recipe.resolve(preset=args.preset, config=args.config)
         for key, default, help_text in help_config_rows(defaults):
             print(f"{key:42s} {default:28s} {help_text}")
         return 0
@@ -341,7 +326,7 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
         if run is not None and (Path(run) / "config.yaml").is_file():
             config = str(Path(run) / "config.yaml")
             print(f"resume: using the run's config {config}")
-    cfg = _resolve(recipe, preset=args.preset, config=config, output_dir=output_dir, overrides=overrides)
+    cfg = recipe.resolve(preset=args.preset, config=config, output_dir=output_dir, overrides=overrides)
     if args.print_config:
         print(dump_config(cfg), end="")
         return 0
