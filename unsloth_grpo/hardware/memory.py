@@ -214,34 +214,30 @@ def estimate_memory(
     P, C = max_prompt_length, max_completion_length
     T = P + C
 
-    terms: dict[str, float] = {}
-    phase: dict[str, str] = {}
-
-    def add(name: str, nbytes: float, where: str) -> None:
-        terms[name] = nbytes / GiB
-        phase[name] = where
-
     weights = weights_bytes(shape, quantization=quant, dtype=dtype, backend=backend)
     trainable, train_state = _train_state_bytes(shape, lora_rank, lora_targets, optimizer, w)
     ref = _reference_bytes(shape, beta, gen_batch=gen_batch, b=b, C=C, full_ft=full_ft, w=w)
     pool = _vllm_pool_bytes(shape, weights, use_vllm=use_vllm, vllm_standby=vllm_standby,
                             gpu_memory_utilization=gpu_memory_utilization, gpu_total_gb=gpu_total_gb,
                             backend=backend, quant=quant, dtype=dtype, gen_batch=gen_batch, T=T, notes=notes)
-    add("weights", weights, "static")
-    add("full_finetune_state" if full_ft else "lora", train_state, "static")
-    add("reference", ref, "static")
-    add("vllm_pool", pool, "generation" if vllm_standby else "static")
-    add("cuda_context", cuda_context_gb * GiB, "static")
-
     kv_cache, buffers = _generation_bytes(shape, gen_batch=gen_batch, P=P, T=T, w=w, quant=quant, use_vllm=use_vllm)
-    add("kv_cache", kv_cache, "generation")
-    add("generation_buffers", buffers, "generation")
-
     acts, offloaded = _activation_bytes(shape, b=b, T=T, w=w, quant=quant, backend=backend,
                                         gradient_checkpointing=gradient_checkpointing)
-    add("activations", acts, "training")
     mode = logits or ("chunked" if backend == "unsloth" else "full")
-    add("logits", _logits_bytes(shape, mode, b=b, C=C, T=T, w=w), "training")
+    # each term in bytes, with the phase it is alive in
+    held: dict[str, tuple[float, str]] = {
+        "weights": (weights, "static"),
+        "full_finetune_state" if full_ft else "lora": (train_state, "static"),
+        "reference": (ref, "static"),
+        "vllm_pool": (pool, "generation" if vllm_standby else "static"),
+        "cuda_context": (cuda_context_gb * GiB, "static"),
+        "kv_cache": (kv_cache, "generation"),
+        "generation_buffers": (buffers, "generation"),
+        "activations": (acts, "training"),
+        "logits": (_logits_bytes(shape, mode, b=b, C=C, T=T, w=w), "training"),
+    }
+    terms = {name: nbytes / GiB for name, (nbytes, _) in held.items()}
+    phase = {name: where for name, (_, where) in held.items()}
 
     gen_total = sum(v for k, v in terms.items() if phase[k] == "generation")
     train_total = sum(v for k, v in terms.items() if phase[k] == "training")
