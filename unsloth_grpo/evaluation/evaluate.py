@@ -149,20 +149,8 @@ def evaluate(
     if by is not None and by != CATEGORY_COLUMN and len(dataset) and by not in dataset[0]:
         raise ValueError(f"--by {by}: the evaluation rows have no column '{by}'; "
                          f"they have: {', '.join(sorted(dataset[0]))}")
-    if is_correct is None or matches_format is None:
-        from unsloth_grpo import grading
-
-        if is_correct is None and lenient_correct is None:
-            lenient_correct = grading.lenient  # the default grader's numbers, read leniently
-        is_correct = is_correct or grading.grade
-        matches_format = matches_format or grading.matches_format
-    phase_progress = {}
-    if generate_fn is None:
-        from unsloth_grpo.evaluation.generation import generate_detailed
-
-        generate_fn = functools.partial(generate_detailed, model, tokenizer)
-        if progress is not None:
-            phase_progress = {phase: {"progress": functools.partial(progress, phase)} for phase in ("greedy", "sampled")}
+    is_correct, matches_format, lenient_correct = _graders(is_correct, matches_format, lenient_correct)
+    generate_fn, phase_progress = _generator(model, tokenizer, generate_fn, progress)
 
     rows = _rows(dataset, limit)
     prompts = [r["prompt"] for r in rows]
@@ -180,31 +168,80 @@ def evaluate(
     if sampled is not None:
         _check_shape("sampled", sampled, len(rows), samples)
 
-    records = []
-    for i, (prompt, gold) in enumerate(zip(prompts, golds)):
-        text, num_tokens, finished = _unpack(greedy[i][0], tokenizer)
-        verdict = is_correct(text, gold)  # a task grader's Verdict (or a plain bool)
-        rec: dict[str, Any] = {
-            "index": i,
-            "prompt": prompt,
-            "completion": text,
-            "gold": gold,
-            "correct": bool(verdict),
-            "grader_rule": getattr(verdict, "rule", None),
-            "lenient_correct": None if lenient_correct is None else bool(verdict) or bool(lenient_correct(text, gold)),
-            "format_ok": bool(matches_format(text)),
-            "completion_chars": len(text),
-            "completion_tokens": num_tokens,
-            "finished": finished,
-        }
-        if by is not None and by in rows[i]:
-            rec["category"] = str(rows[i][by])
-        if sampled is not None:
-            texts = [_unpack(s, None)[0] for s in sampled[i]]
-            rec["samples"] = texts
-            rec["samples_correct"] = [bool(is_correct(s, gold)) for s in texts]
-        records.append(rec)
+    records = [_record(i, rows[i], prompt, gold, greedy[i][0], None if sampled is None else sampled[i], tokenizer,
+                       is_correct, matches_format, lenient_correct, by)
+               for i, (prompt, gold) in enumerate(zip(prompts, golds))]
+    result = _metrics(records, samples, lenient_correct, by)
+    result["settings"] = {"samples": samples, "max_new_tokens": max_new_tokens, "temperature": temperature,
+                          "top_p": top_p, "batch_size": batch_size, "seed": seed, "limit": limit,
+                          "greedy": "accuracy, lenient_accuracy and format_compliance use one greedy completion "
+                                    "per problem"}
+    result["seconds"] = round(seconds, 3)
+    result["records"] = records
+    return result
 
+
+def _graders(is_correct: Callable[[str, Any], bool] | None, matches_format: Callable[[str], bool] | None,
+             lenient_correct: Callable[[str, Any], bool] | None) -> tuple[Callable, Callable, Callable | None]:
+    """The strict grader, the format check and the lenient grader: those given, else the default grader's
+    (whose numbers are also read leniently when no strict grader was given)."""
+    if is_correct is None or matches_format is None:
+        from unsloth_grpo import grading
+
+        if is_correct is None and lenient_correct is None:
+            lenient_correct = grading.lenient  # the default grader's numbers, read leniently
+        is_correct = is_correct or grading.grade
+        matches_format = matches_format or grading.matches_format
+    return is_correct, matches_format, lenient_correct
+
+
+def _generator(model, tokenizer, generate_fn: Callable[..., list[list[str]]] | None,
+               progress: Callable[[str, int, int], None] | None) -> tuple[Callable, dict[str, dict[str, Any]]]:
+    """The generator (the given one, else the model's) and, for the model's, the ``progress`` keyword of
+    each pass ("greedy", "sampled")."""
+    if generate_fn is not None:
+        return generate_fn, {}
+    from unsloth_grpo.evaluation.generation import generate_detailed
+
+    phase_progress = {}
+    if progress is not None:
+        phase_progress = {phase: {"progress": functools.partial(progress, phase)} for phase in ("greedy", "sampled")}
+    return functools.partial(generate_detailed, model, tokenizer), phase_progress
+
+
+def _record(i: int, row: dict[str, Any], prompt: Any, gold: Any, greedy: Any, sampled: list | None, tokenizer,
+            is_correct: Callable, matches_format: Callable, lenient_correct: Callable | None,
+            by: str | None) -> dict[str, Any]:
+    """One problem's record: its greedy completion graded strictly, leniently and for format, its length,
+    its kind, and with sampling the samples and which are right."""
+    text, num_tokens, finished = _unpack(greedy, tokenizer)
+    verdict = is_correct(text, gold)  # a task grader's Verdict (or a plain bool)
+    rec: dict[str, Any] = {
+        "index": i,
+        "prompt": prompt,
+        "completion": text,
+        "gold": gold,
+        "correct": bool(verdict),
+        "grader_rule": getattr(verdict, "rule", None),
+        "lenient_correct": None if lenient_correct is None else bool(verdict) or bool(lenient_correct(text, gold)),
+        "format_ok": bool(matches_format(text)),
+        "completion_chars": len(text),
+        "completion_tokens": num_tokens,
+        "finished": finished,
+    }
+    if by is not None and by in row:
+        rec["category"] = str(row[by])
+    if sampled is not None:
+        texts = [_unpack(s, None)[0] for s in sampled]
+        rec["samples"] = texts
+        rec["samples_correct"] = [bool(is_correct(s, gold)) for s in texts]
+    return rec
+
+
+def _metrics(records: list[dict[str, Any]], samples: int, lenient_correct: Callable | None,
+             by: str | None) -> dict[str, Any]:
+    """The metrics over the records: accuracy (strict, with its 95% interval, and lenient), format
+    compliance, lengths, truncation, ``pass@k`` when more than one sample was drawn, and accuracy per kind."""
     n = len(records)
     tokens = [r["completion_tokens"] for r in records]
     finished = [r["finished"] for r in records]
@@ -218,19 +255,13 @@ def evaluate(
         "mean_completion_tokens": None if None in tokens else sum(tokens) / n,
         "truncated_ratio": None if None in finished else sum(not f for f in finished) / n,
     }
-    if sampled is not None:
+    if samples > 1:
         for k in pass_ks(samples):
             result[f"pass@{k}"] = sum(pass_at_k(samples, sum(r["samples_correct"]), k) for r in records) / n
     categories = by_category(records)
     if categories:
         result["by_category"] = categories
         result["category_column"] = by
-    result["settings"] = {"samples": samples, "max_new_tokens": max_new_tokens, "temperature": temperature,
-                          "top_p": top_p, "batch_size": batch_size, "seed": seed, "limit": limit,
-                          "greedy": "accuracy, lenient_accuracy and format_compliance use one greedy completion "
-                                    "per problem"}
-    result["seconds"] = round(seconds, 3)
-    result["records"] = records
     return result
 
 

@@ -198,8 +198,47 @@ def plan(
     notes = []
     if compute_capability is None:
         notes.append(UNKNOWN_CAPABILITY_NOTE)
-    limit = max_seq_length or shape.max_position_embeddings or 10**9
+    gens, comps, quants, ranks = _search_space(
+        shape, max_prompt_length=max_prompt_length, num_generations=num_generations,
+        max_completion_length=max_completion_length, max_generations=max_generations, max_completion=max_completion,
+        max_seq_length=max_seq_length, load_in_4bit=load_in_4bit, lora_rank=lora_rank, use_vllm=use_vllm,
+        backend=backend)
+    cheap_q = True if True in quants else quants[0]
+    candidate = _Candidate(shape=shape, vram_gb=vram_gb, dtype=dtype, backend=backend, use_vllm=use_vllm,
+                           vllm_standby=vllm_standby, max_prompt_length=max_prompt_length,
+                           lora_targets=lora_targets, beta=beta, optimizer=optimizer)
 
+    found = _first_fit(candidate, gens, comps, ranks, quants, cheap_q, budget)
+    if found is not None:
+        g, c, b, r, q, est, util = found
+        return Plan(
+            model=name, vram_gb=vram_gb, fits=True, budget_gb=budget, num_generations=g,
+            per_device_train_batch_size=b, gradient_accumulation_steps=g // b,
+            max_prompt_length=max_prompt_length, max_completion_length=c, lora_rank=r,
+            load_in_4bit=q, use_vllm=use_vllm, gpu_memory_utilization=util, dtype=dtype,
+            backend=backend, estimate=est, notes=notes + est.notes,
+            vllm_standby=vllm_standby,
+        )
+
+    result = _unfit_plan(candidate, name, budget=budget, margin=margin, notes=notes, g_min=min(gens),
+                         c_min=min(comps), r_min=min(ranks), cheap_q=cheap_q)
+    if alternatives:
+        forced_16bit = load_in_4bit is False and not (use_vllm and backend == "transformers")
+        _attach_alternative(result, shape, vram_gb, dict(
+            compute_capability=compute_capability, backend=backend, use_vllm=use_vllm, vllm_standby=vllm_standby,
+            max_prompt_length=max_prompt_length, max_generations=max_generations, max_completion=max_completion,
+            lora_targets=lora_targets, beta=beta, optimizer=optimizer, margin=margin, max_seq_length=max_seq_length,
+        ), forced_16bit=forced_16bit, need=_card_needed(candidate, result, margin, forced_16bit))
+    return result
+
+
+def _search_space(shape: ModelShape, *, max_prompt_length: int, num_generations: int | None,
+                  max_completion_length: int | None, max_generations: int, max_completion: int,
+                  max_seq_length: int | None, load_in_4bit: bool | None, lora_rank: int | None, use_vllm: bool,
+                  backend: str) -> tuple[list[int], list[int], list[bool], list[int]]:
+    """What :func:`plan` searches, most wanted first: generations, completion lengths, 4-bit or not, LoRA
+    ranks; a setting passed explicitly is the only one of its kind."""
+    limit = max_seq_length or shape.max_position_embeddings or 10**9
     gens = [num_generations] if num_generations else [g for g in PLAN_GENERATIONS if g <= max_generations]
     comps = ([max_completion_length] if max_completion_length else
              [c for c in PLAN_COMPLETIONS if c <= max_completion and max_prompt_length + c <= limit])
@@ -213,25 +252,49 @@ def plan(
                              "plan with load_in_4bit=False, or without vLLM")
         quants = [False]
     ranks = [lora_rank] if lora_rank is not None else list(PLAN_RANKS)
-    cheap_q = True if True in quants else quants[0]
+    return gens, comps, quants, ranks
 
-    def candidate(g: int, c: int, q: bool, r: int, b: int) -> tuple[MemoryEstimate, float | None]:
+
+@dataclass(frozen=True)
+class _Candidate:
+    """The estimate of one setting :func:`plan` tries: what it keeps fixed, called with what it searches."""
+
+    shape: ModelShape
+    vram_gb: float
+    dtype: str
+    backend: str
+    use_vllm: bool
+    vllm_standby: bool
+    max_prompt_length: int
+    lora_targets: Any
+    beta: float
+    optimizer: str
+
+    def __call__(self, g: int, c: int, q: bool, r: int, b: int) -> tuple[MemoryEstimate, float | None]:
+        """The estimate for ``g`` generations of ``c`` tokens, 4-bit ``q``, LoRA rank ``r`` and batch ``b``,
+        and the vLLM pool's share of the card it was made with."""
         util = None
-        if use_vllm and vllm_standby and backend == "unsloth":
-            util = standby_utilization(vram_gb)
-        elif use_vllm:
-            util = min(0.95, vllm_utilization_for(shape, vram_gb, gen_batch=g, seq_len=max_prompt_length + c,
-                                                  backend=backend, quantization="4bit" if q else None,
-                                                  dtype=dtype))
+        if self.use_vllm and self.vllm_standby and self.backend == "unsloth":
+            util = standby_utilization(self.vram_gb)
+        elif self.use_vllm:
+            util = min(0.95, vllm_utilization_for(self.shape, self.vram_gb, gen_batch=g,
+                                                  seq_len=self.max_prompt_length + c, backend=self.backend,
+                                                  quantization="4bit" if q else None, dtype=self.dtype))
         est = estimate_memory(
-            shape, load_in_4bit=q, lora_rank=r, lora_targets=lora_targets, num_generations=g,
+            self.shape, load_in_4bit=q, lora_rank=r, lora_targets=self.lora_targets, num_generations=g,
             per_device_train_batch_size=b, gradient_accumulation_steps=g // b,
-            max_prompt_length=max_prompt_length, max_completion_length=c, beta=beta, use_vllm=use_vllm,
-            gpu_memory_utilization=util, gpu_total_gb=vram_gb if use_vllm else None, vllm_standby=vllm_standby,
-            backend=backend, optimizer=optimizer, dtype=dtype,
+            max_prompt_length=self.max_prompt_length, max_completion_length=c, beta=self.beta,
+            use_vllm=self.use_vllm, gpu_memory_utilization=util,
+            gpu_total_gb=self.vram_gb if self.use_vllm else None, vllm_standby=self.vllm_standby,
+            backend=self.backend, optimizer=self.optimizer, dtype=self.dtype,
         )
         return est, util
 
+
+def _first_fit(candidate: _Candidate, gens: list[int], comps: list[int], ranks: list[int], quants: list[bool],
+               cheap_q: bool, budget: float) -> tuple[int, int, int, int, bool, MemoryEstimate, float | None] | None:
+    """The most wanted setting within ``budget`` (with a vLLM pool that holds what it must), as
+    ``(generations, completion, batch, rank, 4-bit, estimate, pool share)``; None when none is."""
     for g in gens:
         for c in comps:
             # cheapest first: when even batch 1, the smallest rank and 4-bit (if allowed) fail, move on
@@ -242,43 +305,37 @@ def plan(
                     for q in quants:
                         est, util = candidate(g, c, q, r, b)
                         if est.total_gb <= budget and not any("vLLM pool" in n for n in est.notes):
-                            return Plan(
-                                model=name, vram_gb=vram_gb, fits=True, budget_gb=budget, num_generations=g,
-                                per_device_train_batch_size=b, gradient_accumulation_steps=g // b,
-                                max_prompt_length=max_prompt_length, max_completion_length=c, lora_rank=r,
-                                load_in_4bit=q, use_vllm=use_vllm, gpu_memory_utilization=util, dtype=dtype,
-                                backend=backend, estimate=est, notes=notes + est.notes,
-                                vllm_standby=vllm_standby,
-                            )
+                            return g, c, b, r, q, est, util
+    return None
 
-    # nothing fits: report the smallest setting tried and look for the nearest alternative
-    g_min, c_min = min(gens), min(comps)
-    est, util = candidate(g_min, c_min, cheap_q, min(ranks), 1)
+
+def _unfit_plan(candidate: _Candidate, name: str, *, budget: float, margin: float, notes: list[str], g_min: int,
+                c_min: int, r_min: int, cheap_q: bool) -> Plan:
+    """The plan of the smallest setting tried, when nothing fits: ``fits=False`` and the reason."""
+    vram_gb = candidate.vram_gb
+    est, util = candidate(g_min, c_min, cheap_q, r_min, 1)
     reason = (f"even {g_min} generations x {c_min} tokens, batch 1, "
-              f"{'4-bit' if cheap_q else '16-bit'}, LoRA r={min(ranks)} needs {est.total_gb:.1f} GB, "
+              f"{'4-bit' if cheap_q else '16-bit'}, LoRA r={r_min} needs {est.total_gb:.1f} GB, "
               f"above the {budget:.1f} GB budget ({vram_gb:g} GB minus {margin:.0%} margin)")
     pool_short = [n for n in est.notes if "vLLM pool" in n]
     if est.total_gb <= budget and pool_short:
         reason = f"the vLLM pool cannot hold the weights and the KV cache ({pool_short[0]})"
-    result = Plan(
+    return Plan(
         model=name, vram_gb=vram_gb, fits=False, budget_gb=budget, num_generations=g_min,
-        per_device_train_batch_size=1, gradient_accumulation_steps=g_min, max_prompt_length=max_prompt_length,
-        max_completion_length=c_min, lora_rank=min(ranks), load_in_4bit=cheap_q, use_vllm=use_vllm,
-        gpu_memory_utilization=util, dtype=dtype, backend=backend, estimate=est, notes=notes, reason=reason,
-        vllm_standby=vllm_standby,
+        per_device_train_batch_size=1, gradient_accumulation_steps=g_min,
+        max_prompt_length=candidate.max_prompt_length, max_completion_length=c_min, lora_rank=r_min,
+        load_in_4bit=cheap_q, use_vllm=candidate.use_vllm, gpu_memory_utilization=util, dtype=candidate.dtype,
+        backend=candidate.backend, estimate=est, notes=notes, reason=reason, vllm_standby=candidate.vllm_standby,
     )
-    if alternatives:
-        need = f"{name} needs a card of at least {est.total_gb / (1 - margin):.1f} GB"
-        vllm_16bit_only = use_vllm and backend == "transformers"
-        if load_in_4bit is False and not vllm_16bit_only:
-            est4, _ = candidate(g_min, c_min, True, min(ranks), 1)
-            need += f" in 16-bit ({est4.total_gb / (1 - margin):.1f} GB in 4-bit)"
-        _attach_alternative(result, shape, vram_gb, dict(
-            compute_capability=compute_capability, backend=backend, use_vllm=use_vllm, vllm_standby=vllm_standby,
-            max_prompt_length=max_prompt_length, max_generations=max_generations, max_completion=max_completion,
-            lora_targets=lora_targets, beta=beta, optimizer=optimizer, margin=margin, max_seq_length=max_seq_length,
-        ), forced_16bit=load_in_4bit is False and not vllm_16bit_only, need=need)
-    return result
+
+
+def _card_needed(candidate: _Candidate, result: Plan, margin: float, forced_16bit: bool) -> str:
+    """The card the smallest setting of an unfit plan needs (and in 4-bit too, when 16-bit was forced)."""
+    need = f"{result.model} needs a card of at least {result.estimate.total_gb / (1 - margin):.1f} GB"
+    if forced_16bit:
+        est4, _ = candidate(result.num_generations, result.max_completion_length, True, result.lora_rank, 1)
+        need += f" in 16-bit ({est4.total_gb / (1 - margin):.1f} GB in 4-bit)"
+    return need
 
 
 def _attach_alternative(result: Plan, shape: ModelShape, vram_gb: float, kw: dict, *, forced_16bit: bool,

@@ -236,102 +236,10 @@ def validated(
         raise ValueError(f"reward {name!r}: timeout_s={timeout_s!r}; give the longest a call may take, in "
                          "seconds (a positive number)")
     stats = RewardStats(name=name, base_weight=base_weight, weight=base_weight)
-
-    def timed(completions: list, kwargs: dict) -> Any:
-        """The reward's values for one call, timed, within ``timeout_s``; a slow call is reported."""
-        start = time.perf_counter()
-        try:
-            with _time_limit(timeout_s):
-                return call_reward(fn, completions, **kwargs)
-        finally:
-            took = time.perf_counter() - start
-            stats.seconds += took
-            stats.slowest_s = max(stats.slowest_s, took)
-            threshold = SLOW_CALL_S if slow_call_s is None else slow_call_s
-            if took >= threshold and took >= 2 * stats.warned_s:
-                stats.warned_s = took
-                warn(slow_call_message(name, took, len(completions), threshold, timeout_s))
-
-    def fail(message: str, count: int) -> None:
-        stats.last_error = message
-        if on_error == "raise":
-            raise RewardError(message)
-        stats.errors += count
+    checked = _CheckedCalls(fn, name, on_error, adaptive, base_weight, timeout_s, slow_call_s, warn, stats)
 
     def wrapper(completions, **kwargs) -> list[float | None]:
-        completions = list(completions)
-        n = len(completions)
-        stats.calls += 1
-        stats.completions += n
-        try:
-            values = timed(completions, kwargs)
-        except _Timeout:
-            stats.timeouts += 1
-            message = (f"reward {name!r} ran past its timeout_s={timeout_s:g} on a call of {n} completions and was "
-                       "stopped; make it faster, or raise timeout_s")
-            if on_error == "raise":
-                stats.last_error = message
-                raise RewardError(message) from None
-            fail(message, n)
-            _log(kwargs.get("log_metric"))
-            return [0.0] * n
-        except Exception as exc:
-            i = _find_failing_sample(fn, completions, kwargs)
-            where = (
-                f"sample {i}: {_snippet(completions[i])!r}{_prompt_of(kwargs.get('prompts'), i, n)}"
-                if i is not None
-                else f"a batch of {n} (no single sample fails alone)"
-            )
-            message = f"reward {name!r} raised {type(exc).__name__}: {exc} -- at {where}"
-            if on_error == "raise":
-                stats.last_error = message
-                raise RewardError(message) from exc
-            fail(message, n)
-            _log(kwargs.get("log_metric"))
-            return [0.0] * n
-        try:
-            values = list(values)
-        except TypeError:
-            fail(
-                f"reward {name!r} returned {type(values).__name__}, expected a list with one "
-                f"float or None per completion ({n} completions)",
-                n,
-            )
-            _log(kwargs.get("log_metric"))
-            return [0.0] * n
-        if len(values) != n:
-            fail(
-                f"reward {name!r} returned {len(values)} values for {n} completions; it must "
-                "return exactly one float or None per completion",
-                n,
-            )
-            _log(kwargs.get("log_metric"))
-            return [0.0] * n
-        out: list[float | None] = []
-        for i, value in enumerate(values):
-            checked = _check_value(value)
-            if isinstance(checked, str):
-                fail(
-                    f"reward {name!r} returned {checked} for sample {i}: "
-                    f"{_snippet(completions[i])!r}",
-                    1,
-                )
-                checked = 0.0
-            out.append(checked)
-        if adaptive is not None:
-            scale = adaptive.update(out)
-            stats.success_rate = adaptive.rate
-            stats.weight = base_weight * scale
-            out = [None if v is None else v * scale for v in out]
-        _log(kwargs.get("log_metric"))
-        return out
-
-    def _log(log_metric) -> None:
-        """Report through TRL's ``log_metric`` hook (TRL >= 1.x passes it to reward functions)."""
-        if not callable(log_metric):
-            return
-        for key, value in wrapper_metrics(stats, on_error, adaptive).items():
-            log_metric(key, value)
+        return checked(list(completions), kwargs)
 
     wrapper.__name__ = wrapper.__qualname__ = name
     wrapper.__doc__ = getattr(fn, "__doc__", None)
@@ -340,3 +248,119 @@ def validated(
     wrapper.on_error = on_error  # type: ignore[attr-defined]
     wrapper.adaptive = adaptive  # type: ignore[attr-defined]
     return wrapper
+
+
+@dataclass
+class _CheckedCalls:
+    """What the wrapper :func:`validated` returns does on each call: the reward, its settings, its counters."""
+
+    fn: Callable
+    name: str
+    on_error: str
+    adaptive: AdaptiveWeight | None
+    base_weight: float
+    timeout_s: float | None
+    slow_call_s: float | None
+    warn: Callable[[str], None]
+    stats: RewardStats
+
+    def __call__(self, completions: list, kwargs: dict) -> list[float | None]:
+        """The reward's values for one call, checked (and scaled by the adaptive weight); zeros for a
+        call that failed with ``on_error="zero"``."""
+        n = len(completions)
+        self.stats.calls += 1
+        self.stats.completions += n
+        try:
+            values = self.timed(completions, kwargs)
+        except _Timeout:
+            return self.timed_out(n, kwargs)
+        except Exception as exc:
+            return self.raised(exc, completions, kwargs)
+        try:
+            values = list(values)
+        except TypeError:
+            return self.zeros(f"reward {self.name!r} returned {type(values).__name__}, expected a list with one "
+                              f"float or None per completion ({n} completions)", n, kwargs)
+        if len(values) != n:
+            return self.zeros(f"reward {self.name!r} returned {len(values)} values for {n} completions; it must "
+                              "return exactly one float or None per completion", n, kwargs)
+        out = self.checked(values, completions)
+        if self.adaptive is not None:
+            scale = self.adaptive.update(out)
+            self.stats.success_rate = self.adaptive.rate
+            self.stats.weight = self.base_weight * scale
+            out = [None if v is None else v * scale for v in out]
+        self.log(kwargs.get("log_metric"))
+        return out
+
+    def timed(self, completions: list, kwargs: dict) -> Any:
+        """The reward's values for one call, timed, within ``timeout_s``; a slow call is reported."""
+        stats = self.stats
+        start = time.perf_counter()
+        try:
+            with _time_limit(self.timeout_s):
+                return call_reward(self.fn, completions, **kwargs)
+        finally:
+            took = time.perf_counter() - start
+            stats.seconds += took
+            stats.slowest_s = max(stats.slowest_s, took)
+            threshold = SLOW_CALL_S if self.slow_call_s is None else self.slow_call_s
+            if took >= threshold and took >= 2 * stats.warned_s:
+                stats.warned_s = took
+                self.warn(slow_call_message(self.name, took, len(completions), threshold, self.timeout_s))
+
+    def timed_out(self, n: int, kwargs: dict) -> list[float]:
+        """A call stopped at ``timeout_s`` (called while its :class:`_Timeout` is handled)."""
+        self.stats.timeouts += 1
+        message = (f"reward {self.name!r} ran past its timeout_s={self.timeout_s:g} on a call of {n} completions "
+                   "and was stopped; make it faster, or raise timeout_s")
+        if self.on_error == "raise":
+            self.stats.last_error = message
+            raise RewardError(message) from None
+        return self.zeros(message, n, kwargs)
+
+    def raised(self, exc: Exception, completions: list, kwargs: dict) -> list[float]:
+        """A call that raised ``exc`` (called while it is handled): said with the first sample that fails alone."""
+        n = len(completions)
+        i = _find_failing_sample(self.fn, completions, kwargs)
+        where = (
+            f"sample {i}: {_snippet(completions[i])!r}{_prompt_of(kwargs.get('prompts'), i, n)}"
+            if i is not None
+            else f"a batch of {n} (no single sample fails alone)"
+        )
+        message = f"reward {self.name!r} raised {type(exc).__name__}: {exc} -- at {where}"
+        if self.on_error == "raise":
+            self.stats.last_error = message
+            raise RewardError(message) from exc
+        return self.zeros(message, n, kwargs)
+
+    def checked(self, values: list, completions: list) -> list[float | None]:
+        """Each value as a float or None; one that is neither fails (0.0 with ``on_error="zero"``)."""
+        out: list[float | None] = []
+        for i, value in enumerate(values):
+            checked = _check_value(value)
+            if isinstance(checked, str):
+                self.fail(f"reward {self.name!r} returned {checked} for sample {i}: {_snippet(completions[i])!r}", 1)
+                checked = 0.0
+            out.append(checked)
+        return out
+
+    def fail(self, message: str, count: int) -> None:
+        """Record a failure of ``count`` values: raise it, or count it with ``on_error="zero"``."""
+        self.stats.last_error = message
+        if self.on_error == "raise":
+            raise RewardError(message)
+        self.stats.errors += count
+
+    def zeros(self, message: str, n: int, kwargs: dict) -> list[float]:
+        """A failed call of ``n`` completions: recorded (raised with ``on_error="raise"``), logged, all 0.0."""
+        self.fail(message, n)
+        self.log(kwargs.get("log_metric"))
+        return [0.0] * n
+
+    def log(self, log_metric) -> None:
+        """Report through TRL's ``log_metric`` hook (TRL >= 1.x passes it to reward functions)."""
+        if not callable(log_metric):
+            return
+        for key, value in wrapper_metrics(self.stats, self.on_error, self.adaptive).items():
+            log_metric(key, value)

@@ -148,68 +148,19 @@ def collect_report(
     env = dict(os.environ if env is None else env)
     if importable is None:
         importable = lambda mod: importlib.util.find_spec(mod) is not None  # noqa: E731
-
-    # Declared ranges: ours (with extras) and the unconditional ones of installed third parties.
-    if requirements is None:
-        own, own_python, declared_from = own_requirements()
-        reqs: dict[str, Sequence[str]] = {PACKAGE: own} if own is not None else {}
-        for dist in THIRD_PARTY_SOURCES:
-            lines = metadata_requires(dist)
-            if lines is not None:
-                reqs[dist] = lines
-        requires_python = requires_python if requires_python is not None else own_python
-    else:
-        reqs = dict(requirements)
-        declared_from = "given by the caller"
-    declared: list[Declared] = []
-    for dist, lines in reqs.items():
-        declared += parse_declared(dist, lines, include_extras=dist == PACKAGE, marker_env=marker_env)
-
-    names = list(dict.fromkeys([canonicalize_name(n) for n in TRACKED] + [d.name for d in declared]
-                               + ["vllm-bnb-plugin"]))
-    if versions is None:
-        found = {n: installed_version(n) for n in names}
-    else:
-        given = {canonicalize_name(k): v for k, v in versions.items()}
-        found = {n: given.get(n) for n in names}
-        found.update(given)
+    declared, declared_from, requires_python = _declared_ranges(requirements, requires_python, marker_env)
+    found = _installed_versions(versions, declared)
 
     torch = torch_info if torch_info is not None else probe_torch()
-    from unsloth_grpo.hardware.launch import detect
-
-    try:
-        world_size = detect(env).world_size  # the one reader of the process layout
-    except ValueError:
-        world_size = 1
+    world_size = _world_size(env)
     unsloth_ok = bool(importable("unsloth"))
     vllm_ok = bool(importable("vllm"))
     backend, backend_reason = choose_backend(unsloth_ok, world_size, torch.cuda_available)
-    if not vllm_ok:
-        vllm_usable, vllm_reason = False, 'vllm is not installed (pip install "unsloth-grpo[vllm]")'
-    elif not torch.cuda_available:
-        vllm_usable, vllm_reason = False, "vllm is installed but there is no CUDA GPU"
-    else:
-        problem = vllm_version_problem(found.get("vllm"), load_in_4bit=False)
-        vllm_usable = problem is None
-        vllm_reason = problem or f"vllm {found.get('vllm') or '?'} and a CUDA GPU are present"
+    vllm_usable, vllm_reason = _vllm_usable(vllm_ok, torch.cuda_available, found.get("vllm"))
 
     offline = {k: env[k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if k in env}
-    host, port = hub_address(env)
-    if not check_hub:
-        hub = Probe(f"{host}:{port}", None, "not checked (--no-network)")
-    elif any(truthy(v) for v in offline.values()):
-        hub = Probe(f"{host}:{port}", None, "not checked: offline mode is on")
-    else:
-        ok, detail = hub_probe(host, port, HUB_TIMEOUT_S)
-        hub = Probe(f"{host}:{port}", ok, detail if ok else f"unreachable ({detail})")
-
-    disks = []
-    for label, path in (("output", output_dir), ("HF cache", cache_dir or hf_cache_dir(env))):
-        try:
-            disks.append(Disk(label, str(path), int(disk_free(str(path)))))
-        except OSError as exc:
-            disks.append(Disk(label, str(path), None, exc.strerror or str(exc)))
-
+    hub = _hub(env, offline, check_hub, hub_probe)
+    disks = _disks((("output", output_dir), ("HF cache", cache_dir or hf_cache_dir(env))), disk_free)
     server = None
     if vllm_server is not None:
         s_host, s_port = vllm_server
@@ -234,9 +185,86 @@ def collect_report(
         vllm_reason=vllm_reason,
         offline_vars=offline,
         hub=hub,
-        disks=tuple(disks),
+        disks=disks,
         vllm_server=server,
     )
+
+
+def _declared_ranges(requirements: Mapping[str, Sequence[str]] | None, requires_python: str | None,
+                     marker_env: Mapping[str, str] | None) -> tuple[list[Declared], str, str | None]:
+    """The declared ranges: ours (with extras) and the unconditional ones of installed third parties,
+    where they were read, and the Python range (ours, unless the caller gave one)."""
+    if requirements is None:
+        own, own_python, declared_from = own_requirements()
+        reqs: dict[str, Sequence[str]] = {PACKAGE: own} if own is not None else {}
+        for dist in THIRD_PARTY_SOURCES:
+            lines = metadata_requires(dist)
+            if lines is not None:
+                reqs[dist] = lines
+        requires_python = requires_python if requires_python is not None else own_python
+    else:
+        reqs = dict(requirements)
+        declared_from = "given by the caller"
+    declared: list[Declared] = []
+    for dist, lines in reqs.items():
+        declared += parse_declared(dist, lines, include_extras=dist == PACKAGE, marker_env=marker_env)
+    return declared, declared_from, requires_python
+
+
+def _installed_versions(versions: Mapping[str, str | None] | None, declared: list[Declared]) -> dict[str, str | None]:
+    """Canonical name -> installed version (None: not installed) of the tracked packages, the declared
+    ones and the vLLM bnb plugin; given ``versions`` replace the lookup (and may name more)."""
+    names = list(dict.fromkeys([canonicalize_name(n) for n in TRACKED] + [d.name for d in declared]
+                               + ["vllm-bnb-plugin"]))
+    if versions is None:
+        return {n: installed_version(n) for n in names}
+    given = {canonicalize_name(k): v for k, v in versions.items()}
+    found = {n: given.get(n) for n in names}
+    found.update(given)
+    return found
+
+
+def _world_size(env: Mapping[str, str]) -> int:
+    """The number of training processes the environment launches (1 when its layout is unreadable)."""
+    from unsloth_grpo.hardware.launch import detect
+
+    try:
+        return detect(env).world_size  # the one reader of the process layout
+    except ValueError:
+        return 1
+
+
+def _vllm_usable(vllm_ok: bool, cuda_available: bool, version: str | None) -> tuple[bool, str]:
+    """Whether vLLM can generate here, and why (or why not)."""
+    if not vllm_ok:
+        return False, 'vllm is not installed (pip install "unsloth-grpo[vllm]")'
+    if not cuda_available:
+        return False, "vllm is installed but there is no CUDA GPU"
+    problem = vllm_version_problem(version, load_in_4bit=False)
+    return problem is None, problem or f"vllm {version or '?'} and a CUDA GPU are present"
+
+
+def _hub(env: Mapping[str, str], offline: Mapping[str, str], check_hub: bool,
+         hub_probe: Callable[[str, int, float], tuple[bool, str]]) -> Probe:
+    """The hub's reachability, unless the network is not to be checked or offline mode is on."""
+    host, port = hub_address(env)
+    if not check_hub:
+        return Probe(f"{host}:{port}", None, "not checked (--no-network)")
+    if any(truthy(v) for v in offline.values()):
+        return Probe(f"{host}:{port}", None, "not checked: offline mode is on")
+    ok, detail = hub_probe(host, port, HUB_TIMEOUT_S)
+    return Probe(f"{host}:{port}", ok, detail if ok else f"unreachable ({detail})")
+
+
+def _disks(places: Sequence[tuple[str, Any]], disk_free: Callable[[str], int]) -> tuple[Disk, ...]:
+    """The free space of each ``(label, path)``; a path that cannot be read says why."""
+    disks = []
+    for label, path in places:
+        try:
+            disks.append(Disk(label, str(path), int(disk_free(str(path)))))
+        except OSError as exc:
+            disks.append(Disk(label, str(path), None, exc.strerror or str(exc)))
+    return tuple(disks)
 
 
 def gib(n: int | None) -> str:
