@@ -433,7 +433,7 @@ class _MergeFails:
 def test_export_of_a_4bit_run_says_it_needs_the_16bit_base_and_never_tracebacks(tmp_path, monkeypatch, capsys):
     """Finding 6: Unsloth's merged_16bit merge downloads the 16-bit base and merges onto it; offline it
     raised a RuntimeError that the export did not catch (a traceback)."""
-    from unsloth_grpo.hardware import export
+    from unsloth_grpo import export
 
     run = _four_bit_run(tmp_path)
     loads = []

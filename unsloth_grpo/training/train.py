@@ -240,7 +240,7 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
         plot_run(out)
     except Exception as exc:  # noqa: BLE001 - a plot must never cost the user the trained adapter
         log(f"plots: skipped ({exc})")
-    from unsloth_grpo.hardware.export import write_model_card
+    from unsloth_grpo.export.card import write_model_card
 
     write_model_card(out, base_model=cfg.model.name)  # replaces PEFT's empty template
 
