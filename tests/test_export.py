@@ -11,6 +11,7 @@ import pytest
 
 from unsloth_grpo.cli import export as export_cli
 from unsloth_grpo import export as ex
+from unsloth_grpo.hardware.backend import trained_in_4bit
 
 
 def _adapter(tiny_model_dir: str, out: Path) -> Path:
@@ -261,7 +262,7 @@ def test_model_card_names_the_hub_base_task_rewards_steps_scores_and_plots(tmp_p
     assert "`correctness` x 2" in text and "`xml_count` x 0.5" in text
     assert "steps: 3 of 3" in text and "| accuracy | 0.250 | 0.500 | +0.250 |" in text
     assert "![reward](plots/reward.png)" in text and "mask_truncated_completions=True" in text
-    assert ex.trained_in_4bit(run)
+    assert trained_in_4bit(run, as_loaded=False)
     merged = tmp_path / "merged"
     merged.mkdir()
     ex.write_model_card(merged, run_dir=run, merged=True)

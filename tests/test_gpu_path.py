@@ -437,7 +437,7 @@ def test_export_of_a_4bit_run_says_it_needs_the_16bit_base_and_never_tracebacks(
 
     run = _four_bit_run(tmp_path)
     loads = []
-    monkeypatch.setattr(export, "_load_unsloth", lambda source: loads.append(source) or (_MergeFails(), None))
+    monkeypatch.setattr(export, "_load_as_trained", lambda source: loads.append(source) or (_MergeFails(), None))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from unsloth_grpo.cli import export as export_cli

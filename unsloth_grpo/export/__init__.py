@@ -185,9 +185,8 @@ def merge_dtype(requested: str, source: Path, base_dtype: str) -> tuple[str, str
 def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path, dtype: str, log,
                 shown: Path | str | None = None) -> tuple[str, str]:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from unsloth_grpo.hardware.backend import torch_dtype
+    from unsloth_grpo.hardware.backend import Decision, load
 
     weights_from = base if adapter is not None else str(source)
     base_dt, quantized = _base_dtype(weights_from)
@@ -196,39 +195,24 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
                           "precision. Use --backend unsloth (pip install 'unsloth-grpo[unsloth]'), which merges "
                           "into 16-bit weights, or pass --base-model with the 16-bit version of the same model")
     dt, why = merge_dtype(dtype, source, base_dt)
-    tok_dir = source if (source / "tokenizer_config.json").is_file() else Path(weights_from)
-    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
-    model = AutoModelForCausalLM.from_pretrained(weights_from, dtype=torch_dtype(dt))
-    if adapter is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    loaded = load(weights_from, Decision.saved_model("transformers", "cpu", dt), adapter=adapter, purpose="merge")
+    model = loaded.model.merge_and_unload() if adapter is not None else loaded.model
     with torch.no_grad():
         model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
+    loaded.tokenizer.save_pretrained(str(out))
     log(f"merged ({dt}, {why}) -> {shown or out}")
     return dt, why
 
 
-def trained_in_4bit(source: Path) -> bool:
-    """Whether the run that made ``source`` loaded its base in 4-bit (its config.yaml says so)."""
-    import yaml
-
-    cfg_path = run_dir_of(source) / "config.yaml"
-    if not cfg_path.is_file():
-        return False
-    return bool(((yaml.safe_load(cfg_path.read_text()) or {}).get("model") or {}).get("load_in_4bit"))
-
-
-def _load_unsloth(source: Path):
+def _load_as_trained(source: Path):
     """Load the adapter as it was trained: a 4-bit base stays 4-bit on the GPU (a 7-8B model in
-    16-bit does not fit a 16 GB card) and ``save_pretrained_merged`` writes 16-bit weights from it."""
-    from unsloth_grpo.hardware.backend import _import_unsloth
+    16-bit does not fit a 16 GB card) and ``save_pretrained_merged`` writes 16-bit weights from it.
+    The dtype is Unsloth's choice for the card ("auto")."""
+    from unsloth_grpo.hardware.backend import Decision, load, trained_in_4bit
 
-    _import_unsloth()
-    from unsloth import FastLanguageModel
-
-    return FastLanguageModel.from_pretrained(model_name=str(source), load_in_4bit=trained_in_4bit(source))
+    four = trained_in_4bit(source, as_loaded=False)
+    loaded = load(str(source), Decision.saved_model("unsloth", "cuda", "auto", four), purpose="merge")
+    return loaded.model, loaded.tokenizer
 
 
 def unsloth_merge_base(source: Path, base: str | None, *, env=None,
@@ -240,10 +224,10 @@ def unsloth_merge_base(source: Path, base: str | None, *, env=None,
     and merges the adapter onto those weights. Offline and without them in the cache it raises. A
     run trained in 16-bit returns None (its base is what it loads).
     """
-    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized
+    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized, trained_in_4bit
     from unsloth_grpo.hardware.doctor import probes
 
-    if not (trained_in_4bit(source) or (base and is_prequantized(base))):
+    if not (trained_in_4bit(source, as_loaded=False) or (base and is_prequantized(base))):
         return None
     name = full_precision_name(base) if base else None
     if not name or Path(name).expanduser().is_dir():
@@ -428,7 +412,7 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
 
 def _merge_unsloth(source: Path, base: str | None, out: Path, result: ExportResult, log) -> None:
     onto = unsloth_merge_base(source, base)  # before loading: offline, a missing base stops here
-    unsloth_model, tokenizer = _load_unsloth(source)
+    unsloth_model, tokenizer = _load_as_trained(source)
     if onto:
         log(f"merging the adapter onto the 16-bit weights of {onto} (Unsloth downloads them)")
     try:

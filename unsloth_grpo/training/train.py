@@ -401,13 +401,9 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
             raise
         failure = f"{type(exc).__name__}: {_first_line(exc)}"
     if trainer is None:  # outside the except block, so the failed engine's frames can be freed first
-        from unsloth_grpo.hardware.backend import release_engine_memory
+        from unsloth_grpo.hardware.backend import without_vllm
 
-        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without "
-            "vLLM (set model.fast_inference=off to skip the attempt)")
-        release_engine_memory()
-        loaded.info.use_vllm = False
-        loaded.info.vllm_standby = False
+        loaded.info = without_vllm(loaded.info, failure, log, record=False)
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
