@@ -244,6 +244,28 @@ def test_no_package_file_is_longer_than_a_reader_can_hold():
     assert long_files() == []
 
 
+def _structure():
+    """tools/structure.py, the package's measures, loaded by its path (tools/ is no package)."""
+    import importlib.util
+
+    path = ROOT.parent / "tools" / "structure.py"
+    spec = importlib.util.spec_from_file_location("_unsloth_grpo_structure", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Most files that may compare a value with a backend's name ("unsloth", "transformers"): the names and
+#: their predicates (config.py), and the backend rule (hardware/backend.py). The rest ask the predicates.
+MAX_BACKEND_COMPARERS = 2
+
+
+def test_backend_names_are_compared_in_at_most_two_files():
+    structure = _structure()
+    found = structure.backend_comparers(structure._files(ROOT))
+    assert len(found) <= MAX_BACKEND_COMPARERS, found
+
+
 # ------------------------------------------------------------------ the checker itself can fail
 
 
@@ -345,6 +367,27 @@ def test_a_subcommand_outside_cli_is_found(tmp_path):
     pkg = _write(tmp_path, {"__init__.py": "", "cli/__init__.py": "", "cli/plan.py": "def f(s):\n    s.add_parser('plan')\n",
                             "hardware/__init__.py": "", "hardware/doctor.py": "def f(s):\n    s.add_parser('doctor')\n"})
     assert subcommands_outside_cli(pkg) == [f"{PACKAGE}.hardware.doctor:2"]
+
+
+@pytest.mark.parametrize("source", [
+    "def f(info):\n    return info.backend == 'unsloth'\n",
+    "def f(name):\n    return name in ('transformers', 'auto')\n",
+    "def f(name):\n    match name:\n        case 'unsloth':\n            return 1\n",
+])
+def test_a_third_file_comparing_backend_names_is_found(tmp_path, source):
+    structure = _structure()
+    pkg = _write(tmp_path, {
+        "__init__.py": "",
+        "config.py": "def is_unsloth(b):\n    return b == 'unsloth'\n",
+        "hardware/backend.py": "import sys\ndef imported():\n    return 'unsloth' in sys.modules\n",
+        # asking the predicate, or naming a backend without comparing, is no comparison
+        "hardware/memory.py": "from unsloth_grpo.config import is_unsloth\nX = 'unsloth'\n"
+                              "def f(b):\n    return is_unsloth(b)\n",
+        "training/train.py": source,
+    })
+    found = structure.backend_comparers(structure._files(pkg))
+    assert found == [f"{PACKAGE}/config.py", f"{PACKAGE}/hardware/backend.py", f"{PACKAGE}/training/train.py"]
+    assert len(found) > MAX_BACKEND_COMPARERS
 
 
 def test_a_long_file_and_a_stale_allowance_are_found(tmp_path):

@@ -47,10 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from unsloth_grpo.config import is_unsloth
 from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.export.card import model_card, run_dir_of, write_model_card
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+#: What ``--backend`` may name: Unsloth's 16-bit merge, or peft's ``merge_and_unload``.
+EXPORT_BACKENDS = ("auto", "unsloth", "peft")
 
 class ExportError(RuntimeError):
     """The export cannot proceed; the message names the input at fault and the fix."""
@@ -145,10 +148,10 @@ def trained_dtype(source: Path) -> str | None:
 
 def choose_backend(requested: str) -> str:
     """'unsloth' or 'peft'. ``auto``: Unsloth when it is installed and a CUDA GPU is visible."""
-    if requested not in ("auto", "unsloth", "peft"):
+    if requested not in EXPORT_BACKENDS:
         raise ExportError(f"--backend {requested}: choose auto, unsloth or peft")
     have = importlib.util.find_spec("unsloth") is not None
-    if requested == "unsloth" and not have:
+    if is_unsloth(requested) and not have:
         raise ExportError("--backend unsloth but unsloth is not installed: pip install 'unsloth-grpo[unsloth]', "
                           "or use --backend peft")
     if requested != "auto":
@@ -388,7 +391,7 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
     staging = _Staging()
     try:
         out = staging.folder_for(merged_target) if merged_target else staging.scratch_beside(gguf_target, "merging")
-        if chosen == "unsloth":
+        if is_unsloth(chosen):
             _merge_unsloth(source, base, out, result, log)
         else:
             result.dtype, result.dtype_reason = _merge_peft(adapter, source, base, out, dtype, log,

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from unsloth_grpo.config import is_transformers, is_unsloth
 from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.profiles import (
     CPU,
@@ -241,7 +242,7 @@ def backend_name(requested: str = "auto", *, vllm_server: str | None = None, str
         raise BackendError(f"model.backend='{requested}' is not one of {', '.join(BACKENDS)}")
     if requested == "auto":
         return auto_backend(vllm_server=vllm_server)
-    if requested == "transformers" or not strict:
+    if is_transformers(requested) or not strict:
         return requested, "requested"
     if importlib.util.find_spec("unsloth") is None:
         raise BackendError("model.backend='unsloth' but unsloth is not installed: "
@@ -257,21 +258,18 @@ def backend_name(requested: str = "auto", *, vllm_server: str | None = None, str
     return "unsloth", "requested"
 
 
-def is_unsloth(backend: str | None) -> bool:
-    """Whether ``backend`` (a decided, requested or recorded name) is Unsloth. The backends' names are
-    compared here and in :func:`backend_name`, nowhere else: every other module asks these."""
-    return backend == "unsloth"
+def unsloth_imported() -> bool:
+    """Whether ``unsloth`` was imported in this process (it patched transformers, peft and TRL then, and
+    read ``UNSLOTH_VLLM_STANDBY``)."""
+    import sys
 
-
-def is_transformers(backend: str | None) -> bool:
-    """Whether ``backend`` is plain transformers + peft (see :func:`is_unsloth`)."""
-    return backend == "transformers"
+    return "unsloth" in sys.modules
 
 
 def select_backend(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
     """Choose 'unsloth' or 'transformers' and say why; imports Unsloth when it is chosen."""
     name, why = backend_name(requested, vllm_server=vllm_server)
-    if name == "unsloth":
+    if is_unsloth(name):
         _import_unsloth()
     return name, why
 
@@ -322,9 +320,7 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
     if profile is None:
         profile = measure()
         if environment is None:
-            import sys
-
-            environment = (dict(os.environ), "unsloth" in sys.modules)
+            environment = (dict(os.environ), unsloth_imported())
     env, imported = environment if environment is not None else ({}, False)
     name, why = backend if backend is not None else backend_name(model_cfg.backend, vllm_server=model_cfg.vllm_server)
     if model_cfg.device == "cuda" and not profile.cuda:
@@ -339,7 +335,7 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
     if load_4bit and not card.cuda:
         load_4bit = False
         notes.append("4-bit needs CUDA; full precision on CPU")
-    if load_4bit and name == "transformers":
+    if load_4bit and is_transformers(name):
         if bnb_importable is None:
             bnb_importable = importlib.util.find_spec("bitsandbytes") is not None
         if not bnb_importable:
@@ -360,7 +356,7 @@ def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
     from unsloth_grpo.config import ModelConfig
 
     default = ModelConfig().gpu_memory_utilization
-    if backend == "unsloth" and choice.use and choice.standby and model_cfg.gpu_memory_utilization != default:
+    if is_unsloth(backend) and choice.use and choice.standby and model_cfg.gpu_memory_utilization != default:
         return [f"model.gpu_memory_utilization={model_cfg.gpu_memory_utilization:g} is not used: with vLLM standby "
                 f"Unsloth sets the pool itself ({choice.gpu_memory_utilization:.2f} of this card); set "
                 "model.vllm_standby=off to size it yourself"]
@@ -379,7 +375,7 @@ def use_backend(decision: Decision) -> Decision:
     ``UNSLOTH_VLLM_STANDBY`` set first (Unsloth reads it at import, and patches transformers, peft
     and TRL then)."""
     global _STANDBY_SET_HERE
-    if decision.backend == "unsloth":
+    if is_unsloth(decision.backend):
         _STANDBY_SET_HERE = set_standby_environment(decision.vllm) or _STANDBY_SET_HERE  # read at import
         _import_unsloth()
     return decision
@@ -393,7 +389,7 @@ def _import_unsloth() -> None:
     import sys
     import warnings
 
-    if "unsloth" in sys.modules:
+    if unsloth_imported():
         return
     late = [m for m in ("trl", "transformers", "peft") if m in sys.modules]
     with warnings.catch_warnings():

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from unsloth_grpo.config import is_transformers, is_unsloth
 from unsloth_grpo.hardware.architecture import (
     BUILTIN_CONFIGS,
     BUILTIN_HUB_IDS,
@@ -207,7 +208,7 @@ def plan(
         raise ValueError(f"nothing to search: generations {gens}, completions {comps} "
                          f"(max_seq_length {limit}, prompt {max_prompt_length})")
     quants = [load_in_4bit] if load_in_4bit is not None else [False, True]
-    if use_vllm and backend == "transformers":
+    if use_vllm and is_transformers(backend):
         if load_in_4bit:
             raise ValueError("the transformers backend generates with vLLM only from 16-bit weights; "
                              "plan with load_in_4bit=False, or without vLLM")
@@ -217,7 +218,7 @@ def plan(
 
     def candidate(g: int, c: int, q: bool, r: int, b: int) -> tuple[MemoryEstimate, float | None]:
         util = None
-        if use_vllm and vllm_standby and backend == "unsloth":
+        if use_vllm and vllm_standby and is_unsloth(backend):
             util = standby_utilization(vram_gb)
         elif use_vllm:
             util = min(0.95, vllm_utilization_for(shape, vram_gb, gen_batch=g, seq_len=max_prompt_length + c,
@@ -269,7 +270,7 @@ def plan(
     )
     if alternatives:
         need = f"{name} needs a card of at least {est.total_gb / (1 - margin):.1f} GB"
-        vllm_16bit_only = use_vllm and backend == "transformers"
+        vllm_16bit_only = use_vllm and is_transformers(backend)
         if load_in_4bit is False and not vllm_16bit_only:
             est4, _ = candidate(g_min, c_min, True, min(ranks), 1)
             need += f" in 16-bit ({est4.total_gb / (1 - margin):.1f} GB in 4-bit)"

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
+from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config, is_transformers
 from unsloth_grpo.data import DataError
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.runs import package_versions
@@ -410,7 +410,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     from unsloth_grpo.training.rollouts import watch_rollouts
 
     watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
-    if loaded.info.backend == "transformers" or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
+    if is_transformers(loaded.info.backend) or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
         from unsloth_grpo.training import shared_prefill
 
         shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions
