@@ -411,7 +411,7 @@ def test_tasks_with_one_numeric_answer_have_a_lenient_reading_and_the_others_non
 def test_report_and_model_card_show_strict_and_lenient_accuracy(tmp_path):
     """The before/after report (report.md, report.json) and the model card read from it both show
     strict and lenient accuracy, and say what each measures."""
-    from unsloth_grpo.hardware.export import model_card
+    from unsloth_grpo.export.card import model_card
 
     base = evaluate(None, None, DATASET, generate_fn=Scripted())
     trained = evaluate(None, None, DATASET, generate_fn=Scripted(greedy=dict(GREEDY, q3=R + "<answer>100</answer>")))

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from unsloth_grpo.cli import export as export_cli
-from unsloth_grpo.hardware import export as ex
+from unsloth_grpo import export as ex
+from unsloth_grpo.hardware.backend import trained_in_4bit
 
 
 def _adapter(tiny_model_dir: str, out: Path) -> Path:
@@ -261,7 +262,7 @@ def test_model_card_names_the_hub_base_task_rewards_steps_scores_and_plots(tmp_p
     assert "`correctness` x 2" in text and "`xml_count` x 0.5" in text
     assert "steps: 3 of 3" in text and "| accuracy | 0.250 | 0.500 | +0.250 |" in text
     assert "![reward](plots/reward.png)" in text and "mask_truncated_completions=True" in text
-    assert ex.trained_in_4bit(run)
+    assert trained_in_4bit(run, as_loaded=False)
     merged = tmp_path / "merged"
     merged.mkdir()
     ex.write_model_card(merged, run_dir=run, merged=True)
@@ -312,7 +313,7 @@ def test_a_gguf_only_export_writes_the_file_and_modelfile_and_no_merged_folder(a
 def test_a_failed_gguf_export_removes_everything_it_wrote(adapter_dir, tmp_path, monkeypatch, failure):
     """Issue 33 item 11: a GGUF export that failed left the 517 MB merged folder behind. Now neither the
     merged folder (asked for or temporary) nor the GGUF folder survives a failure, not even Ctrl-C."""
-    from unsloth_grpo.hardware import gguf_writer
+    from unsloth_grpo.export import gguf_writer
 
     def half_then_fail(model_dir, out_file, quant, **kw):
         Path(out_file).write_bytes(b"GGUF half")
@@ -326,7 +327,7 @@ def test_a_failed_gguf_export_removes_everything_it_wrote(adapter_dir, tmp_path,
 
 
 def test_a_failed_forced_export_keeps_the_folder_it_was_to_replace(adapter_dir, tmp_path, monkeypatch):
-    from unsloth_grpo.hardware import gguf_writer
+    from unsloth_grpo.export import gguf_writer
 
     old = tmp_path / "g"
     old.mkdir()
@@ -369,7 +370,7 @@ def test_gguf_requests_that_cannot_succeed_stop_before_any_merge(adapter_dir, ti
     import shutil
 
     from unsloth_grpo.cli import main
-    from unsloth_grpo.hardware import gguf_writer
+    from unsloth_grpo.export import gguf_writer
 
     monkeypatch.setattr(ex, "_merge_peft", lambda *a, **k: pytest.fail("merged before the GGUF checks"))
     monkeypatch.setattr(gguf_writer, "find_quantizer", lambda env=None: None)
@@ -406,7 +407,7 @@ def test_cli_gguf_export_with_verify_prints_each_check(adapter_dir, tmp_path, ca
 def test_a_gguf_file_that_cannot_be_read_back_fails_verify_without_a_traceback(adapter_dir, tmp_path, monkeypatch,
                                                                               capsys):
     from unsloth_grpo.cli import main
-    from unsloth_grpo.hardware import gguf_check
+    from unsloth_grpo.export import gguf_check
 
     def unreadable(*a, **k):
         raise ValueError("GGUF model with architecture qwen2 is not supported yet.\nmore")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo.hardware import gguf_check as gc
-from unsloth_grpo.hardware import gguf_ollama as go
-from unsloth_grpo.hardware import gguf_vocab as gv
-from unsloth_grpo.hardware import gguf_writer as gw
+from unsloth_grpo.export import gguf_check as gc
+from unsloth_grpo.export import gguf_ollama as go
+from unsloth_grpo.export import gguf_vocab as gv
+from unsloth_grpo.export import gguf_writer as gw
 
 FAMILIES = ["llama", "mistral", "qwen2", "qwen3"]
 TEXTS = ["What is 15 + 27?", "<reasoning>\n3 * 4 = 12\n</reasoning>\n<answer>\n12\n</answer>",

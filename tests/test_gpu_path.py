@@ -433,11 +433,11 @@ class _MergeFails:
 def test_export_of_a_4bit_run_says_it_needs_the_16bit_base_and_never_tracebacks(tmp_path, monkeypatch, capsys):
     """Finding 6: Unsloth's merged_16bit merge downloads the 16-bit base and merges onto it; offline it
     raised a RuntimeError that the export did not catch (a traceback)."""
-    from unsloth_grpo.hardware import export
+    from unsloth_grpo import export
 
     run = _four_bit_run(tmp_path)
     loads = []
-    monkeypatch.setattr(export, "_load_unsloth", lambda source: loads.append(source) or (_MergeFails(), None))
+    monkeypatch.setattr(export, "_load_as_trained", lambda source: loads.append(source) or (_MergeFails(), None))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     from unsloth_grpo.cli import export as export_cli
@@ -489,6 +489,55 @@ def test_eval_of_a_4bit_run_loads_the_weights_it_was_trained_on(tmp_path, monkey
     backend.load_for_inference(str(run), backend="unsloth", profile=T4, log=lambda _l: None)
     assert _InferenceLoader.calls[1]["load_in_4bit"] is False
     assert backend.trained_in_4bit(tmp_path / "nowhere", "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit")
+
+
+class _PurposeLoader:
+    """FastLanguageModel recording what each load asked of it, and which models went into inference mode."""
+
+    calls: list = []
+    inference: list = []
+
+    @classmethod
+    def from_pretrained(cls, **kw):
+        cls.calls.append(kw)
+        return types.SimpleNamespace(name="model"), types.SimpleNamespace(pad_token="<p>", eos_token="</s>",
+                                                                          padding_side="right")
+
+    @classmethod
+    def for_inference(cls, model):
+        cls.inference.append(model)
+        return model
+
+
+def test_the_one_loader_asks_unsloth_what_each_caller_asked_before(tmp_path, monkeypatch):
+    """Training, inference and export load through backend.load; each still hands Unsloth what it did
+    when each had a loader of its own."""
+    import json
+
+    from unsloth_grpo import export
+
+    _PurposeLoader.calls, _PurposeLoader.inference = [], []
+    monkeypatch.setitem(sys.modules, "unsloth", types.SimpleNamespace(FastLanguageModel=_PurposeLoader))
+    run = _four_bit_run(tmp_path)
+    (run / "run_info.json").write_text(json.dumps({"backend": {"load_in_4bit": False}}))
+    # the export: the adapter in 4-bit as the run's config asked, Unsloth's own dtype, the tokenizer as saved
+    _model, tokenizer = export._load_as_trained(run)
+    assert _PurposeLoader.calls[-1] == {"model_name": str(run), "load_in_4bit": True}
+    assert tokenizer.padding_side == "right" and _PurposeLoader.inference == []
+    # inference: 4-bit as the loader did it (run_info.json), the card's dtype, inference mode, a ready tokenizer
+    loaded = backend.load_for_inference(str(run), backend="unsloth", profile=T4, log=lambda _l: None)
+    assert sorted(_PurposeLoader.calls[-1]) == ["dtype", "load_in_4bit", "model_name"]
+    assert _PurposeLoader.calls[-1]["load_in_4bit"] is False and _PurposeLoader.calls[-1]["model_name"] == str(run)
+    assert _PurposeLoader.inference == [loaded.model] and loaded.tokenizer.padding_side == "left"
+    # training: the run's sequence length, remote code and vLLM settings
+    monkeypatch.setattr(profiles, "installed_vllm", lambda: GOOD_VLLM)
+    monkeypatch.setattr(backend, "backend_name", lambda *a, **k: ("unsloth", "test"))
+    monkeypatch.setattr(backend, "_STANDBY_SET_HERE", False, raising=False)
+    monkeypatch.setenv("UNSLOTH_VLLM_STANDBY", "x")  # restored after the test: the decision sets it
+    monkeypatch.delenv("UNSLOTH_VLLM_STANDBY")
+    backend.load_model(ModelConfig(name="org/model"), None, log=lambda _l: None, profile=T4)
+    assert {"max_seq_length", "fast_inference", "trust_remote_code", "dtype"} <= set(_PurposeLoader.calls[-1])
+    assert len(_PurposeLoader.inference) == 1
 
 
 # ---------------------------------------------------------------- 13: evaluation under standby

@@ -85,7 +85,7 @@ def test_generate_on_base_merged_and_adapter_agree(tiny_model_dir, tmp_path, cap
     """Greedy output of an adapter and of its merged export is the same text."""
     from test_export import _adapter
 
-    from unsloth_grpo.hardware.export import export_model
+    from unsloth_grpo.export import export_model
 
     adapter = _adapter(tiny_model_dir, tmp_path / "adapter")
     export_model(adapter, tmp_path / "merged", log=lambda _m: None)

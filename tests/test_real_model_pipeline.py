@@ -240,7 +240,7 @@ def test_the_merged_export_reloads_with_plain_transformers_and_gives_the_adapter
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from unsloth_grpo.hardware import export as ex
+    from unsloth_grpo import export as ex
 
     result = ex.export_model(real_run.output_dir, tmp_path / "merged", dtype="fp32", log=_quiet)
     merged_dir = tmp_path / "merged"
@@ -269,7 +269,7 @@ def test_the_real_run_exports_to_gguf_offline_and_reads_back(real_run, tmp_path,
     from gguf import GGUFReader
 
     from unsloth_grpo.cli import main
-    from unsloth_grpo.hardware.gguf_check import llama_cpp_missing
+    from unsloth_grpo.export.gguf_check import llama_cpp_missing
 
     gguf_dir = tmp_path / "gguf"
     assert main(["export", "--model", str(real_run.output_dir), "--gguf", str(gguf_dir), "--quant", quant,
@@ -315,7 +315,7 @@ def test_unsloth_backend_trains_evaluates_and_exports_the_real_model(smollm2_dir
     """The other backend end to end: one GRPO step on Unsloth's CPU path, evaluation before and after,
     and a merged export that plain transformers reloads with the adapter's logits."""
     pytest.importorskip("unsloth")
-    from unsloth_grpo.hardware import export as ex
+    from unsloth_grpo import export as ex
     from unsloth_grpo.training.train import train
 
     result = train(_cfg(tmp_path / "unsloth", "model.backend=unsloth", "training.max_steps=1",

@@ -28,6 +28,17 @@ DEVICES = ("auto", "cuda", "cpu")
 FAST_INFERENCE = ("auto", "on", "off")
 
 
+def is_unsloth(backend: str | None) -> bool:
+    """Whether ``backend`` (a requested, decided or recorded backend name) is Unsloth. The names are
+    compared here and in the backend rule (:mod:`unsloth_grpo.hardware.backend`); the rest ask these."""
+    return backend == "unsloth"
+
+
+def is_transformers(backend: str | None) -> bool:
+    """Whether ``backend`` is plain transformers + peft (see :func:`is_unsloth`)."""
+    return backend == "transformers"
+
+
 class ConfigError(ValueError):
     """A recipe config is invalid. The message names the field, the value and the fix."""
 

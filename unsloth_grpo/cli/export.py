@@ -3,7 +3,7 @@
     unsloth-grpo export --model outputs/gsm8k --merged outputs/gsm8k-merged --verify
     unsloth-grpo export --model outputs/gsm8k --gguf outputs/gsm8k-gguf --quant q8_0 --verify
 
-The work is :mod:`unsloth_grpo.hardware.export`'s.
+The work is :mod:`unsloth_grpo.export`'s.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from unsloth_grpo.hardware import export
-from unsloth_grpo.hardware.export import VERIFY_TOLERANCE, ExportError
-from unsloth_grpo.hardware.gguf_check import GGUF_TOLERANCE, KQUANT_TOLERANCE
-from unsloth_grpo.hardware.gguf_writer import DIRECT_QUANTS, LLAMA_QUANTS
+from unsloth_grpo import export
+from unsloth_grpo.export import VERIFY_TOLERANCE, ExportError
+from unsloth_grpo.export.gguf_check import GGUF_TOLERANCE, KQUANT_TOLERANCE
+from unsloth_grpo.export.gguf_writer import DIRECT_QUANTS, LLAMA_QUANTS
 
 
 def add_parser(subparsers) -> None:

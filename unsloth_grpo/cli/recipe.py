@@ -95,11 +95,10 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
     then loads.
     """
     import os
-    import sys
 
     from unsloth_grpo.config import parse_override
     from unsloth_grpo.hardware import architecture, planner, profiles
-    from unsloth_grpo.hardware.backend import backend_name
+    from unsloth_grpo.hardware.backend import backend_name, unsloth_imported
 
     here = gpu is None
     gpu = gpu if gpu is not None else planner.detect_gpu()
@@ -109,7 +108,7 @@ def _auto_preset(cfg: RecipeConfig, gpu: dict | None, vllm: tuple[str | None, bo
     backend = backend_name(cfg.model.backend, vllm_server=cfg.model.vllm_server, strict=False)[0]
     choice = profiles.choice_for_config(cfg.model, profiles.from_gpu(gpu), backend=backend, vllm=vllm,
                                         env=dict(os.environ) if here else None,
-                                        unsloth_imported=here and "unsloth" in sys.modules)
+                                        unsloth_imported=here and unsloth_imported())
     try:
         plan = planner.plan_for_choice(cfg.model.name, gpu, choice, backend=backend,
                                       max_prompt_length=cfg.data.max_prompt_tokens)

@@ -5,7 +5,8 @@ before them. Nothing else in this package imports those libraries at module leve
 once, in its pre-load check (:func:`unsloth_grpo.training.checks.check_before_loading`):
 :func:`decide` gives a frozen :class:`Decision` (backend, device, dtype, 4-bit, vLLM, the card),
 :func:`use_backend` imports Unsloth when it is the one chosen, and :func:`load_model` loads with
-that decision. The backend rule itself is :func:`backend_name` (with :func:`auto_backend` for
+that decision. Every model is loaded by :func:`load`: a run's (:func:`load_model`), a saved model to
+generate with (:func:`load_for_inference`) and the export's (:mod:`unsloth_grpo.export`). The backend rule itself is :func:`backend_name` (with :func:`auto_backend` for
 ``auto``), which the planner, ``--preset auto``, the doctor's report and inference apply too.
 
 Example::
@@ -20,10 +21,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from unsloth_grpo.config import is_transformers, is_unsloth
 from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.profiles import (
     CPU,
@@ -54,7 +56,7 @@ class BackendError(RuntimeError):
     """The requested backend cannot run here; the message says what to install or change."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class BackendInfo:
     backend: str
     device: str
@@ -240,7 +242,7 @@ def backend_name(requested: str = "auto", *, vllm_server: str | None = None, str
         raise BackendError(f"model.backend='{requested}' is not one of {', '.join(BACKENDS)}")
     if requested == "auto":
         return auto_backend(vllm_server=vllm_server)
-    if requested == "transformers" or not strict:
+    if is_transformers(requested) or not strict:
         return requested, "requested"
     if importlib.util.find_spec("unsloth") is None:
         raise BackendError("model.backend='unsloth' but unsloth is not installed: "
@@ -256,10 +258,18 @@ def backend_name(requested: str = "auto", *, vllm_server: str | None = None, str
     return "unsloth", "requested"
 
 
+def unsloth_imported() -> bool:
+    """Whether ``unsloth`` was imported in this process (it patched transformers, peft and TRL then, and
+    read ``UNSLOTH_VLLM_STANDBY``)."""
+    import sys
+
+    return "unsloth" in sys.modules
+
+
 def select_backend(requested: str = "auto", *, vllm_server: str | None = None) -> tuple[str, str]:
     """Choose 'unsloth' or 'transformers' and say why; imports Unsloth when it is chosen."""
     name, why = backend_name(requested, vllm_server=vllm_server)
-    if name == "unsloth":
+    if is_unsloth(name):
         _import_unsloth()
     return name, why
 
@@ -282,6 +292,13 @@ class Decision:
     #: The card the run trains on (the CPU profile on a CPU, or with ``model.device: cpu``).
     card: CardProfile = CPU
 
+    @classmethod
+    def saved_model(cls, backend: str, device: str, dtype: str, load_in_4bit: bool = False,
+                    reason: str = "") -> "Decision":
+        """How a saved model (a run's adapter, a merged model) is loaded to generate or export: no vLLM
+        engine, and ``reason`` what the info says about it."""
+        return cls(backend, reason, device, dtype, load_in_4bit, VllmChoice(False, "a saved model: no vLLM engine"))
+
     def info(self, model_name: str) -> BackendInfo:
         return BackendInfo(self.backend, self.device, self.dtype, self.load_in_4bit, self.vllm.use, model_name,
                            "; ".join([self.backend_reason, *self.notes]),
@@ -303,9 +320,7 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
     if profile is None:
         profile = measure()
         if environment is None:
-            import sys
-
-            environment = (dict(os.environ), "unsloth" in sys.modules)
+            environment = (dict(os.environ), unsloth_imported())
     env, imported = environment if environment is not None else ({}, False)
     name, why = backend if backend is not None else backend_name(model_cfg.backend, vllm_server=model_cfg.vllm_server)
     if model_cfg.device == "cuda" and not profile.cuda:
@@ -320,7 +335,7 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
     if load_4bit and not card.cuda:
         load_4bit = False
         notes.append("4-bit needs CUDA; full precision on CPU")
-    if load_4bit and name == "transformers":
+    if load_4bit and is_transformers(name):
         if bnb_importable is None:
             bnb_importable = importlib.util.find_spec("bitsandbytes") is not None
         if not bnb_importable:
@@ -341,7 +356,7 @@ def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
     from unsloth_grpo.config import ModelConfig
 
     default = ModelConfig().gpu_memory_utilization
-    if backend == "unsloth" and choice.use and choice.standby and model_cfg.gpu_memory_utilization != default:
+    if is_unsloth(backend) and choice.use and choice.standby and model_cfg.gpu_memory_utilization != default:
         return [f"model.gpu_memory_utilization={model_cfg.gpu_memory_utilization:g} is not used: with vLLM standby "
                 f"Unsloth sets the pool itself ({choice.gpu_memory_utilization:.2f} of this card); set "
                 "model.vllm_standby=off to size it yourself"]
@@ -360,7 +375,7 @@ def use_backend(decision: Decision) -> Decision:
     ``UNSLOTH_VLLM_STANDBY`` set first (Unsloth reads it at import, and patches transformers, peft
     and TRL then)."""
     global _STANDBY_SET_HERE
-    if decision.backend == "unsloth":
+    if is_unsloth(decision.backend):
         _STANDBY_SET_HERE = set_standby_environment(decision.vllm) or _STANDBY_SET_HERE  # read at import
         _import_unsloth()
     return decision
@@ -374,7 +389,7 @@ def _import_unsloth() -> None:
     import sys
     import warnings
 
-    if "unsloth" in sys.modules:
+    if unsloth_imported():
         return
     late = [m for m in ("trl", "transformers", "peft") if m in sys.modules]
     with warnings.catch_warnings():
@@ -448,72 +463,175 @@ def prepare_tokenizer(tokenizer, model=None) -> Any:
 
 def load_model(model_cfg, lora_cfg=None, *, seed: int = 3407, gradient_checkpointing: bool = True,
                log=print, profile: CardProfile | None = None, decision: Decision | None = None) -> LoadedModel:
-    """Load the base model and tokenizer and attach LoRA (when ``lora_cfg`` is given).
+    """A run's model: the base of ``model_cfg`` with a new LoRA adapter (when ``lora_cfg`` is given).
 
     Every choice comes from ``decision``, the run's (:func:`prepare_backend` made it before any
     library was imported), or when None from :func:`prepare_backend` now, for this machine's card
-    (or ``profile``). Prints the chosen backend, device, dtype and 4-bit/vLLM state once.
+    (or ``profile``). Prints the chosen backend, device, dtype and 4-bit/vLLM state once, then
+    loads with :func:`load`.
     """
     if decision is None:
         decision = prepare_backend(model_cfg, profile)
     path = resolve_model_path(model_cfg.name)
     info = decision.info(model_cfg.name)
     log(f"unsloth-grpo: {info.summary()}")
-    if decision.backend == "unsloth":
-        model, tokenizer = _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing,
-                                         decision.vllm, log)
+    return load(path, decision, purpose="train", lora=lora_cfg, model_cfg=model_cfg, seed=seed,
+                gradient_checkpointing=gradient_checkpointing, info=info, log=log)
+
+
+#: What a model is loaded for, and what :func:`load` does beyond reading the weights:
+#: ``train``: a new LoRA adapter attached, Unsloth's vLLM engine started when the decision says so;
+#: ``generate``: ready to generate (eval mode on the decision's device, Unsloth's inference mode);
+#: ``merge``: the weights and tokenizer as saved, nothing prepared, for the export to write out again.
+PURPOSES = ("train", "generate", "merge")
+
+
+def load(name: str, decision: Decision, *, adapter: str | os.PathLike | None = None, purpose: str = "train",
+         lora=None, model_cfg=None, seed: int = 3407, gradient_checkpointing: bool = True,
+         info: BackendInfo | None = None, log=print) -> LoadedModel:
+    """The one model loader: training, evaluation and inference, and export all load through here.
+
+    ``name`` is the weights (a resolved path or a hub id), ``adapter`` a LoRA adapter directory laid
+    on them (Unsloth reads the adapter's own base; transformers puts it on ``name`` with peft).
+    Backend, device, dtype, 4-bit and vLLM are ``decision``'s; ``purpose`` (:data:`PURPOSES`) says
+    what the model is for. ``lora`` (a LoRA section), ``model_cfg`` (the run's model section:
+    sequence length, remote code), ``seed`` and ``gradient_checkpointing`` are a training's. ``info``
+    is what the loaded model reports (``decision``'s for ``name`` when None); a vLLM engine that does
+    not start gives back a new one that says so.
+    """
+    if purpose not in PURPOSES:
+        raise ValueError(f"purpose={purpose!r}: one of {', '.join(PURPOSES)}")
+    info = decision.info(str(name)) if info is None else info
+    if is_unsloth(decision.backend):
+        model, tokenizer, info = _load_unsloth(str(name), decision, info, adapter, purpose, lora, model_cfg, seed,
+                                               gradient_checkpointing, log)
     else:
-        model, tokenizer = _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing)
+        model, tokenizer = _load_transformers(str(name), info, adapter, purpose, lora, model_cfg, seed,
+                                              gradient_checkpointing)
+    if purpose == "merge":  # written back out as it was read: the export's tokenizer is the run's
+        return LoadedModel(model, tokenizer, info)
     return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
 
 
-def _load_unsloth(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing, choice: VllmChoice, log=print):
+def _unsloth_kwargs(path: str, info: BackendInfo, choice: VllmChoice, purpose: str, lora, model_cfg) -> dict:
+    """``FastLanguageModel.from_pretrained``'s keywords: a training's settings, or only what a saved
+    model needs (Unsloth's defaults for the rest, as inference and export always had them)."""
+    kwargs: dict[str, Any] = dict(model_name=path, load_in_4bit=info.load_in_4bit)
+    if info.dtype != "auto":  # "auto": Unsloth picks for the card (the export's merge, which writes 16-bit)
+        kwargs["dtype"] = torch_dtype(info.dtype)
+    if purpose == "train":
+        kwargs.update(max_seq_length=model_cfg.max_seq_length, fast_inference=info.use_vllm,
+                      trust_remote_code=model_cfg.trust_remote_code)
+    if info.use_vllm:
+        kwargs["max_lora_rank"] = (lora.max_lora_rank or lora.r) if lora else 16
+        kwargs["gpu_memory_utilization"] = choice.gpu_memory_utilization
+    return kwargs
+
+
+def _load_unsloth(name, decision, info, adapter, purpose, lora, model_cfg, seed, gradient_checkpointing, log):
+    if purpose != "train":  # a run imported it when it decided (use_backend); the others decide here
+        _import_unsloth()
     from unsloth import FastLanguageModel
 
-    kwargs: dict[str, Any] = dict(
-        model_name=path,
-        max_seq_length=model_cfg.max_seq_length,
-        load_in_4bit=info.load_in_4bit,
-        fast_inference=info.use_vllm,
-        dtype=torch_dtype(info.dtype),
-        trust_remote_code=model_cfg.trust_remote_code,
-    )
-    if info.use_vllm:
-        kwargs["max_lora_rank"] = (lora_cfg.max_lora_rank or lora_cfg.r) if lora_cfg else 16
-        kwargs["gpu_memory_utilization"] = choice.gpu_memory_utilization
+    kwargs = _unsloth_kwargs(str(adapter or name), info, decision.vllm, purpose, lora, model_cfg)
     failure = None
     try:
         model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
     except Exception as exc:  # noqa: BLE001 - any engine start failure (attention backend, memory, plugin)
-        if not (info.use_vllm and choice.fallback):
+        if not (info.use_vllm and decision.vllm.fallback):
             raise
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        failure = f"{type(exc).__name__}: {first}"
+        failure = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]}"
     # Reloaded outside the except block: until it ends, the exception's traceback keeps the frames of
     # the half-built engine alive, and with them its memory.
     if failure is not None:
-        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without vLLM "
-            "(set model.fast_inference=off to skip the attempt)")
-        release_engine_memory()
-        info.use_vllm = False
-        info.vllm_standby = False
-        info.reason = "; ".join(filter(None, [info.reason, "vLLM failed to start, generating without it"]))
+        info = without_vllm(info, failure, log)
         if os.environ.get("UNSLOTH_VLLM_STANDBY") == "1" and _STANDBY_SET_HERE:
             os.environ.pop("UNSLOTH_VLLM_STANDBY")  # ours, for an engine that no longer exists
         kwargs.update(fast_inference=False)
         kwargs.pop("max_lora_rank", None)
         kwargs.pop("gpu_memory_utilization", None)
         model, tokenizer = FastLanguageModel.from_pretrained(**kwargs)
-    if lora_cfg is not None:
+    if lora is not None:
         model = FastLanguageModel.get_peft_model(
             model,
-            r=lora_cfg.r,
-            lora_alpha=lora_cfg.alpha,
-            lora_dropout=lora_cfg.dropout,
-            target_modules=_targets(lora_cfg),
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=_targets(lora),
             use_gradient_checkpointing="unsloth" if gradient_checkpointing else False,
             random_state=seed,
         )
+    if purpose == "generate":
+        FastLanguageModel.for_inference(model)
+    return model, tokenizer, info
+
+
+def without_vllm(info: BackendInfo, failure: str, log=print, *, record: bool = True) -> BackendInfo:
+    """After vLLM's engine failed to start (``failure``, one line): say so, give its memory back, and
+    return the info of a model that generates without vLLM (a new one; ``info`` is not changed).
+    ``record`` adds why to the info's reason (the loader's fallback does; the trainer's never did)."""
+    log(f"unsloth-grpo: vLLM did not start ({failure}); generating without vLLM "
+        "(set model.fast_inference=off to skip the attempt)")
+    release_engine_memory()
+    reason = "; ".join(filter(None, [info.reason, "vLLM failed to start, generating without it"])) if record \
+        else info.reason
+    return replace(info, use_vllm=False, vllm_standby=False, reason=reason)
+
+
+def _nf4(dtype: str):
+    """The 4-bit quantization a run's transformers load uses (and an evaluation of its adapter again)."""
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch_dtype(dtype))
+
+
+def _placement(name: str, info: BackendInfo, purpose: str) -> dict:
+    """Quantization and device keywords for ``from_pretrained``: 4-bit weights are placed while they
+    load (``.to()`` refuses them), a run's on its own process's card."""
+    if purpose == "train":
+        if not info.load_in_4bit:
+            return {}
+        from unsloth_grpo.hardware.launch import detect
+
+        return {"quantization_config": _nf4(info.dtype), "device_map": {"": detect().local_rank}}
+    kwargs: dict[str, Any] = {}
+    if info.load_in_4bit and not is_prequantized(name):  # a pre-quantized checkpoint says so in its own config
+        kwargs["quantization_config"] = _nf4(info.dtype)
+    if info.device == "cuda" and (info.load_in_4bit or is_prequantized(name)):
+        kwargs["device_map"] = {"": 0}
+    return kwargs
+
+
+def _load_transformers(name, info, adapter, purpose, lora, model_cfg, seed, gradient_checkpointing):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    # only a run passes trust_remote_code (its model section's); a saved model loads with the libraries' default
+    remote = {"trust_remote_code": model_cfg.trust_remote_code} if model_cfg is not None else {}
+    # the tokenizer saved beside an adapter wins, so the chat template travels with it
+    beside = adapter is not None and (Path(adapter) / "tokenizer_config.json").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(str(adapter) if beside else name, **remote)
+    placement = _placement(name, info, purpose)
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch_dtype(info.dtype), **remote, **placement)
+    if lora is not None:
+        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+        if info.load_in_4bit:
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing)
+        torch.manual_seed(seed)
+        model = get_peft_model(model, LoraConfig(
+            r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+            target_modules=_targets(lora), task_type="CAUSAL_LM",
+        ))
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter))
+    if purpose == "generate":
+        if "device_map" not in placement:
+            model.to(info.device)
+        model.eval()
     return model, tokenizer
 
 
@@ -538,37 +656,6 @@ def release_engine_memory() -> None:
             torch.cuda.empty_cache()
     except ImportError:
         pass
-
-
-def _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpointing):
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    kwargs: dict[str, Any] = dict(dtype=torch_dtype(info.dtype), trust_remote_code=model_cfg.trust_remote_code)
-    if info.load_in_4bit:
-        from transformers import BitsAndBytesConfig
-
-        compute = torch_dtype(info.dtype)
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=compute,
-        )
-        from unsloth_grpo.hardware.launch import detect
-
-        kwargs["device_map"] = {"": detect().local_rank}
-    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=model_cfg.trust_remote_code)
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    if lora_cfg is not None:
-        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
-
-        if info.load_in_4bit:
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=gradient_checkpointing)
-        torch.manual_seed(seed)
-        model = get_peft_model(model, LoraConfig(
-            r=lora_cfg.r, lora_alpha=lora_cfg.alpha, lora_dropout=lora_cfg.dropout,
-            target_modules=_targets(lora_cfg), task_type="CAUSAL_LM",
-        ))
-    return model, tokenizer
 
 
 def _models_beside(path: Path, limit: int = 5) -> list[str]:
@@ -626,15 +713,19 @@ def is_adapter_dir(path: str | os.PathLike) -> bool:
     return (Path(path) / "adapter_config.json").exists()
 
 
-def trained_in_4bit(adapter: str | os.PathLike, base: str | None = None) -> bool:
+def trained_in_4bit(adapter: str | os.PathLike, base: str | None = None, *, as_loaded: bool = True) -> bool:
     """Whether the run that saved ``adapter`` trained on 4-bit weights: its ``run_info.json`` (what the
-    loader did), else its ``config.yaml`` (what it asked for), else a pre-quantized ``base`` name."""
+    loader did), else its ``config.yaml`` (what it asked for), else a pre-quantized ``base`` name.
+
+    ``as_loaded=False`` reads only what the run asked for (``config.yaml``): the export's rule, which
+    loads a run asked to train in 4-bit in 4-bit even where the loader gave it 16-bit weights (a CPU).
+    """
     import yaml
 
     here = Path(adapter)
     for d in (here, *here.parents[:3]):  # the run directory of an adapter or of one of its checkpoints
         info = d / "run_info.json"
-        if info.is_file():
+        if as_loaded and info.is_file():
             try:
                 return bool(json.loads(info.read_text())["backend"]["load_in_4bit"])
             except (ValueError, KeyError, TypeError):
@@ -649,8 +740,9 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
                        dtype: str = "auto", log=print, profile: CardProfile | None = None) -> LoadedModel:
     """Load a base model, a LoRA adapter directory, a merged model or ``builtin:tiny`` for generation.
 
-    An adapter directory is loaded on top of the base model named in its ``adapter_config.json``
-    (the tokenizer saved beside the adapter wins, so the chat template travels with it).
+    Decides backend, device, dtype and 4-bit for a saved model, then loads with :func:`load`. An
+    adapter directory is loaded on top of the base model named in its ``adapter_config.json`` (the
+    tokenizer saved beside the adapter wins, so the chat template travels with it).
     """
     problem = local_model_problem(str(name_or_path))
     if problem is not None:
@@ -671,36 +763,8 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     if four and dev == "cpu":
         four = False
         note += "; trained on 4-bit weights, loaded in 16-bit here (4-bit needs CUDA): close to, not exactly, the trained model"
-    info = BackendInfo(chosen, dev, dt, four, False, str(name_or_path), note)
+    decision = Decision.saved_model(chosen, dev, dt, bool(four), note)
+    info = decision.info(str(name_or_path))
     log(f"unsloth-grpo: {info.summary()}")
-    if chosen == "unsloth":
-        _import_unsloth()
-        from unsloth import FastLanguageModel
-
-        model, tokenizer = FastLanguageModel.from_pretrained(model_name=path, dtype=torch_dtype(dt), load_in_4bit=four)
-        FastLanguageModel.for_inference(model)
-        return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok_src = path if (Path(path) / "tokenizer_config.json").exists() else base
-    tokenizer = AutoTokenizer.from_pretrained(tok_src)
-    kwargs: dict[str, Any] = {"dtype": torch_dtype(dt)}
-    if four and not is_prequantized(base):  # a pre-quantized checkpoint says so in its own config
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(  # as the run loaded it (_load_transformers)
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch_dtype(dt))
-    quantized = dev == "cuda" and (four or is_prequantized(base))
-    if quantized:
-        kwargs["device_map"] = {"": 0}  # 4-bit weights are placed while loading; .to() refuses them
-    model = AutoModelForCausalLM.from_pretrained(base, **kwargs)
-    if adapter:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, path)
-    if not quantized:
-        model.to(dev)
-    model.eval()
-    return LoadedModel(model, prepare_tokenizer(tokenizer, model), info)
-
+    # Unsloth reads the adapter's base itself; transformers lays the adapter on it with peft
+    return load(base, decision, adapter=path if adapter else None, purpose="generate", info=info, log=log)

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from unsloth_grpo.config import BACKENDS
+from unsloth_grpo.config import BACKENDS, is_transformers, is_unsloth
 from unsloth_grpo.hardware.architecture import DEFAULT_LORA_TARGETS, ModelShape, lora_parameters, model_shape
 
 GiB = 1024**3
@@ -141,7 +141,7 @@ def weights_bytes(shape: ModelShape, *, quantization: str | None, dtype: str = "
     rest = shape.embed_params + shape.lm_head_params + shape.other_decoder_params + shape.vision_params
     if quantization is None:
         return float(w * shape.total_params)
-    rest_bytes = (4 if backend == "transformers" else w) * rest
+    rest_bytes = (4 if is_transformers(backend) else w) * rest
     if quantization == "4bit":
         return shape.quantizable_params * NF4_BYTES_PER_PARAM + rest_bytes
     if quantization == "8bit":
@@ -223,7 +223,7 @@ def estimate_memory(
     kv_cache, buffers = _generation_bytes(shape, gen_batch=gen_batch, P=P, T=T, w=w, quant=quant, use_vllm=use_vllm)
     acts, offloaded = _activation_bytes(shape, b=b, T=T, w=w, quant=quant, backend=backend,
                                         gradient_checkpointing=gradient_checkpointing)
-    mode = logits or ("chunked" if backend == "unsloth" else "full")
+    mode = logits or ("chunked" if is_unsloth(backend) else "full")
     # each term in bytes, with the phase it is alive in
     held: dict[str, tuple[float, str]] = {
         "weights": (weights, "static"),
@@ -284,7 +284,7 @@ def _micro_batch(b: int, spg: int, num_generations: int, backend: str, notes: li
     """The per-device batch the trainer runs: TRL refuses a generation batch (``b x spg``) that is not a
     multiple of ``num_generations``; Unsloth raises ``b`` to ``num_generations`` instead (noted)."""
     if (b * spg) % num_generations:
-        if backend == "unsloth":
+        if is_unsloth(backend):
             notes.append(f"Unsloth raises per_device_train_batch_size from {b} to num_generations={num_generations} "
                          f"because {b} x {spg} is not a multiple of it")
             return num_generations
@@ -346,16 +346,16 @@ def _vllm_pool_bytes(shape: ModelShape, weights: float, *, use_vllm: bool, vllm_
         if gpu_memory_utilization is None or gpu_total_gb is None:
             raise ValueError("use_vllm=True needs gpu_memory_utilization and gpu_total_gb (vLLM reserves a share of the card)")
         pool = gpu_memory_utilization * gpu_total_gb * GiB
-        vllm_weights = weights if backend == "unsloth" else weights_bytes(shape, quantization=None, dtype=dtype)
+        vllm_weights = weights if is_unsloth(backend) else weights_bytes(shape, quantization=None, dtype=dtype)
         need = vllm_weights + _kv_bytes(shape, gen_batch, T, _bytes_of(dtype)) + VLLM_OVERHEAD_GB * GiB
         if pool < need:
             notes.append(f"vLLM pool {pool / GiB:.1f} GiB is below the {need / GiB:.1f} GiB its weights, KV cache "
                          f"and overhead need; raise gpu_memory_utilization to {vllm_utilization_for(shape, gpu_total_gb, gen_batch=gen_batch, seq_len=T, backend=backend, quantization=quant, dtype=dtype):.2f}")
-        if backend == "unsloth":
+        if is_unsloth(backend):
             pool = max(0.0, pool - weights)  # the training model uses vLLM's weights
     if vllm_standby and not use_vllm:
         raise ValueError("vllm_standby needs use_vllm=True (it is vLLM asleep while the model trains)")
-    if use_vllm and backend == "transformers" and quant:
+    if use_vllm and is_transformers(backend) and quant:
         raise ValueError("the transformers backend does not pair TRL's colocated vLLM with 4-bit or 8-bit weights "
                          "(see unsloth_grpo.hardware.profiles.TRANSFORMERS_4BIT_VLLM); plan 16-bit weights")
     return pool
@@ -401,12 +401,12 @@ def _activation_bytes(shape: ModelShape, *, b: int, T: int, w: int, quant: str |
     """
     L, H, I = shape.num_layers, shape.hidden_size, shape.intermediate_size
     # PEFT's kbit preparation leaves the embedding in fp32, so the residual stream is fp32 there
-    resid_w = 4 if (backend == "transformers" and quant) else w
+    resid_w = 4 if (is_transformers(backend) and quant) else w
     per_token_layer = w * ((shape.norms_per_layer + 2) * H + 2 * shape.q_dim + 2 * shape.kv_dim + 6 * I)
     if gradient_checkpointing:
-        kept_layers = 2 if backend == "unsloth" else L
+        kept_layers = 2 if is_unsloth(backend) else L
         acts = b * T * (kept_layers * H * resid_w + per_token_layer)
-        offloaded = (L - kept_layers) * b * T * H * resid_w if backend == "unsloth" else 0.0
+        offloaded = (L - kept_layers) * b * T * H * resid_w if is_unsloth(backend) else 0.0
     else:
         acts = b * T * L * (per_token_layer + H * resid_w)
         offloaded = 0.0
@@ -444,7 +444,7 @@ def vllm_utilization_for(shape: ModelShape, gpu_total_gb: float, *, gen_batch: i
     """The smallest ``gpu_memory_utilization`` (a multiple of 0.05) whose pool holds vLLM's
     weights, the KV cache of one generation round and :data:`VLLM_OVERHEAD_GB`."""
     w = _bytes_of(dtype)
-    vllm_weights = weights_bytes(shape, quantization=quantization if backend == "unsloth" else None,
+    vllm_weights = weights_bytes(shape, quantization=quantization if is_unsloth(backend) else None,
                                  dtype=dtype, backend=backend)
     need = vllm_weights + _kv_bytes(shape, gen_batch, seq_len, w) + VLLM_OVERHEAD_GB * GiB
     return math.ceil(need / (gpu_total_gb * GiB) / 0.05 - 1e-9) * 0.05

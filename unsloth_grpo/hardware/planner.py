@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from unsloth_grpo.config import is_transformers, is_unsloth
 from unsloth_grpo.hardware.architecture import (
     BUILTIN_CONFIGS,
     BUILTIN_HUB_IDS,
@@ -223,7 +224,7 @@ def plan(
     result = _unfit_plan(candidate, name, budget=budget, margin=margin, notes=notes, g_min=min(gens),
                          c_min=min(comps), r_min=min(ranks), cheap_q=cheap_q)
     if alternatives:
-        forced_16bit = load_in_4bit is False and not (use_vllm and backend == "transformers")
+        forced_16bit = load_in_4bit is False and not (use_vllm and is_transformers(backend))
         _attach_alternative(result, shape, vram_gb, dict(
             compute_capability=compute_capability, backend=backend, use_vllm=use_vllm, vllm_standby=vllm_standby,
             max_prompt_length=max_prompt_length, max_generations=max_generations, max_completion=max_completion,
@@ -246,7 +247,7 @@ def _search_space(shape: ModelShape, *, max_prompt_length: int, num_generations:
         raise ValueError(f"nothing to search: generations {gens}, completions {comps} "
                          f"(max_seq_length {limit}, prompt {max_prompt_length})")
     quants = [load_in_4bit] if load_in_4bit is not None else [False, True]
-    if use_vllm and backend == "transformers":
+    if use_vllm and is_transformers(backend):
         if load_in_4bit:
             raise ValueError("the transformers backend generates with vLLM only from 16-bit weights; "
                              "plan with load_in_4bit=False, or without vLLM")
@@ -274,7 +275,7 @@ class _Candidate:
         """The estimate for ``g`` generations of ``c`` tokens, 4-bit ``q``, LoRA rank ``r`` and batch ``b``,
         and the vLLM pool's share of the card it was made with."""
         util = None
-        if self.use_vllm and self.vllm_standby and self.backend == "unsloth":
+        if self.use_vllm and self.vllm_standby and is_unsloth(self.backend):
             util = standby_utilization(self.vram_gb)
         elif self.use_vllm:
             util = min(0.95, vllm_utilization_for(self.shape, self.vram_gb, gen_batch=g,

@@ -32,6 +32,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from unsloth_grpo.config import is_transformers, is_unsloth
+
 GiB = 1024**3
 
 #: vLLM's attention backends, by the oldest compute capability each runs on. FlashAttention 2
@@ -438,9 +440,9 @@ def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: 
         return VllmChoice(False, f"generation on the vLLM server {vllm_server}")
     if not profile.cuda:
         return no("vLLM needs a CUDA GPU; this machine has none")
-    if world_size > 1 and backend == "unsloth":
+    if world_size > 1 and is_unsloth(backend):
         return no("Unsloth's vLLM is single-process")
-    if backend == "transformers" and load_in_4bit:
+    if is_transformers(backend) and load_in_4bit:
         return no(TRANSFORMERS_4BIT_VLLM)
     problem = vllm_version_problem(vllm_version, load_in_4bit=load_in_4bit, bnb_plugin=bnb_plugin,
                                    bnb_version=bnb_version)
@@ -448,16 +450,16 @@ def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: 
         return no(problem)
     use_standby = standby in ("auto", "on")
     note = ""
-    if backend == "unsloth" and env_standby is not None:
+    if is_unsloth(backend) and env_standby is not None:
         use_standby = env_standby.strip() != "0"
         note = f"; UNSLOTH_VLLM_STANDBY={env_standby} in the environment decides"
-    elif backend == "unsloth" and use_standby and unsloth_imported:
+    elif is_unsloth(backend) and use_standby and unsloth_imported:
         use_standby = False
         note = ("; unsloth was imported before UNSLOTH_VLLM_STANDBY could be set, so vLLM keeps its pool while "
                 "training (set UNSLOTH_VLLM_STANDBY=1 before importing unsloth for standby)")
     if standby == "on" and not use_standby:
         return no("model.vllm_standby=on but standby cannot be turned on" + note)
-    if backend == "unsloth" and use_standby:
+    if is_unsloth(backend) and use_standby:
         util = standby_utilization(profile.total_gb)
         how = "standby, weights shared with training"
     else:

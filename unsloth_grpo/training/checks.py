@@ -85,9 +85,8 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     if not environment:
         return None
     import os
-    import sys
 
-    from unsloth_grpo.hardware.backend import decide, use_backend
+    from unsloth_grpo.hardware.backend import decide, unsloth_imported, use_backend
     from unsloth_grpo.hardware.doctor.recipe import preflight_recipe
     from unsloth_grpo.hardware.profiles import cuda_devices, measure
 
@@ -97,7 +96,7 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     # no GPU for a GPU recipe, a missing model, an output directory that cannot be written, the hub off
     preflight_recipe(cfg, profile=profile, cpu_presets=cpu_presets)
     decision = decide(cfg.model, profile,
-                      environment=(dict(os.environ), "unsloth" in sys.modules) if here else ({}, False))
+                      environment=(dict(os.environ), unsloth_imported()) if here else ({}, False))
     _preflight(cfg, report, cards, backend=decision.backend)
     if here:
         use_backend(decision)  # Unsloth, when it is the backend, before TRL's checks import TRL

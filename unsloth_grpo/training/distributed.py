@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from unsloth_grpo.config import is_unsloth
 from unsloth_grpo.hardware.launch import Layout, detect, parse_vllm_server
 
 #: Folder where every rank writes its own log when set (off by default; for tests and debugging).
@@ -185,7 +186,7 @@ def layout_problems(cfg, layout: Layout | None = None, *, have=None, gpu_count=N
     have = have or (lambda name: importlib.util.find_spec(name) is not None)
     m = cfg.model
     out: list[str] = []
-    if layout.distributed and m.backend == "unsloth":
+    if layout.distributed and is_unsloth(m.backend):
         out.append(f"model.backend='unsloth' under {layout.world_size} processes: Unsloth's fast path is single-GPU; "
                    "set model.backend=transformers (or auto) to train on several GPUs")
     if layout.distributed and m.device != "cpu":
@@ -209,7 +210,7 @@ def layout_problems(cfg, layout: Layout | None = None, *, have=None, gpu_count=N
             parse_vllm_server(server)
         except ValueError as exc:
             out.append(str(exc))
-        if m.backend == "unsloth":
+        if is_unsloth(m.backend):
             out.append("model.vllm_server is set with model.backend='unsloth': Unsloth generates with its own "
                        "in-process vLLM; set model.backend=transformers to generate on a vLLM server")
         if m.fast_inference == "on":

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
+from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config, is_transformers
 from unsloth_grpo.data import DataError
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.runs import package_versions
@@ -240,7 +240,7 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
         plot_run(out)
     except Exception as exc:  # noqa: BLE001 - a plot must never cost the user the trained adapter
         log(f"plots: skipped ({exc})")
-    from unsloth_grpo.hardware.export import write_model_card
+    from unsloth_grpo.export.card import write_model_card
 
     write_model_card(out, base_model=cfg.model.name)  # replaces PEFT's empty template
 
@@ -401,20 +401,16 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
             raise
         failure = f"{type(exc).__name__}: {_first_line(exc)}"
     if trainer is None:  # outside the except block, so the failed engine's frames can be freed first
-        from unsloth_grpo.hardware.backend import release_engine_memory
+        from unsloth_grpo.hardware.backend import without_vllm
 
-        log(f"unsloth-grpo: vLLM did not start ({failure}); generating without "
-            "vLLM (set model.fast_inference=off to skip the attempt)")
-        release_engine_memory()
-        loaded.info.use_vllm = False
-        loaded.info.vllm_standby = False
+        loaded.info = without_vllm(loaded.info, failure, log, record=False)
         args = build_grpo_args(cfg, loaded.info, weights=weights)
         trainer = GRPOTrainer(args=args, **trainer_kwargs)
     use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
     from unsloth_grpo.training.rollouts import watch_rollouts
 
     watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
-    if loaded.info.backend == "transformers" or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
+    if is_transformers(loaded.info.backend) or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
         from unsloth_grpo.training import shared_prefill
 
         shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions

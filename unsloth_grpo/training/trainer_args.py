@@ -24,7 +24,7 @@ import difflib
 import functools
 from typing import Any
 
-from unsloth_grpo.config import ConfigError, RecipeConfig, convert_value, format_problems
+from unsloth_grpo.config import ConfigError, RecipeConfig, convert_value, format_problems, is_transformers
 from unsloth_grpo.training.trl_schema import field_table
 
 GRPO, SFT = "GRPOConfig", "SFTConfig"
@@ -139,7 +139,7 @@ def device_fields(info, values: dict[str, Any]) -> dict[str, Any]:
     if "optim" in values:  # bitsandbytes' 8-bit optimizers need CUDA
         out["optim"] = "adamw_torch" if cpu and "8bit" in str(values["optim"]) else values["optim"]
     if "gradient_checkpointing" in values:  # Unsloth checkpoints inside the model; TRL's would repeat it
-        out["gradient_checkpointing"] = bool(values["gradient_checkpointing"]) and info.backend == "transformers" \
+        out["gradient_checkpointing"] = bool(values["gradient_checkpointing"]) and is_transformers(info.backend) \
             and not cpu
     return out
 
@@ -187,7 +187,7 @@ def grpo_args(cfg: RecipeConfig, info, *, weights: list[float], checking: bool =
         kwargs["max_tool_calling_iterations"] = cfg.tools.max_tool_calling_iterations
     if cfg.model.vllm_server:  # generation on a separate `trl vllm-serve`, any number of training processes
         kwargs.update(vllm_server_kwargs(cfg.model.vllm_server))
-    elif info.use_vllm and info.backend == "transformers":
+    elif info.use_vllm and is_transformers(info.backend):
         # without a length vLLM sizes its KV cache for the model's whole context (131k for Llama 3.1);
         # asleep while the model trains, its pool goes back to the card (TRL re-sends the weights on waking)
         kwargs.update(use_vllm=True, vllm_mode="colocate",

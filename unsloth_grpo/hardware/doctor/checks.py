@@ -14,7 +14,7 @@ from typing import Sequence
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from unsloth_grpo.config import BACKENDS, FAST_INFERENCE  # the choices' names, defined once
+from unsloth_grpo.config import BACKENDS, FAST_INFERENCE, is_unsloth  # the choices' names, defined once
 from unsloth_grpo.hardware.doctor.probes import GPU
 from unsloth_grpo.hardware.doctor.report import Report, collect_report, gib
 from unsloth_grpo.hardware.doctor.requirements import PACKAGE, Declared, combine_specifiers, pip_command
@@ -150,9 +150,13 @@ def _python_problems(report: Report) -> list[Problem]:
     ]
 
 
+#: The packages a requirement may come from that only the Unsloth backend uses.
+UNSLOTH_PACKAGES = ("unsloth", "unsloth_zoo")
+
+
 def _source_is_used(source: str, backend: str, fast_inference: str) -> bool:
-    if source in ("unsloth", "unsloth_zoo"):
-        return backend == "unsloth"
+    if source in UNSLOTH_PACKAGES:
+        return is_unsloth(backend)
     if source == "vllm":
         return fast_inference == "on"
     return True
@@ -247,7 +251,7 @@ def _extra_install(report: Report, extra: str, fallback: Sequence[str]) -> str:
 
 def _backend_problems(report: Report, requested: str, effective: str) -> list[Problem]:
     out = []
-    if effective != "unsloth":
+    if not is_unsloth(effective):
         return out
     if not report.unsloth_importable:
         out.append(
@@ -258,7 +262,7 @@ def _backend_problems(report: Report, requested: str, effective: str) -> list[Pr
                 _extra_install(report, "unsloth", ["unsloth", "unsloth_zoo"]) + " (or set model.backend=auto)",
             )
         )
-    if report.world_size > 1 and requested == "unsloth":
+    if report.world_size > 1 and is_unsloth(requested):
         out.append(
             Problem(
                 ERROR,

@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from packaging.utils import canonicalize_name
 
+from unsloth_grpo.config import is_unsloth
 from unsloth_grpo.hardware.doctor.probes import (
     HUB_TIMEOUT_S,
     SERVER_TIMEOUT_S,
@@ -105,7 +106,7 @@ def choose_backend(unsloth_importable: bool, world_size: int = 1, cuda_available
     if world_size > 1:
         reason = (f"{world_size} processes (WORLD_SIZE={world_size}): Unsloth's fast path is single-GPU, "
                   "so several processes run the transformers backend")
-    elif name == "unsloth":
+    elif is_unsloth(name):
         reason += " (found without importing it)"
         if not cuda_available:
             reason += "; with no CUDA GPU it runs on its CPU fallback (slow, no 4-bit, no vLLM)"

@@ -15,19 +15,24 @@ directory holds the weights, the tokenizer with its chat template, and ``reprodu
 (the run's bundle plus how the export was made), and loads with plain
 ``AutoModelForCausalLM.from_pretrained``.
 
-GGUF is written from the merged weights by :mod:`unsloth_grpo.hardware.gguf_writer`, offline and
+GGUF is written from the merged weights by :mod:`unsloth_grpo.export.gguf_writer`, offline and
 without llama.cpp for f16, bf16 and q8_0 (the k-quants need llama.cpp's quantizer, looked for before
 anything is merged), with an Ollama ``Modelfile`` beside the file; with ``--verify`` the file is read
-back (:mod:`unsloth_grpo.hardware.gguf_check`). A GGUF-only export merges into a temporary folder that
+back (:mod:`unsloth_grpo.export.gguf_check`). A GGUF-only export merges into a temporary folder that
 is removed afterwards. Nothing is left half-made: a failed export removes all it wrote, and an existing
 non-empty target is replaced only with ``--force``, and only when the export succeeds.
 
 The hub token is read from ``HF_TOKEN`` (or ``HUGGING_FACE_HUB_TOKEN``) and handed to the upload
 call only; it is never written to any file.
 
+The export wing: this module is the export itself; the GGUF file is :mod:`.gguf_writer`'s (its
+vocabulary :mod:`.gguf_vocab`'s, the Ollama ``Modelfile`` :mod:`.gguf_ollama`'s, the read-back check
+:mod:`.gguf_check`'s) and the README beside the weights :mod:`.card`'s. It loads models through
+:mod:`unsloth_grpo.hardware.backend`; the hardware wing imports nothing from here.
+
 Example::
 
-    from unsloth_grpo.hardware.export import export_model
+    from unsloth_grpo.export import export_model
     result = export_model("outputs/smoke", merged_dir="exports/smoke")
     result.merged_dir, result.method      # (PosixPath('exports/smoke'), 'peft merge_and_unload')
 """
@@ -42,9 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from unsloth_grpo.config import is_unsloth
 from unsloth_grpo.data import looks_like_path
+from unsloth_grpo.export.card import model_card, run_dir_of, write_model_card
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+#: What ``--backend`` may name: Unsloth's 16-bit merge, or peft's ``merge_and_unload``.
+EXPORT_BACKENDS = ("auto", "unsloth", "peft")
 
 class ExportError(RuntimeError):
     """The export cannot proceed; the message names the input at fault and the fix."""
@@ -124,7 +133,7 @@ def trained_dtype(source: Path) -> str | None:
     else ``config.yaml``'s ``model.dtype`` when it names one; None for an adapter from elsewhere."""
     import yaml
 
-    run = _run_dir_of(source)
+    run = run_dir_of(source)
     try:
         dt = json.loads((run / "run_info.json").read_text())["backend"]["dtype"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -139,10 +148,10 @@ def trained_dtype(source: Path) -> str | None:
 
 def choose_backend(requested: str) -> str:
     """'unsloth' or 'peft'. ``auto``: Unsloth when it is installed and a CUDA GPU is visible."""
-    if requested not in ("auto", "unsloth", "peft"):
+    if requested not in EXPORT_BACKENDS:
         raise ExportError(f"--backend {requested}: choose auto, unsloth or peft")
     have = importlib.util.find_spec("unsloth") is not None
-    if requested == "unsloth" and not have:
+    if is_unsloth(requested) and not have:
         raise ExportError("--backend unsloth but unsloth is not installed: pip install 'unsloth-grpo[unsloth]', "
                           "or use --backend peft")
     if requested != "auto":
@@ -179,9 +188,8 @@ def merge_dtype(requested: str, source: Path, base_dtype: str) -> tuple[str, str
 def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path, dtype: str, log,
                 shown: Path | str | None = None) -> tuple[str, str]:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from unsloth_grpo.hardware.backend import torch_dtype
+    from unsloth_grpo.hardware.backend import Decision, load
 
     weights_from = base if adapter is not None else str(source)
     base_dt, quantized = _base_dtype(weights_from)
@@ -190,39 +198,24 @@ def _merge_peft(adapter: Path | None, source: Path, base: str | None, out: Path,
                           "precision. Use --backend unsloth (pip install 'unsloth-grpo[unsloth]'), which merges "
                           "into 16-bit weights, or pass --base-model with the 16-bit version of the same model")
     dt, why = merge_dtype(dtype, source, base_dt)
-    tok_dir = source if (source / "tokenizer_config.json").is_file() else Path(weights_from)
-    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
-    model = AutoModelForCausalLM.from_pretrained(weights_from, dtype=torch_dtype(dt))
-    if adapter is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    loaded = load(weights_from, Decision.saved_model("transformers", "cpu", dt), adapter=adapter, purpose="merge")
+    model = loaded.model.merge_and_unload() if adapter is not None else loaded.model
     with torch.no_grad():
         model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
+    loaded.tokenizer.save_pretrained(str(out))
     log(f"merged ({dt}, {why}) -> {shown or out}")
     return dt, why
 
 
-def trained_in_4bit(source: Path) -> bool:
-    """Whether the run that made ``source`` loaded its base in 4-bit (its config.yaml says so)."""
-    import yaml
-
-    cfg_path = _run_dir_of(source) / "config.yaml"
-    if not cfg_path.is_file():
-        return False
-    return bool(((yaml.safe_load(cfg_path.read_text()) or {}).get("model") or {}).get("load_in_4bit"))
-
-
-def _load_unsloth(source: Path):
+def _load_as_trained(source: Path):
     """Load the adapter as it was trained: a 4-bit base stays 4-bit on the GPU (a 7-8B model in
-    16-bit does not fit a 16 GB card) and ``save_pretrained_merged`` writes 16-bit weights from it."""
-    from unsloth_grpo.hardware.backend import _import_unsloth
+    16-bit does not fit a 16 GB card) and ``save_pretrained_merged`` writes 16-bit weights from it.
+    The dtype is Unsloth's choice for the card ("auto")."""
+    from unsloth_grpo.hardware.backend import Decision, load, trained_in_4bit
 
-    _import_unsloth()
-    from unsloth import FastLanguageModel
-
-    return FastLanguageModel.from_pretrained(model_name=str(source), load_in_4bit=trained_in_4bit(source))
+    four = trained_in_4bit(source, as_loaded=False)
+    loaded = load(str(source), Decision.saved_model("unsloth", "cuda", "auto", four), purpose="merge")
+    return loaded.model, loaded.tokenizer
 
 
 def unsloth_merge_base(source: Path, base: str | None, *, env=None,
@@ -234,10 +227,10 @@ def unsloth_merge_base(source: Path, base: str | None, *, env=None,
     and merges the adapter onto those weights. Offline and without them in the cache it raises. A
     run trained in 16-bit returns None (its base is what it loads).
     """
-    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized
+    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized, trained_in_4bit
     from unsloth_grpo.hardware.doctor import probes
 
-    if not (trained_in_4bit(source) or (base and is_prequantized(base))):
+    if not (trained_in_4bit(source, as_loaded=False) or (base and is_prequantized(base))):
         return None
     name = full_precision_name(base) if base else None
     if not name or Path(name).expanduser().is_dir():
@@ -344,7 +337,7 @@ def check_target(out: Path, flag: str, source: Path, force: bool) -> None:
 
 def _gguf_preflight(source: Path, adapter: Path | None, base: str | None, quant: str):
     """The GGUF checks that need no weights (type, quantizer, family, tokenizer), before any merge."""
-    from unsloth_grpo.hardware.gguf_writer import GGUFError, check_quant, preflight, require_quantizer
+    from unsloth_grpo.export.gguf_writer import GGUFError, check_quant, preflight, require_quantizer
 
     weights_from = Path(base) if adapter is not None and base else source
     tok_dir = source if (source / "tokenizer_config.json").is_file() else weights_from
@@ -398,7 +391,7 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
     staging = _Staging()
     try:
         out = staging.folder_for(merged_target) if merged_target else staging.scratch_beside(gguf_target, "merging")
-        if chosen == "unsloth":
+        if is_unsloth(chosen):
             _merge_unsloth(source, base, out, result, log)
         else:
             result.dtype, result.dtype_reason = _merge_peft(adapter, source, base, out, dtype, log,
@@ -408,7 +401,7 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
             _write_gguf(out, staging.folder_for(gguf_target), gguf_target, quant, quantizer, verify, result, log)
         if merged_target is not None:
             _write_export_bundle(result, quant, out)
-            write_model_card(out, run_dir=_run_dir_of(source), base_model=result.base_model, merged=True,
+            write_model_card(out, run_dir=run_dir_of(source), base_model=result.base_model, merged=True,
                              gguf_files=result.gguf_files)
         staging.commit()
     except BaseException:
@@ -422,7 +415,7 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
 
 def _merge_unsloth(source: Path, base: str | None, out: Path, result: ExportResult, log) -> None:
     onto = unsloth_merge_base(source, base)  # before loading: offline, a missing base stops here
-    unsloth_model, tokenizer = _load_unsloth(source)
+    unsloth_model, tokenizer = _load_as_trained(source)
     if onto:
         log(f"merging the adapter onto the 16-bit weights of {onto} (Unsloth downloads them)")
     try:
@@ -440,13 +433,13 @@ def _merge_unsloth(source: Path, base: str | None, out: Path, result: ExportResu
 def _write_gguf(merged: Path, stage: Path, target: Path, quant: str, quantizer, verify: bool, result: ExportResult,
                 log) -> None:
     """The GGUF file and its Modelfile into ``stage`` (moved to ``target`` at the end), checked when asked."""
-    from unsloth_grpo.hardware.gguf_check import verify_gguf
-    from unsloth_grpo.hardware.gguf_ollama import write_modelfile
-    from unsloth_grpo.hardware.gguf_writer import GGUFError, write_gguf
+    from unsloth_grpo.export.gguf_check import verify_gguf
+    from unsloth_grpo.export.gguf_ollama import write_modelfile
+    from unsloth_grpo.export.gguf_writer import GGUFError, write_gguf
 
     name = f"model-{quant}.gguf"
     try:
-        info = write_gguf(merged, stage / name, quant, name=_run_dir_of(result.source).name, quantizer=quantizer,
+        info = write_gguf(merged, stage / name, quant, name=run_dir_of(result.source).name, quantizer=quantizer,
                           log=lambda m: log(m.replace(str(stage), str(target))))
         write_modelfile(stage / name, merged)
     except GGUFError as exc:
@@ -481,108 +474,6 @@ def _write_export_bundle(result: ExportResult, quant: str, where: Path) -> None:
         merged.update({k: bundle[k] for k in ("packages", "git", "python", "platform")})
         merged["note"] = "the source carried no reproducibility.json (not a run of this toolkit?)"
     write_bundle(where, merged)
-
-
-# ---------------------------------------------------------------- the model card
-
-
-def _run_dir_of(source: Path) -> Path:
-    """The run directory an adapter or checkpoint belongs to (where config.yaml and metrics are)."""
-    for d in (source, *source.parents[:3]):
-        if (d / "config.yaml").is_file():
-            return d
-    return source
-
-
-def _hub_id(name: str | None) -> str | None:
-    """``name`` when it is a hub id (org/name), not a local path, a cache path or builtin:tiny."""
-    if not name or name.count("/") != 1 or looks_like_path(name):
-        return None
-    return name
-
-
-def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, merged: bool = False,
-               gguf_files: list[Path] = ()) -> str:
-    """The README.md of an adapter or merged model: base model, task, rewards, steps, scores, plots.
-
-    Read from the run's own files (``config.yaml``, ``metrics.jsonl``, ``report.json``, ``plots/``);
-    whatever a run did not write is left out. The YAML header's ``base_model`` names a hub id only
-    (the run's ``model.name``), never the local cache path the weights were read from. A built-in
-    real model (``builtin:smollm2-135m-instruct``) is named by its origin, with its license and how
-    its weights came here, since whatever is trained from it inherits them.
-    """
-    import yaml
-
-    run = Path(run_dir)
-    cfg = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else {}
-    model = (cfg.get("model") or {}).get("name") or base_model
-    hub = _hub_id(model) or _hub_id(base_model)
-    task = cfg.get("task", "unknown")
-    rewards = cfg.get("rewards") or []
-    steps, first, last = 0, None, None
-    if (run / "metrics.jsonl").is_file():
-        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-        rewards_seen = [r["reward"] for r in rows if "reward" in r]
-        steps = max((int(r.get("step", 0)) for r in rows), default=0)
-        if rewards_seen:
-            first = sum(rewards_seen[:5]) / len(rewards_seen[:5])
-            last = sum(rewards_seen[-5:]) / len(rewards_seen[-5:])
-    from unsloth_grpo.models.pretrained import REAL_MODELS
-
-    real = REAL_MODELS.get(model or "") or REAL_MODELS.get(base_model or "")
-    header = {"library_name": "transformers" if merged else "peft",
-              "tags": ["grpo", "trl", "unsloth-grpo", task] + ([] if merged else ["lora"])}
-    if real is not None:  # a built-in real model: its weights' license binds what is trained from them
-        header["license"] = real.license.lower()
-        hub = real.origin
-    if hub:
-        header["base_model"] = hub
-    lines = ["---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
-             f"# {task} GRPO {'model (LoRA merged)' if merged else 'LoRA adapter'}", "",
-             f"Trained with GRPO (TRL's GRPOTrainer, through unsloth-grpo) on the `{task}` task.", "",
-             f"- base model: `{model or 'unknown'}`" + ("" if hub else " (not a hub model)"),
-             *([f"- base model origin and license: {real.provenance()}"] if real is not None else []),
-             f"- task: `{task}`, data: `{(cfg.get('data') or {}).get('source', 'unknown')}`",
-             f"- steps: {steps}" + (f" of {(cfg.get('training') or {}).get('max_steps')}" if cfg.get("training") else ""),
-             "- rewards: " + (", ".join(f"`{r.get('name')}` x {r.get('weight', 1.0):g}" for r in rewards) or "none recorded")]
-    t = cfg.get("training") or {}
-    if t:
-        lines.append(f"- loss: `{t.get('loss_type')}`, mask_truncated_completions={t.get('mask_truncated_completions')}, "
-                     f"epsilon_high={t.get('epsilon_high')}, {t.get('num_generations')} generations of up to "
-                     f"{t.get('max_completion_length')} tokens, learning rate {t.get('learning_rate')}")
-    if first is not None:
-        lines.append(f"- mean reward: {first:.3f} over the first 5 logged steps, {last:.3f} over the last 5")
-    report = run / "report.json"
-    if report.is_file():
-        data = json.loads(report.read_text())
-        lines += ["", f"## Before and after training ({data.get('n', '?')} held-out problems)", "",
-                  "| metric | before | after | change |", "|---|---|---|---|"]
-        for row in data.get("metrics", []):
-            lines.append(f"| {row.get('label', row['metric'])} | {row['baseline']:.3f} | {row['trained']:.3f} | "
-                         f"{row['diff']:+.3f} |")
-        if data.get("note"):  # what strict and lenient accuracy each measure
-            lines += ["", data["note"]]
-    plots = sorted((run / "plots").glob("*.png")) if (run / "plots").is_dir() else []
-    if plots:
-        lines += ["", "## Training curves", ""]
-        lines += [f"![{p.stem}](plots/{p.name})" for p in plots]
-    if gguf_files:
-        lines += ["", "## GGUF", ""] + [f"- `{Path(f).name}`" for f in gguf_files]
-    lines += ["", "The resolved config is in `config.yaml` of the run; `reproducibility.json` holds the "
-              "versions, seed and data fingerprint.", ""]
-    return "\n".join(lines)
-
-
-def write_model_card(target: str | os.PathLike, *, run_dir: str | os.PathLike | None = None, **kwargs: Any) -> Path:
-    """Write :func:`model_card` as ``target/README.md`` (replacing PEFT's empty template); plots are copied along."""
-    import shutil
-
-    target, run = Path(target), Path(run_dir or target)
-    card = target / "README.md"
-    card.write_text(model_card(run, **kwargs))
-    if target.resolve() != run.resolve() and (run / "plots").is_dir():
-        shutil.copytree(run / "plots", target / "plots", dirs_exist_ok=True)
-    return card
 
 
 def push_folder(folder: Path, repo: str, *, token: str, private: bool = True, extra_files: list[Path] = (),

@@ -1,17 +1,17 @@
 """A merged model folder to one GGUF file, offline, with the ``gguf`` package and no llama.cpp build.
 
-    from unsloth_grpo.hardware.gguf_writer import write_gguf
+    from unsloth_grpo.export.gguf_writer import write_gguf
     info = write_gguf("exports/smoke", "exports/smoke-gguf/model-q8_0.gguf", "q8_0")
     info.path, info.quant, info.size_bytes, info.seconds
 
 The file holds everything llama.cpp, Ollama or LM Studio need to run the model as a chat model:
 the architecture's hyperparameters, every weight (f32, f16, bf16 or q8_0, quantized here in numpy
 by the ``gguf`` package), the byte-level BPE tokenizer (vocabulary, token types, merges, the
-pre-tokenizer's name, bos/eos/pad) and the chat template (:mod:`unsloth_grpo.hardware.gguf_vocab`). The
+pre-tokenizer's name, bos/eos/pad) and the chat template (:mod:`unsloth_grpo.export.gguf_vocab`). The
 end-of-sequence and padding tokens are the ones :func:`unsloth_grpo.hardware.backend.prepare_tokenizer`
 settles on (the model's generation config wins over a tokenizer file that names the wrong one), so
 llama.cpp stops where training and evaluation stopped. The Ollama Modelfile beside it is
-:mod:`unsloth_grpo.hardware.gguf_ollama`'s; the check that reads the file back, :mod:`unsloth_grpo.hardware.gguf_check`'s.
+:mod:`unsloth_grpo.export.gguf_ollama`'s; the check that reads the file back, :mod:`unsloth_grpo.export.gguf_check`'s.
 
 The families written are those of :data:`FAMILIES` (Llama and SmolLM2, Mistral, Qwen2/Qwen2.5, Qwen3);
 the key names, the tensor names and the rotary layout follow llama.cpp's conventions (read from its
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from unsloth_grpo.hardware.gguf_vocab import (GGUFError, add_tokenizer, check_tokenizer, prepared_tokenizer,
+from unsloth_grpo.export.gguf_vocab import (GGUFError, add_tokenizer, check_tokenizer, prepared_tokenizer,
                                               tokenizer_fields)
 
 #: ``--quant`` types written here directly, with the llama.cpp file type each one records.

@@ -1,6 +1,6 @@
 """An Ollama ``Modelfile`` beside a GGUF file: FROM, the chat TEMPLATE in Go template syntax, SYSTEM, stops.
 
-    from unsloth_grpo.hardware.gguf_ollama import write_modelfile
+    from unsloth_grpo.export.gguf_ollama import write_modelfile
     write_modelfile(Path("exports/smoke-gguf/model-q8_0.gguf"), Path("exports/smoke"))
     # then: cd exports/smoke-gguf && ollama create smoke -f Modelfile
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unsloth_grpo.hardware.gguf_vocab import prepared_tokenizer
+from unsloth_grpo.export.gguf_vocab import prepared_tokenizer
 
 
 def chat_format(tokenizer) -> str | None:

@@ -1,6 +1,6 @@
 """Check a GGUF file by loading it back: in transformers always, in llama.cpp when llama-cpp-python is installed.
 
-    from unsloth_grpo.hardware.gguf_check import verify_gguf
+    from unsloth_grpo.export.gguf_check import verify_gguf
     check = verify_gguf("exports/smoke", "exports/smoke-gguf/model-f16.gguf", "f16")
     print(*check.summary(), sep="\\n"); check.ok
 
@@ -192,7 +192,7 @@ def load_gguf_in_transformers(gguf_file: Path, merged_dir: Path):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, LlamaConfig
 
-    from unsloth_grpo.hardware.gguf_writer import head_dim
+    from unsloth_grpo.export.gguf_writer import head_dim
 
     gguf_file = Path(gguf_file)
     merged = AutoConfig.from_pretrained(str(merged_dir))
@@ -405,8 +405,8 @@ def verify_gguf(merged_dir: str | os.PathLike, gguf_file: str | os.PathLike, qua
     import torch
     from transformers import AutoModelForCausalLM
 
-    from unsloth_grpo.hardware.gguf_vocab import prepared_tokenizer
-    from unsloth_grpo.hardware.gguf_writer import DIRECT_QUANTS, tensor_types
+    from unsloth_grpo.export.gguf_vocab import prepared_tokenizer
+    from unsloth_grpo.export.gguf_writer import DIRECT_QUANTS, tensor_types
 
     merged_dir, gguf_file = Path(merged_dir), Path(gguf_file)
     tokenizer = prepared_tokenizer(merged_dir)

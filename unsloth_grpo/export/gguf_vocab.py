@@ -1,6 +1,6 @@
 """The tokenizer part of a GGUF file: what llama.cpp needs to cut text and end a turn as transformers does.
 
-    from unsloth_grpo.hardware.gguf_vocab import prepared_tokenizer, tokenizer_fields
+    from unsloth_grpo.export.gguf_vocab import prepared_tokenizer, tokenizer_fields
     fields = tokenizer_fields(prepared_tokenizer(Path("exports/smoke")), vocab_size=516, config={})
     fields["pre"], fields["eos"]          # ('qwen2', 2)
 
