@@ -239,6 +239,32 @@ def test_no_package_file_is_longer_than_a_reader_can_hold():
     assert long_files() == []
 
 
+def _structure():
+    """``tools/structure.py``: the package's shape in figures, read with ``ast`` (nothing of the package imported)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_structure", ROOT.parent / "tools" / "structure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Most package files that read a config's model name (``X.model.name``, or ``m.name`` after ``m = X.model``).
+#: What the name means is :func:`unsloth_grpo.models.ref.model_ref`'s to say; the files below the ones
+#: that decide are handed the ref, or the value decided from it (the loaded model's ``info.model_name``).
+MAX_MODEL_NAME_READERS = 6
+
+
+def model_name_readers(root: Path = ROOT) -> list[str]:
+    structure = _structure()
+    return structure.model_name_readers(structure._files(root))
+
+
+def test_few_files_read_a_configs_model_name():
+    readers = model_name_readers()
+    assert len(readers) <= MAX_MODEL_NAME_READERS, readers
+
+
 # ------------------------------------------------------------------ the checker itself can fail
 
 
@@ -319,6 +345,17 @@ def test_a_subcommand_outside_cli_is_found(tmp_path):
     pkg = _write(tmp_path, {"__init__.py": "", "cli/__init__.py": "", "cli/plan.py": "def f(s):\n    s.add_parser('plan')\n",
                             "hardware/__init__.py": "", "hardware/doctor.py": "def f(s):\n    s.add_parser('doctor')\n"})
     assert subcommands_outside_cli(pkg) == [f"{PACKAGE}.hardware.doctor:2"]
+
+
+def test_a_seventh_file_reading_the_model_name_is_found(tmp_path):
+    files = {"__init__.py": "", "models/__init__.py": "",
+             # handed the ref, or the loaded model's info: not readers
+             "models/ref.py": "def f(ref, loaded):\n    return ref.name, loaded.info.model_name\n",
+             "alias.py": "def f(cfg):\n    m = cfg.model\n    return m.name\n"}
+    files.update({f"reader{i}.py": "def f(cfg):\n    return cfg.model.name\n" for i in range(MAX_MODEL_NAME_READERS)})
+    readers = model_name_readers(_write(tmp_path, files))
+    assert len(readers) == MAX_MODEL_NAME_READERS + 1 and f"{PACKAGE}/alias.py" in readers
+    assert f"{PACKAGE}/models/ref.py" not in readers
 
 
 def test_a_long_file_and_a_stale_allowance_are_found(tmp_path):
