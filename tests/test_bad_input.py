@@ -201,7 +201,7 @@ def _refused_leaving(capsys, out, *argv: str) -> str:
 
 @pytest.mark.parametrize("check", [True, False], ids=["check", "run"])
 def test_an_unknown_builtin_model_lists_the_built_in_names(capsys, tmp_path, check):
-    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+    from unsloth_grpo.models.ref import BUILTIN_MODELS
 
     # it used to pass --check and fail after the imports, with a traceback and exit 1
     err = _refused_leaving(capsys, tmp_path / "run", *(["--check"] if check else []), "model.name=builtin:tinyy")
@@ -603,7 +603,10 @@ def test_a_read_only_output_directory_is_refused_before_anything_is_written(scra
 
 def test_a_missing_local_model_path_is_never_looked_up_on_the_hub(tmp_path, monkeypatch):
     from unsloth_grpo.data import looks_like_path
-    from unsloth_grpo.hardware.backend import local_model_problem
+    from unsloth_grpo.models.ref import model_ref
+
+    def local_model_problem(name):
+        return model_ref(name).local_problem()
 
     monkeypatch.chdir(tmp_path)
     # outputs/ and exports/ are where runs go, even before they exist; an owner folder that exists here too
@@ -708,11 +711,11 @@ def test_train_resume_takes_the_recipe_of_the_run(tmp_path, monkeypatch):
 def test_ctrl_c_during_the_first_fetch_or_conversion_is_one_line_and_the_next_use_recovers(tmp_path, monkeypatch,
                                                                                             capsys):
     from unsloth_grpo.cli.main import main
-    from unsloth_grpo.hardware.backend import SMOLLM2_MODEL, real_model_dir
     from unsloth_grpo.models import pretrained
+    from unsloth_grpo.models.ref import SMOLLM2_MODEL, model_ref
 
     monkeypatch.setenv("UNSLOTH_GRPO_HOME", str(tmp_path / "home"))
-    dest = real_model_dir(SMOLLM2_MODEL)
+    dest = model_ref(SMOLLM2_MODEL).checkpoint_dir
 
     def interrupted_download(spec, into):
         into.mkdir(parents=True, exist_ok=True)
@@ -789,7 +792,7 @@ def test_a_gpu_recipe_on_a_cpu_offers_the_presets_that_run_there(monkeypatch):
 
 def test_eval_and_generate_help_list_every_built_in_model_from_the_registry(capsys):
     from unsloth_grpo.cli.main import main
-    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+    from unsloth_grpo.models.ref import BUILTIN_MODELS
 
     for command in ("eval", "generate", "compare"):
         with pytest.raises(SystemExit):

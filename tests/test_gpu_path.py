@@ -27,6 +27,7 @@ from unsloth_grpo.hardware.doctor.probes import GPU, TorchInfo
 from unsloth_grpo.hardware.doctor.recipe import recipe_problems
 from unsloth_grpo.hardware.doctor.report import collect_report
 from unsloth_grpo.hardware.profiles import CPU, PROFILES, vllm_choice
+from unsloth_grpo.models.ref import model_ref
 from unsloth_grpo.recipes import gsm8k
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,9 +294,9 @@ def test_preset_auto_in_16_bit_loads_the_16_bit_repository(tmp_path):
     while run_info.json, the model card and the offline cache check name the 4-bit one."""
     cfg = gsm8k.RECIPE.resolve(preset="auto", gpu=A100.as_gpu())  # an 80 GB card: 16-bit weights
     assert cfg.model.load_in_4bit is False and cfg.model.name == "unsloth/Qwen2.5-1.5B-Instruct"
-    assert backend.full_precision_name("unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit") == "unsloth/Qwen2.5-1.5B-Instruct"
-    assert backend.full_precision_name("unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit") == "unsloth/Qwen2.5-3B-Instruct"
-    assert backend.full_precision_name("Qwen/Qwen2.5-1.5B-Instruct") == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert model_ref("unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit").full_precision == "unsloth/Qwen2.5-1.5B-Instruct"
+    assert model_ref("unsloth/Qwen2.5-3B-Instruct-unsloth-bnb-4bit").full_precision == "unsloth/Qwen2.5-3B-Instruct"
+    assert model_ref("Qwen/Qwen2.5-1.5B-Instruct").full_precision == "Qwen/Qwen2.5-1.5B-Instruct"
     # the offline cache check looks for the repository the run loads
     snap = tmp_path / "models--unsloth--Qwen2.5-1.5B-Instruct"
     (snap / "refs").mkdir(parents=True)

@@ -20,7 +20,7 @@ from unsloth_grpo.hardware import architecture, backend, memory, planner, profil
 from unsloth_grpo.hardware.doctor import report as doctor_report
 from unsloth_grpo.hardware.doctor.checks import ERROR, WARNING, run_checks
 from unsloth_grpo.hardware.doctor.probes import TorchInfo, probe_torch
-from unsloth_grpo.hardware.doctor.recipe import needs_gpu, recipe_problems
+from unsloth_grpo.hardware.doctor.recipe import recipe_problems
 from unsloth_grpo.hardware.doctor.report import collect_report
 from unsloth_grpo.hardware.profiles import CPU, GPU_PROFILES, PROFILES, vllm_choice
 from unsloth_grpo.recipes import gsm8k
@@ -501,6 +501,11 @@ def test_cpu_only_offline_machine_refuses_the_default_recipe(tmp_path):
 
 
 def test_what_needs_a_gpu(tiny_model_dir):
+    from unsloth_grpo.models.ref import model_ref
+
+    def needs_gpu(m):  # the model section's question, as the doctor asks it
+        return model_ref(m.name).needs_gpu(load_in_4bit=m.load_in_4bit, fast_inference=m.fast_inference)
+
     assert needs_gpu(ModelConfig())  # the default: a pre-quantized 4-bit checkpoint
     assert needs_gpu(ModelConfig(name="Qwen/Qwen2.5-1.5B-Instruct"))  # a hub model in 4-bit
     assert not needs_gpu(ModelConfig(name="Qwen/Qwen2.5-1.5B-Instruct", load_in_4bit=False))

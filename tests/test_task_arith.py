@@ -145,11 +145,12 @@ def test_digits_tokenizer_gives_every_digit_its_own_token(tmp_path):
 
 
 def test_builtin_digits_model_is_a_known_name_and_typos_list_the_choices():
-    from unsloth_grpo.hardware.backend import BUILTIN_MODELS, BackendError, resolve_model_path
+    from unsloth_grpo.hardware.backend import BackendError
+    from unsloth_grpo.models.ref import BUILTIN_MODELS, model_ref
 
     assert "builtin:tiny-digits" in BUILTIN_MODELS
     with pytest.raises(BackendError, match="builtin:tiny-digits"):
-        resolve_model_path("builtin:tiny-digit")
+        model_ref("builtin:tiny-digit").path()
 
 
 @pytest.mark.slow

@@ -128,7 +128,7 @@ def _add_common(p) -> None:
 
 
 def _builtin_names() -> str:
-    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+    from unsloth_grpo.models.ref import BUILTIN_MODELS
 
     return ", ".join(BUILTIN_MODELS)
 
@@ -229,7 +229,7 @@ def _reported(func):
 def check_arguments(args, models: list[str]) -> None:
     """Refuse settings that cannot work before the data or any model is loaded: each message names
     the option and the fix (the same checks inside :func:`evaluate` would come after the load)."""
-    from unsloth_grpo.hardware.backend import BackendError, local_model_problem
+    from unsloth_grpo.models.ref import BackendError, model_ref
 
     wrong = []
     if args.limit is not None and args.limit < 1:
@@ -249,7 +249,7 @@ def check_arguments(args, models: list[str]) -> None:
     if wrong:
         raise ValueError("; ".join(wrong))
     for model in models:
-        problem = local_model_problem(model)
+        problem = model_ref(model).local_problem()
         if problem is not None:
             raise BackendError(problem)
 

@@ -20,7 +20,7 @@ def add_parser(subparsers) -> None:
         "generate", help="Answer questions with a model, run, checkpoint, adapter or merged export.",
         description="Answer questions with the run's system prompt and chat template; prints each "
                     "completion and the answer extracted from it.")
-    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
+    from unsloth_grpo.models.ref import BUILTIN_MODELS
 
     p.add_argument("--model", required=True,
                    help="Run directory, checkpoint, LoRA adapter, merged model directory, hub id, or a built-in "
@@ -40,7 +40,7 @@ def add_parser(subparsers) -> None:
 
 def input_problems(args: argparse.Namespace) -> list[str]:
     """What is wrong with the command's input, found before any model loads (one line each)."""
-    from unsloth_grpo.hardware.backend import local_model_problem
+    from unsloth_grpo.models.ref import model_ref
 
     out = [f"question {i} is empty; ask something, e.g. \"What is 15 + 27?\""
            for i, q in enumerate(args.questions, 1) if not q.strip()]
@@ -50,7 +50,7 @@ def input_problems(args: argparse.Namespace) -> list[str]:
         out.append(f"--temperature {args.temperature}: use 0 (greedy, the default) or a positive value")
     if not 0 < args.top_p <= 1:
         out.append(f"--top-p {args.top_p}: use a value in (0, 1]")
-    problem = local_model_problem(args.model)
+    problem = model_ref(args.model).local_problem()
     if problem is not None:
         out.append(problem)
     return out

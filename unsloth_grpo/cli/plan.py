@@ -20,8 +20,7 @@ import sys
 from unsloth_grpo.config import BACKENDS
 from unsloth_grpo.hardware import architecture, memory, planner, profiles
 from unsloth_grpo.hardware.architecture import BUILTIN_CONFIGS
-from unsloth_grpo.hardware.memory import estimate_memory
-from unsloth_grpo.hardware.planner import plan_for_choice, settings_from_config
+from unsloth_grpo.hardware.planner import estimate_for_config, plan_for_choice, settings_from_config
 
 _TERM_HELP = {
     "weights": "base model weights",
@@ -256,7 +255,7 @@ def default_recipe_table_markdown(profiles: Any = None, *,
             cfg = RECIPE.resolve(preset=preset)
             s = settings_from_config(cfg, card.as_gpu(), vllm=vllm)
             s["backend"] = "unsloth"
-            est = estimate_memory(cfg.model.name, **s)
+            est = estimate_for_config(cfg, settings=s)
             budget = card.total_gb * 0.9
             gen = ("on, standby" if s["vllm_standby"] else f"on, pool {s['gpu_memory_utilization']:.2f}") \
                 if s["use_vllm"] else "off"

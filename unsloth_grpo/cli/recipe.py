@@ -132,11 +132,11 @@ def _unquantized_name(cfg: RecipeConfig) -> RecipeConfig:
     """``cfg`` with the 16-bit repository of a pre-quantized model when its weights load in 16-bit:
     the repository the run then downloads, names in run_info.json and the model card, and checks
     in the offline cache."""
-    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized
+    from unsloth_grpo.models.ref import model_ref
 
-    if cfg.model.load_in_4bit or not is_prequantized(cfg.model.name):
+    if cfg.model.load_in_4bit or not model_ref(cfg.model.name).prequantized:
         return cfg
-    name = full_precision_name(cfg.model.name)
+    name = model_ref(cfg.model.name).full_precision
     print(f"preset auto: 16-bit weights, so the model is {name} (the 16-bit weights of {cfg.model.name})")
     return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=name))
 

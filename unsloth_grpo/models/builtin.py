@@ -18,10 +18,12 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 from pathlib import Path
+from typing import Iterator
 
 #: Tags the tiny tokenizer keeps whole. They are the GSM8K recipe's answer format.
 FORMAT_TOKENS = ["<reasoning>", "</reasoning>", "<answer>", "</answer>"]
@@ -246,3 +248,22 @@ def build_tiny_model(path: str | os.PathLike, *, seed: int = 0, overwrite: bool 
     model.save_pretrained(str(path))
     marker.write_text(json.dumps(wanted))
     return str(path)
+
+
+@contextlib.contextmanager
+def node_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (a file) so processes on one machine take turns.
+
+    Used around building ``builtin:tiny``: under torchrun every rank would otherwise write the
+    same files at once and one could read a half-written model.
+    """
+    import fcntl
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with p.open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

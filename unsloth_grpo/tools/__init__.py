@@ -33,10 +33,13 @@ import inspect
 import json
 import threading
 import types
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import calculator, guessing  # noqa: F401  (registration side effects)
 from ._registry import ENVIRONMENTS, TOOLS, register_environment, register_tool
+
+if TYPE_CHECKING:
+    from unsloth_grpo.models.ref import ModelRef
 
 __all__ = [
     "ENVIRONMENTS",
@@ -52,9 +55,6 @@ __all__ = [
     "tool_problems",
     "with_tool_metrics",
 ]
-
-#: Built-in models whose chat template can render tool calls.
-TOOL_MODELS = {"builtin:tiny": "builtin:tiny-tools"}
 
 
 class ToolError(RuntimeError):
@@ -264,16 +264,17 @@ def _schema_problem(where: str, fn: Callable) -> str | None:
     return None
 
 
-def tool_problems(cfg) -> list[str]:
-    """Every problem with ``cfg.tools``, one line each, found without loading a model."""
+def tool_problems(cfg, model: ModelRef | None = None) -> list[str]:
+    """Every problem with ``cfg.tools``, one line each, found without loading a model; with ``model``
+    (the ref of ``cfg.model.name``, as the config check decided it) also a model that cannot call tools."""
     t, p = cfg.tools, []
     if t.timeout <= 0:
         p.append(f"tools.timeout={t.timeout}: give the seconds a call may take, > 0 (e.g. 5)")
     if t.max_tool_calling_iterations < 1:
         p.append(f"tools.max_tool_calling_iterations={t.max_tool_calling_iterations}: allow at least 1 round")
-    if cfg.model.name in TOOL_MODELS:
-        p.append(f"model.name={cfg.model.name}: its chat template cannot render tool calls; "
-                 f"use model.name={TOOL_MODELS[cfg.model.name]}")
+    if model is not None and model.tool_twin:
+        p.append(f"model.name={model.name}: its chat template cannot render tool calls; "
+                 f"use model.name={model.tool_twin}")
     names: dict[str, str] = {}
     for i, entry in enumerate(t.functions):
         where = f"tools.functions[{i}] ({entry})"

@@ -39,6 +39,7 @@ from __future__ import annotations
 import difflib
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, format_problems, validate
+from unsloth_grpo.models.ref import BUILTIN_MODELS, UNKNOWN_BUILTIN, ModelRef, model_ref
 
 
 def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
@@ -46,16 +47,17 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
 
     ``build`` adds TRL's own checks (step 7) when nothing else was found; it imports TRL.
     """
+    model = model_ref(cfg.model.name)  # what the name means, decided once for every check below
     problems = validate(cfg)
     problems += _task_problems(cfg)
-    problems += _model_problems(cfg)
+    problems += _model_problems(model)
     problems += _reward_problems(cfg.rewards, "rewards")
     problems += _monitor_problems(cfg)
     problems += _layout_problems(cfg)
     if cfg.tools.functions or cfg.tools.environment:
         from unsloth_grpo.tools import tool_problems
 
-        problems += tool_problems(cfg)
+        problems += tool_problems(cfg, model)
     if cfg.stages:
         problems += _stage_problems(cfg)
     problems += trainer_problems(cfg, build=build and not problems)
@@ -163,13 +165,11 @@ def _task_problems(cfg: RecipeConfig) -> list[str]:
     return [] if cfg.task in available_tasks() else [unknown_task_message(cfg.task)]
 
 
-def _model_problems(cfg: RecipeConfig) -> list[str]:
+def _model_problems(model: ModelRef) -> list[str]:
     """A ``builtin:`` model name that names no built-in model (it would fail only after the imports)."""
-    from unsloth_grpo.hardware.backend import BUILTIN_MODELS
-
-    name = str(cfg.model.name)
-    if not name.startswith("builtin:") or name in BUILTIN_MODELS:
+    if model.kind != UNKNOWN_BUILTIN:
         return []
+    name = model.name
     close = difflib.get_close_matches(name, BUILTIN_MODELS, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
     return [f"model.name='{name}' is not a built-in model; {hint}choose one of: {', '.join(BUILTIN_MODELS)}, "

