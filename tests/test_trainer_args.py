@@ -89,7 +89,7 @@ def test_old_toolkit_keys_moved_to_run_still_load():
     assert [str(n.message) for n in notes] == [
         "training.keep_last is an old key; write run.keep_last instead (read as run.keep_last this time)",
         "training.samples_every is an old key; write run.samples_every instead (read as run.samples_every this time)"]
-    assert notes[0].filename.endswith("cli/recipe.py")  # where the config was loaded, not inside the loader
+    assert notes[0].filename.endswith("tasks/_recipe.py")  # where the config was loaded, not inside the loader
     assert (cfg.run.keep_last, cfg.run.samples_every) == (5, 0)
     assert "keep_last" not in cfg.training.trl
 

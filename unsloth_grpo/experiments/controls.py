@@ -15,7 +15,7 @@ the table; the slow test asserts the margin.
 
 Example::
 
-    from unsloth_grpo.recipes.arith import RECIPE
+    from unsloth_grpo.tasks.arith import RECIPE
     result = run_controls(RECIPE.resolve(output_dir="/tmp/arith-controls"))
     result["accuracy"]   # {"sft": 0.31, "grpo": 0.45, "extra_sft": 0.30, "shuffled_grpo": 0.28}
 """

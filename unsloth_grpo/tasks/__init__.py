@@ -1,7 +1,7 @@
 """Tasks: each module holds one :class:`Task` (its data, prompt, format, grader, rewards and evaluation).
 
 The registry is the package itself: every public module is a task named after it, holding its
-:class:`Task` as ``TASK``. :func:`get_task` is the one way to find a task by name (a module is
+:class:`Task` as ``TASK`` and its recipe (defaults and presets) as ``RECIPE``. :func:`get_task` is the one way to find a task by name (a module is
 imported only when its task is asked for), and every list of task names, in help text, CLI
 choices or errors, is :func:`available_tasks`.
 
@@ -43,4 +43,14 @@ def get_task(name: str) -> Task:
     return task
 
 
-__all__ = ["Grader", "Task", "available_tasks", "get_task", "reasoned_completion", "unknown_task_message"]
+def get_recipe(name: str):
+    """The recipe of the task called ``name`` (its defaults and presets, :class:`~unsloth_grpo.tasks._recipe.Recipe`),
+    which its module keeps as ``RECIPE`` beside the task; a ``ConfigError`` naming the valid tasks otherwise."""
+    get_task(name)
+    recipe = importlib.import_module(f"{__name__}.{name}").RECIPE
+    assert recipe.name == name, f"tasks/{name}.py must define RECIPE, a Recipe named {name!r}"
+    return recipe
+
+
+__all__ = ["Grader", "Task", "available_tasks", "get_recipe", "get_task", "reasoned_completion",
+           "unknown_task_message"]
