@@ -321,6 +321,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     layout = distributed.detect()
     if layout.is_main:  # per-device and global batch numbers, once per launch
         log(distributed.describe_layout(cfg, layout))
+    import unsloth_grpo.tasks  # noqa: F401 - the task registry, through which a task's reward name is found
     from unsloth_grpo.rewards import build_reward_functions
 
     reward_funcs, weights = build_reward_functions(cfg.rewards)
