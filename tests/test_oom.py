@@ -193,7 +193,8 @@ def test_simulated_oom_in_a_real_grpo_run_saves_a_resumable_checkpoint(tmp_path,
     from unsloth_grpo.config import load_config
     from unsloth_grpo.tasks.gsm8k import PRESETS
     from unsloth_grpo.rewards import build_reward_functions
-    from unsloth_grpo.training.train import build_grpo_args, load_task_dataset
+    from unsloth_grpo.training.train import build_grpo_args
+    from unsloth_grpo.training.held_out import load_task_dataset
 
     cfg = load_config(PRESETS["smoke"], overrides=[f"output_dir={tmp_path}", "model.backend=transformers",
                                                    "data.num_synthetic=16", "training.max_steps=3"])
