@@ -115,13 +115,37 @@ def _resolve(recipe: Recipe, **kwargs) -> RecipeConfig:
 
 
 def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable | None) -> int:
-    from unsloth_grpo.config import dump_config
-
+    """The run from the command line, top to bottom: read the config, then (unless asked only to show
+    it or to check it) decide and train, stages, held-out evaluation and outputs included, then say
+    what the run did. Each step is one call; a run that stops or cannot start returns its exit code."""
     if args.help_config:
-        defaults = _resolve(recipe, preset=args.preset, config=args.config)
-        for key, default, help_text in help_config_rows(defaults):
-            print(f"{key:42s} {default:28s} {help_text}")
+        return _print_help_config(recipe, args)
+    cfg, resume, resumed = _read_config(recipe, args)
+    if args.print_config:
+        from unsloth_grpo.config import dump_config
+
+        print(dump_config(cfg), end="")
         return 0
+    if resume is not None:
+        _refuse_another_tasks_run(recipe, cfg, resumed)
+    if args.check:
+        return _check_config_and_data(cfg)
+    result = _decide_and_train(recipe, args, cfg, resume, train_fn)
+    if isinstance(result, int):
+        return result
+    return _report(result)
+
+
+def _print_help_config(recipe: Recipe, args: argparse.Namespace) -> int:
+    defaults = _resolve(recipe, preset=args.preset, config=args.config)
+    for key, default, help_text in help_config_rows(defaults):
+        print(f"{key:42s} {default:28s} {help_text}")
+    return 0
+
+
+def _read_config(recipe: Recipe, args: argparse.Namespace) -> tuple[RecipeConfig, object, Path | None]:
+    """The run's config (the recipe's defaults, preset, file and overrides; a resumed run's own
+    config.yaml when no other is named), what ``--resume`` asks for, and the run directory it names."""
     resume, overrides = _resume_and_overrides(args)
     if isinstance(resume, str) and not Path(resume).exists():  # said before the run's config is looked for
         from unsloth_grpo.training.checkpoint import CheckpointError, no_such_resume_path
@@ -138,32 +162,40 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
             config = str(Path(run) / "config.yaml")
             print(f"resume: using the run's config {config}")
     cfg = _resolve(recipe, preset=args.preset, config=config, output_dir=output_dir, overrides=overrides)
-    if args.print_config:
-        print(dump_config(cfg), end="")
-        return 0
-    if resume is not None:
-        from unsloth_grpo.runs import other_task
-        from unsloth_grpo.training.checkpoint import CheckpointError
+    return cfg, resume, resumed
 
-        why = other_task(resumed if resumed is not None else cfg.output_dir, cfg.task, recipe=recipe.name)
-        if why is not None:
-            raise CheckpointError(why)
-    from unsloth_grpo.training.checks import check_before_loading
 
-    if args.check:
-        from unsloth_grpo.training.checks import check_rewards_on_data
-        from unsloth_grpo.training.train import load_task_dataset
+def _refuse_another_tasks_run(recipe: Recipe, cfg: RecipeConfig, resumed: Path | None) -> None:
+    from unsloth_grpo.runs import other_task
+    from unsloth_grpo.training.checkpoint import CheckpointError
 
-        check_before_loading(cfg, environment=False)
-        ds = load_task_dataset(cfg)
-        check_rewards_on_data(cfg, ds)
-        print(f"config and data OK: {len(ds)} training rows, rewards "
-              + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards)
-              + " (each tried on sample completions of the first rows)")
-        return 0
+    why = other_task(resumed if resumed is not None else cfg.output_dir, cfg.task, recipe=recipe.name)
+    if why is not None:
+        raise CheckpointError(why)
+
+
+def _check_config_and_data(cfg: RecipeConfig) -> int:
+    """``--check``: the config, the data and the rewards tried on it, without the machine or a model."""
+    from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
+    from unsloth_grpo.training.train import load_task_dataset
+
+    check_before_loading(cfg, environment=False)
+    ds = load_task_dataset(cfg)
+    check_rewards_on_data(cfg, ds)
+    print(f"config and data OK: {len(ds)} training rows, rewards "
+          + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards)
+          + " (each tried on sample completions of the first rows)")
+    return 0
+
+
+def _decide_and_train(recipe: Recipe, args: argparse.Namespace, cfg: RecipeConfig, resume, train_fn: Callable | None):
+    """Decide (the run's one check) and train; the TrainResult, or the exit code of a run that cannot
+    run here (2, 1 for the environment) or stopped (its own code). With ``--auto-shrink`` an
+    out-of-memory stop resumes with the smaller config it suggested, at most three times."""
     from unsloth_grpo.hardware.backend import BackendError
     from unsloth_grpo.hardware.doctor.checks import EnvironmentProblem
     from unsloth_grpo.hardware.doctor.recipe import RecipeCannotRunHere
+    from unsloth_grpo.training.checks import check_before_loading
     from unsloth_grpo.training.results import TrainingStopped
 
     if train_fn is None:
@@ -182,8 +214,7 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
                 why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
                 if why is not None:
                     raise CheckpointError(why)
-            result = train_fn(cfg, resume=resume, decision=decision)
-            break
+            return train_fn(cfg, resume=resume, decision=decision)
         except (RecipeCannotRunHere, BackendError) as exc:
             if getattr(args, "debug", False):
                 raise
@@ -200,6 +231,11 @@ def _run_from_args(recipe: Recipe, args: argparse.Namespace, train_fn: Callable 
             if smaller is None:
                 return exc.code
             cfg, resume, shrinks = smaller, True, shrinks + 1
+
+
+def _report(result) -> int:
+    """The run's last words, on the main process: steps, the reward's first and last steps, where the
+    outputs are, and what it did on held-out problems."""
     from unsloth_grpo.hardware.launch import detect
 
     if not detect().is_main:

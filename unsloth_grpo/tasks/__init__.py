@@ -2,10 +2,11 @@
 
 The registry is the package itself: every public module is a task named after it, holding its
 :class:`Task` as ``TASK`` and its recipe (defaults and presets) as ``RECIPE``. The rewards a task
-module declares join the reward registry when this registry loads the module; importing this
-package is what lets a reward name of a task (``countdown_equation``) be looked up anywhere. :func:`get_task` is the one way to find a task by name (a module is
-imported only when its task is asked for), and every list of task names, in help text, CLI
-choices or errors, is :func:`available_tasks`.
+module declares join the reward registry when this registry loads the module; importing this package
+is what lets a reward name of a task (``countdown_equation``) be looked up anywhere.
+:func:`get_task` is the one way to find a task by name (a module is imported only when its task is
+asked for), and every list of task names, in help text, CLI choices or errors, is
+:func:`available_tasks`.
 
     >>> from unsloth_grpo.tasks import get_task
     >>> task = get_task("countdown")

@@ -456,7 +456,8 @@ TASK = Code()
 # ---------------------------------------------------------------- recipe
 
 #: The first line of ``python -m unsloth_grpo.recipes.code --help``.
-RECIPE_DESCRIPTION = 'Code recipe: write a Python function in a fenced block, rewarded by the unit tests it passes in a sandbox.'
+RECIPE_DESCRIPTION = ("Code recipe: write a Python function in a fenced block, rewarded by the unit tests it "
+                      "passes in a sandbox.")
 
 DEFAULTS = {
     "task": "code",

@@ -273,7 +273,8 @@ TASK = Custom()
 # ---------------------------------------------------------------- recipe
 
 #: The first line of ``python -m unsloth_grpo.recipes.custom --help``.
-RECIPE_DESCRIPTION = 'Custom Q&A recipe: GRPO on your own file of questions and reference answers, configured in YAML only.'
+RECIPE_DESCRIPTION = ("Custom Q&A recipe: GRPO on your own file of questions and reference answers, configured "
+                      "in YAML only.")
 
 DEFAULTS = {
     "task": "custom",
