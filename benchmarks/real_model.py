@@ -69,14 +69,15 @@ def held_out_sets(cfg: RecipeConfig, n: int) -> dict:
 
 def grade(cfg: RecipeConfig, loaded, sets: dict) -> dict:
     """Greedy strict and lenient accuracy, format, and both by operation, on each held-out set."""
+    from unsloth_grpo.evaluation.evaluate import evaluate_task
     from unsloth_grpo.tasks import get_task
 
     out = {}
     for name, rows in sets.items():
         t0 = time.perf_counter()
-        result = get_task(cfg.task).evaluate(loaded.model, loaded.tokenizer, rows, cfg,
-                                             max_new_tokens=cfg.training.max_completion_length,
-                                             batch_size=cfg.evaluation.batch_size, seed=cfg.seed)
+        result = evaluate_task(get_task(cfg.task), loaded.model, loaded.tokenizer, rows, cfg,
+                               max_new_tokens=cfg.training.max_completion_length,
+                               batch_size=cfg.evaluation.batch_size, seed=cfg.seed)
         out[name] = {"accuracy": result["accuracy"], "lenient_accuracy": result["lenient_accuracy"],
                      "format_compliance": result["format_compliance"], "n": result["n"],
                      "by_category": result["by_category"], "eval_seconds": round(time.perf_counter() - t0, 1),

@@ -148,11 +148,10 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 #: found through the task registry (``get_task``), never by ``import_module(f"...tasks.{name}")``.
 RUN_TIME_IMPORTS = {
     f"{PACKAGE}.tasks": "the task registry: a task by its name",
-    f"{PACKAGE}.rewards._registry": "the reward registry: the modules that declare rewards",
+    f"{PACKAGE}.rewards._registry": "the reward registry: the library's reward families",
     f"{PACKAGE}.rewards": "a custom reward named by its import path",
     f"{PACKAGE}.tools": "a custom tool named by its import path",
     f"{PACKAGE}.cli.main": "the modules that contribute a subcommand",
-    f"{PACKAGE}.cli.train": "the recipe registry: a recipe by its name",
     f"{PACKAGE}.sandbox._runner": "the sandboxed program's own imports, inside the sandbox",
 }
 
@@ -173,6 +172,45 @@ def run_time_imports(root: Path = ROOT) -> list[str]:
             if name in ("import_module", "__import__") and not literal:
                 found.append(f"{module}:{node.lineno} imports {ast.unparse(node.args[0])}")
     return found
+
+
+def _folder(module: str) -> str:
+    """The floor a module belongs to: the package's top-level folder (or top-level module) it sits in."""
+    return ".".join(module.split(".")[:2])
+
+
+def _named_import(node: ast.AST) -> str | None:
+    """The module an ``import_module(...)``/``__import__(...)`` call names, as far as its source says: a
+    literal, or the literal head of an f-string or of ``'...' + name`` (``unsloth_grpo.recipes.``)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func = node.func
+    if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) not in ("import_module", "__import__"):
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+        arg = arg.left
+    if isinstance(arg, ast.JoinedStr):
+        arg = arg.values[0] if arg.values else None
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value.rstrip(".") or None
+    return None
+
+
+def folder_loops(root: Path = ROOT) -> list[str]:
+    """``a <-> b`` for each two folders of the package that import each other (any import statement, and
+    ``import_module``/``__import__`` of a literal or f-string name): one of the two arrows runs back up."""
+    edges = {(_folder(m), _folder(t)) for m, targets in import_graph(root).items() for t in targets}
+    for module, path in _modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            name = _named_import(node)
+            if name and name.startswith(PACKAGE + "."):
+                edges.add((_folder(module), _folder(name)))
+    return sorted(f"{a} <-> {b}" for a, b in edges if a < b and (b, a) in edges and PACKAGE not in (a, b))
+
+
+def test_no_two_folders_of_the_package_import_each_other():
+    assert folder_loops() == []
 
 
 #: Most lines a package file should have: past it, a file needs a table of contents and is several files.
@@ -249,7 +287,6 @@ MAX_FUNCTION_LINES = 120
 LONG_FUNCTIONS = {
     "sandbox/_runner.py:_main": "one program run in a child process: its locals are what the untrusted code "
                                 "cannot reach, so it is one function on purpose",
-    "training/train.py:train_grpo": "helper C splits it",
 }
 
 
@@ -448,6 +485,18 @@ def test_a_seventh_file_reading_the_model_name_is_found(tmp_path):
     assert f"{PACKAGE}/models/ref.py" not in readers
 
 
+@pytest.mark.parametrize("source", [
+    "import importlib\ndef load(name):\n    return importlib.import_module(f'unsloth_grpo.recipes.{name}')\n",
+    "import importlib\nRECIPE = importlib.import_module('unsloth_grpo.recipes.gsm8k')\n",
+    "def load():\n    from ..recipes import gsm8k\n",
+])
+def test_two_folders_importing_each_other_are_found(tmp_path, source):
+    pkg = _write(tmp_path, {"__init__.py": "", "cli/__init__.py": "", "cli/recipe.py": "", "cli/train.py": source,
+                            "recipes/__init__.py": "", "recipes/gsm8k.py": "from unsloth_grpo.cli.recipe import *\n",
+                            "tasks/__init__.py": "", "tasks/gsm8k.py": "import importlib\n"})
+    assert folder_loops(pkg) == [f"{PACKAGE}.cli <-> {PACKAGE}.recipes"]
+
+
 def test_a_long_file_and_a_stale_allowance_are_found(tmp_path):
     pkg = _write(tmp_path, {"__init__.py": "", "big.py": "x = 1\n" * (MAX_LINES + 1), "config.py": "x = 1\n"})
     assert long_files(pkg) == [f"big.py: {MAX_LINES + 1} lines", f"config.py: 1 lines, still in LONG_FILES"]
@@ -478,8 +527,10 @@ def _fresh(code: str) -> str:
 
 
 def test_the_reward_registry_does_not_depend_on_what_was_imported_first():
-    # the registry is the same whether or not a task module was imported before it was read
+    # once the task registry is imported, the reward registry is the same whether or not a task module
+    # was imported before it was read
     code = ("import sys\n"
+            "import unsloth_grpo.tasks\n"
             "from unsloth_grpo.rewards import REGISTRY\n"
             "first = sorted(REGISTRY)\n"
             "import unsloth_grpo.tasks.countdown, unsloth_grpo.tasks.json_extract\n"
@@ -489,11 +540,21 @@ def test_the_reward_registry_does_not_depend_on_what_was_imported_first():
 
 def test_importing_rewards_imports_no_task_and_a_task_reward_loads_its_module_on_demand():
     code = ("import sys\n"
+            "import unsloth_grpo.tasks\n"
             "from unsloth_grpo.rewards import get_reward\n"
             "tasks = lambda: sorted(m for m in sys.modules if m.startswith('unsloth_grpo.tasks.'))\n"
             "get_reward('correctness'); before = tasks()\n"
             "get_reward('countdown_equation'); print(before, 'unsloth_grpo.tasks.countdown' in tasks())")
-    assert _fresh(code) == "[] True"
+    assert _fresh(code) == "['unsloth_grpo.tasks._task'] True"
+
+
+def test_the_reward_registry_alone_loads_no_task_even_for_a_name_it_does_not_know():
+    # the rewards package sits below the tasks: a task's reward is found through the task registry only
+    code = ("import sys\n"
+            "from unsloth_grpo.rewards import REGISTRY, get_reward\n"
+            "get_reward('correctness'); names = sorted(REGISTRY); known = 'countdown_equation' in REGISTRY\n"
+            "print(known, 'correctness' in names, any(m.startswith('unsloth_grpo.tasks') for m in sys.modules))")
+    assert _fresh(code) == "False True False"
 
 
 # ------------------------------------------------------------------ each decision once per run

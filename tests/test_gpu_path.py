@@ -267,7 +267,7 @@ def test_a_driver_too_old_for_torchs_cuda_is_named_not_called_no_gpu(monkeypatch
 def test_preset_auto_keeps_the_engine_start_fallback_it_was_sized_for():
     """Finding 4: the plan wrote fast_inference=on, which turns the fallback off and makes vLLM's own
     exact pins blocking in the doctor."""
-    from unsloth_grpo.cli.recipe import _auto_preset
+    from unsloth_grpo.tasks._recipe import _auto_preset
 
     cfg = gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth"])
     preset = _auto_preset(cfg, T4.as_gpu(), GOOD_VLLM)

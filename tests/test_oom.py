@@ -191,9 +191,10 @@ def test_simulated_oom_in_a_real_grpo_run_saves_a_resumable_checkpoint(tmp_path,
 
     from unsloth_grpo.hardware.backend import load_model
     from unsloth_grpo.config import load_config
-    from unsloth_grpo.recipes.gsm8k import PRESETS
+    from unsloth_grpo.tasks.gsm8k import PRESETS
     from unsloth_grpo.rewards import build_reward_functions
-    from unsloth_grpo.training.train import build_grpo_args, load_task_dataset
+    from unsloth_grpo.training.train import build_grpo_args
+    from unsloth_grpo.training.held_out import load_task_dataset
 
     cfg = load_config(PRESETS["smoke"], overrides=[f"output_dir={tmp_path}", "model.backend=transformers",
                                                    "data.num_synthetic=16", "training.max_steps=3"])
@@ -244,7 +245,7 @@ def test_a_kernels_runtime_error_oom_stops_the_run_with_a_resumable_checkpoint(t
                 raise RuntimeError("CUDA out of memory. Tried to allocate 64.00 MiB (from a custom kernel)")
 
     out = tmp_path / "run"
-    cfg = load_config(gsm8k.PRESETS["smoke"], overrides=[f"output_dir={out}", "model.backend=transformers",
+    cfg = load_config(gsm8k.RECIPE.presets["smoke"], overrides=[f"output_dir={out}", "model.backend=transformers",
                                                          "data.num_synthetic=16", "training.max_steps=4",
                                                          "run.samples_every=0"])
     with pytest.raises(TrainingStopped) as stop:
@@ -274,7 +275,7 @@ def test_an_oom_in_an_sft_stage_stops_it_as_in_a_grpo_run(tmp_path):
                 raise RuntimeError("CUDA out of memory. Tried to allocate 64.00 MiB (from a custom kernel)")
 
     out = tmp_path / "run"
-    base = load_config(gsm8k.PRESETS["smoke"], overrides=[f"output_dir={out}", "model.backend=transformers",
+    base = load_config(gsm8k.RECIPE.presets["smoke"], overrides=[f"output_dir={out}", "model.backend=transformers",
                                                           "data.num_synthetic=16", "run.samples_every=0"])
     cfg = load_config({**config_to_dict(base), "stages": [
         {"name": "preformat", "kind": "sft", "max_steps": 4, "learning_rate": 5e-3, "num_examples": 16},

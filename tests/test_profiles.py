@@ -330,7 +330,7 @@ def _args(cfg, info):
 
 
 def test_colocated_vllm_gets_the_recipes_context_length(tmp_path):
-    cfg = load_config(None, base=gsm8k.DEFAULTS, overrides=[f"output_dir={tmp_path}"])
+    cfg = load_config(None, base=gsm8k.RECIPE.defaults, overrides=[f"output_dir={tmp_path}"])
     info = backend.BackendInfo("transformers", "cpu", "fp32", False, True, cfg.model.name)
     args = _args(cfg, info)
     assert args.use_vllm and args.vllm_mode == "colocate"
@@ -339,7 +339,7 @@ def test_colocated_vllm_gets_the_recipes_context_length(tmp_path):
 
 @pytest.mark.parametrize("name", ["unsloth", "transformers"])
 def test_loss_settings_are_explicit_on_either_backend(name, tmp_path):
-    cfg = load_config(None, base=gsm8k.DEFAULTS, overrides=[f"output_dir={tmp_path}"])
+    cfg = load_config(None, base=gsm8k.RECIPE.defaults, overrides=[f"output_dir={tmp_path}"])
     args = _args(cfg, backend.BackendInfo(name, "cpu", "fp32", False, False, cfg.model.name))
     assert (args.loss_type, args.mask_truncated_completions, args.epsilon_high) == ("dapo", True, 0.28)
     from unsloth_grpo.config import dump_config
@@ -436,7 +436,7 @@ def test_standby_moves_the_pool_into_the_generation_phase():
 @pytest.mark.parametrize("p", GPU_PROFILES, ids=ids)
 @pytest.mark.parametrize("vllm", [GOOD_VLLM, (None, False)], ids=["vllm", "no-vllm"])
 def test_preset_auto_plans_with_the_runs_vllm_setting_and_fits(p, vllm):
-    from unsloth_grpo.cli.recipe import _auto_preset
+    from unsloth_grpo.tasks._recipe import _auto_preset
 
     for model in planner_cli.CARD_TABLE_MODELS:
         cfg = gsm8k.RECIPE.resolve(overrides=[f"model.name={model}", "model.backend=unsloth"])
@@ -468,7 +468,7 @@ def _flat(preset: dict, prefix: str = "") -> list[str]:
 
 
 def test_preset_auto_on_a_t4_writes_standby_and_fp16():
-    from unsloth_grpo.cli.recipe import _auto_preset
+    from unsloth_grpo.tasks._recipe import _auto_preset
 
     preset = _auto_preset(gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth"]), T4.as_gpu(), GOOD_VLLM)
     m = gsm8k.RECIPE.resolve(overrides=["model.backend=unsloth", *_flat(preset)]).model
@@ -550,7 +550,7 @@ def test_the_recipe_exits_2_without_a_traceback_on_a_cpu_machine(monkeypatch, ca
     from unsloth_grpo.cli.recipe import add_train_arguments, run_from_args
 
     parser = argparse.ArgumentParser()
-    add_train_arguments(parser, list(gsm8k.PRESETS))
+    add_train_arguments(parser, list(gsm8k.RECIPE.presets))
     assert run_from_args(gsm8k.RECIPE, parser.parse_args([]), train_fn=train_fn) == 2
     err = capsys.readouterr().err
     # the recipe's CPU presets, the real model's too (issue 33: only the tiny one was offered)

@@ -16,6 +16,7 @@ def _block(page: str, name: str) -> str:
 
 
 def test_reward_catalogue_is_generated_from_the_registry():
+    import unsloth_grpo.tasks  # noqa: F401 - the tasks' rewards are listed through the task registry
     from unsloth_grpo.rewards import catalogue_markdown
 
     assert _block("rewards.md", "reward catalogue") == catalogue_markdown().strip(), \

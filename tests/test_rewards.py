@@ -565,7 +565,7 @@ def test_catalogue_markdown_is_built_from_the_registry():
 
 def test_markdown_cli_prints_the_catalogue():
     out = subprocess.run(
-        [sys.executable, "-m", "unsloth_grpo.rewards", "--markdown"],
+        [sys.executable, "-m", "unsloth_grpo.cli", "rewards", "list", "--markdown"],
         capture_output=True, text=True, check=True,
     ).stdout
     assert out == catalogue_markdown()

@@ -12,6 +12,7 @@ import pytest
 from unsloth_grpo.config import load_config
 from unsloth_grpo.training.checks import config_problems
 from unsloth_grpo.data import DataError
+from unsloth_grpo.evaluation.evaluate import evaluate_task
 from unsloth_grpo.recipes import countdown as recipe
 from unsloth_grpo.rewards import build_reward_functions, get_reward
 from unsloth_grpo.tasks import countdown
@@ -147,7 +148,7 @@ def test_evaluate_grades_with_the_task_checker():
     def scripted(prompts, *, num_samples, **kwargs):
         return [[replies[i]] * num_samples for i in range(len(prompts))]
 
-    result = countdown.TASK.evaluate(None, None, ds, recipe.RECIPE.resolve(), generate_fn=scripted)
+    result = evaluate_task(countdown.TASK, None, None, ds, recipe.RECIPE.resolve(), generate_fn=scripted)
     assert result["n"] == 4 and result["accuracy"] == 0.5 and result["format_compliance"] == 0.75
     assert [r["correct"] for r in result["records"]] == [True, False, False, True]
 

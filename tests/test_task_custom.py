@@ -10,6 +10,7 @@ import pytest
 from unsloth_grpo.config import load_config
 from unsloth_grpo.training.checks import config_problems
 from unsloth_grpo.data import DataError
+from unsloth_grpo.evaluation.evaluate import evaluate_task
 from unsloth_grpo.recipes import custom as recipe
 from unsloth_grpo.rewards import build_reward_functions, get_reward
 from unsloth_grpo.tasks import custom as task
@@ -95,7 +96,7 @@ def test_evaluate_grades_in_the_chosen_mode():
 
     def correct(mode, **kw):
         cfg = recipe.RECIPE.resolve(overrides=[f"rewards=[{{name: qa_correctness, params: {{mode: {mode}}}}}]"])
-        return [r["correct"] for r in task.TASK.evaluate(None, None, ds, cfg, generate_fn=scripted, **kw)["records"]]
+        return [r["correct"] for r in evaluate_task(task.TASK, None, None, ds, cfg, generate_fn=scripted, **kw)["records"]]
 
     assert correct("numeric") == [True, True, False]
     assert correct("exact") == [False, False, False]

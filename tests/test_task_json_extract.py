@@ -10,6 +10,7 @@ import pytest
 from unsloth_grpo.config import load_config
 from unsloth_grpo.training.checks import config_problems
 from unsloth_grpo.data import DataError
+from unsloth_grpo.evaluation.evaluate import evaluate_task
 from unsloth_grpo.recipes import json_extract as recipe
 from unsloth_grpo.rewards import get_reward
 from unsloth_grpo.tasks import json_extract as task
@@ -132,7 +133,7 @@ def test_evaluate_grades_with_the_task_checker():
     def scripted(prompts, *, num_samples, **kwargs):
         return [[replies[i]] * num_samples for i in range(len(prompts))]
 
-    result = task.TASK.evaluate(None, None, ds, recipe.RECIPE.resolve(), generate_fn=scripted)
+    result = evaluate_task(task.TASK, None, None, ds, recipe.RECIPE.resolve(), generate_fn=scripted)
     assert [r["correct"] for r in result["records"]] == [True, False, False]
     assert result["accuracy"] == pytest.approx(1 / 3)
 

@@ -242,7 +242,7 @@ def test_recipe_presets_validate_and_yaml_files_match_the_defaults():
     from unsloth_grpo.recipes import gsm8k_tools, guess_number
 
     for module in (gsm8k_tools, guess_number):
-        for preset in (None, *module.PRESETS):
+        for preset in (None, *module.RECIPE.presets):
             assert validate(module.RECIPE.resolve(preset=preset)) == [], (module, preset)
         path = Path(__file__).resolve().parents[1] / "recipes" / f"{module.RECIPE.name}.yaml"
         assert load_config(path) == module.RECIPE.resolve()

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from unsloth_grpo.hardware.planner import preset_table_markdown
+import unsloth_grpo.tasks  # noqa: E402,F401 - the tasks' rewards join the catalogue through the task registry
 from unsloth_grpo.rewards import catalogue_markdown
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -209,7 +209,7 @@ def card_table_markdown(profiles: Any = None, models: Any = CARD_TABLE_MODELS, *
     the run calls (:func:`unsloth_grpo.hardware.profiles.vllm_choice`, :func:`plan`).
     """
     from unsloth_grpo.hardware.profiles import PROFILES, vllm_choice
-    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.tasks.gsm8k import RECIPE
 
     profiles = list(PROFILES.values()) if profiles is None else list(profiles)
     prompt = RECIPE.resolve().data.max_prompt_tokens
@@ -244,7 +244,7 @@ def default_recipe_table_markdown(profiles: Any = None, *,
                                   vllm: tuple[str | None, bool] = CARD_TABLE_VLLM) -> str:
     """docs/gpu.md: the GSM8K recipe as shipped (no preset) and its ``t4`` preset, per card, by the planner."""
     from unsloth_grpo.hardware.profiles import PROFILES
-    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.tasks.gsm8k import RECIPE
 
     profiles = [p for p in (PROFILES.values() if profiles is None else profiles) if p.cuda]
     lines = ["| card | recipe | vLLM | est. peak / budget (GB) | fits |", "|---|---|---|---|---|"]

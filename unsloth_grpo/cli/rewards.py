@@ -165,6 +165,7 @@ def _load_cfg(args):
 def run(args: argparse.Namespace) -> int:
     action = getattr(args, "rewards_action", None)
     if action == "list":
+        import unsloth_grpo.tasks  # noqa: F401 - the tasks' rewards are listed through the task registry
         from unsloth_grpo.rewards import available_rewards, catalogue_markdown
 
         print(catalogue_markdown() if args.markdown else "\n".join(available_rewards()), end="\n" if not args.markdown else "")
@@ -204,6 +205,7 @@ def _check_model_here(cfg, model: str) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    import unsloth_grpo.tasks  # noqa: F401 - the task registry, through which a task's reward name is found
     from unsloth_grpo.rewards import build_reward_functions
 
     if not args.completions and not args.model and not args.config:

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import pkgutil
 
 
 def available_recipes() -> list[str]:
-    import unsloth_grpo.recipes as pkg
+    """Every task has its recipe (``python -m unsloth_grpo.recipes.<task>`` is its entry point)."""
+    from unsloth_grpo.tasks import available_tasks
 
-    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+    return available_tasks()
 
 
 def load_recipe(name: str):
-    return importlib.import_module(f"unsloth_grpo.recipes.{name}").RECIPE
+    """The recipe of task ``name``, kept by the task (the recipe modules sit above the CLI and hand it in)."""
+    from unsloth_grpo.tasks import get_recipe
+
+    return get_recipe(name)
 
 
 def add_parser(subparsers) -> None:

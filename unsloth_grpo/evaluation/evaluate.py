@@ -568,3 +568,11 @@ def make_eval_callback(trainer, dataset, *, every: int, samples: int = 1, max_ne
             return control
 
     return PeriodicEval()
+
+
+def evaluate_task(task, model, tokenizer, dataset, cfg, *, threshold: float | None = None,
+                  **kwargs: Any) -> dict[str, Any]:
+    """:func:`evaluate` on ``dataset``, graded as ``cfg``'s reward grades for ``task`` (a
+    :class:`~unsloth_grpo.tasks.Task`; ``threshold``: see :meth:`~unsloth_grpo.tasks.Task.grading`;
+    ``kwargs`` are evaluate's own: ``samples``, ``generate_fn``, ...)."""
+    return evaluate(model, tokenizer, dataset, **{**task.grading(cfg, threshold=threshold), **kwargs})

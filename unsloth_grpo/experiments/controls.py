@@ -15,7 +15,7 @@ the table; the slow test asserts the margin.
 
 Example::
 
-    from unsloth_grpo.recipes.arith import RECIPE
+    from unsloth_grpo.tasks.arith import RECIPE
     result = run_controls(RECIPE.resolve(output_dir="/tmp/arith-controls"))
     result["accuracy"]   # {"sft": 0.31, "grpo": 0.45, "extra_sft": 0.30, "shuffled_grpo": 0.28}
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.config import ConfigError, RecipeConfig
-from unsloth_grpo.evaluation.evaluate import wilson_interval
+from unsloth_grpo.evaluation.evaluate import evaluate_task, wilson_interval
 
 #: The arms trained from the SFT start, in table order.
 ARMS = ("grpo", "extra_sft", "shuffled_grpo")
@@ -56,8 +56,8 @@ def _graded(task, cfg: RecipeConfig, loaded, held_out) -> dict[str, Any]:
     """Greedy accuracy on ``held_out`` with the task's grader, plus its interval."""
     e = cfg.evaluation
     t0 = time.perf_counter()
-    result = task.evaluate(loaded.model, loaded.tokenizer, held_out, cfg, seed=cfg.seed, batch_size=e.batch_size,
-                           max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length)
+    result = evaluate_task(task, loaded.model, loaded.tokenizer, held_out, cfg, seed=cfg.seed,
+                           batch_size=e.batch_size, max_new_tokens=e.max_new_tokens or cfg.training.max_completion_length)
     correct = sum(r["correct"] for r in result["records"])
     low, high = wilson_interval(correct, result["n"])
     lenient = result.get("lenient_accuracy")

@@ -22,7 +22,8 @@ A custom reward is named by its import path, ``mypkg.rewards:my_reward`` or
 passed to it as keyword arguments on every call. Names are never guessed: an unknown name
 is an error listing the built-in rewards.
 
-Run ``python -m unsloth_grpo.rewards --markdown`` for the catalogue table.
+Run ``unsloth-grpo rewards list --markdown`` for the catalogue table (the command lives in the
+CLI, above the tasks, so that it lists the tasks' rewards too).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ WRAPPER_KEYS = ("on_error", "adaptive", "timeout_s")
 
 
 def available_rewards() -> list[str]:
-    """Names of the built-in rewards (the library's and the task modules'), sorted."""
+    """Names of the built-in rewards (the library's, and the task modules' once :mod:`unsloth_grpo.tasks`
+    is imported), sorted."""
     return sorted(REGISTRY)
 
 

@@ -7,10 +7,11 @@ list[float | None]``. ``@register(...)`` only marks the factory with what the ca
 factory's own); importing a module changes no global table.
 
 :data:`REGISTRY` finds the declared factories on demand: those of the library's reward
-families (the modules of this package) first, then those a task module declares (the modules
-of :data:`TASK_PACKAGE`, imported by name only when a name is not among the library's, or
-when the whole list is asked for). A task keeps its rewards beside its grader, and the
-rewards package never names a task.
+families (the modules of this package) first, then those of the modules a higher floor hands it
+(:meth:`_Registry.add_finder`): the task registry (:mod:`unsloth_grpo.tasks`) hands it each task
+module it loads, so a task keeps its rewards beside its grader while the rewards package names no
+task and imports none. A lookup of a task's reward therefore goes through the task registry, which
+is connected as soon as ``unsloth_grpo.tasks`` is imported (every config names its task).
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from ..grading import completion_text
 
 RewardFunc = Callable[..., list]
 
-#: Packages whose modules may declare rewards, searched in this order (each module once).
+#: The package whose modules declare the library's rewards (each module read once).
 LIBRARY_PACKAGE = __package__
-TASK_PACKAGE = __package__.rsplit(".", 1)[0] + ".tasks"
 #: Modules of the rewards package that hold machinery, not reward families.
 _NOT_FAMILIES = {"_registry", "calling", "wrapper", "lab", "__main__"}
 _MARK = "__reward_info__"
@@ -101,54 +101,66 @@ def declared_rewards(module: Any) -> dict[str, RewardInfo]:
     return out
 
 
-def _module_names(package: str) -> list[str]:
-    try:
-        pkg = importlib.import_module(package)
-    except ImportError:  # a package without its task folder (a trimmed install)
-        return []
-    return [f"{package}.{m.name}" for m in pkgutil.iter_modules(pkg.__path__)
-            if m.name not in _NOT_FAMILIES and not m.name.startswith("__")]
+def _library_modules() -> Iterator[Any]:
+    pkg = importlib.import_module(LIBRARY_PACKAGE)
+    for m in pkgutil.iter_modules(pkg.__path__):
+        if m.name not in _NOT_FAMILIES and not m.name.startswith("__"):
+            yield importlib.import_module(f"{LIBRARY_PACKAGE}.{m.name}")
+
+
+#: ``finder(name)``: the modules that may declare reward ``name`` (every one for None), loaded by
+#: the floor that owns them; a generator, so that a lookup stops loading at the module that declares it.
+Finder = Callable[[Any], Iterator[Any]]
 
 
 class _Registry(Mapping):
     """Name -> :class:`RewardInfo`, built on demand from the modules that declare rewards.
 
-    Looking up a library reward imports no task; an unknown name imports the task modules one by
-    one until one declares it. What was found is kept (a cache of the declarations, which are
-    the only source: clearing it and looking again gives the same answer).
+    The library's families are read first; a name they do not declare is asked of the finders a
+    higher floor added (:meth:`add_finder`), in order, until a module declares it. What was found
+    is kept (a cache of the declarations, which are the only source: clearing it and looking again
+    gives the same answer).
     """
 
     def __init__(self) -> None:
         self._found: dict[str, RewardInfo] = {}
-        self._scanned: set[str] = set()
+        self._read: set[str] = set()
+        self._finders: list[Finder] = []
 
-    def _scan(self, module_name: str) -> None:
-        if module_name in self._scanned:
+    def add_finder(self, finder: Finder) -> None:
+        """Let ``finder`` hand in more modules that declare rewards (added once)."""
+        if finder not in self._finders:
+            self._finders.append(finder)
+
+    def declare(self, module: Any) -> None:
+        """Read the rewards ``module`` declares (once per module)."""
+        if module.__name__ in self._read:
             return
-        self._scanned.add(module_name)
-        for name, info in declared_rewards(importlib.import_module(module_name)).items():
+        self._read.add(module.__name__)
+        for name, info in declared_rewards(module).items():
             known = self._found.get(name)
             if known is not None and known.factory is not info.factory:
                 raise ValueError(f"reward {name!r} is declared twice: in {known.factory.__module__} "
-                                 f"and in {module_name}; rename one of them")
+                                 f"and in {module.__name__}; rename one of them")
             self._found[name] = info
 
-    def _modules(self) -> Iterator[str]:
-        yield from _module_names(LIBRARY_PACKAGE)
-        yield from _module_names(TASK_PACKAGE)
+    def _modules(self, name: str | None) -> Iterator[Any]:
+        yield from _library_modules()
+        for finder in list(self._finders):
+            yield from finder(name)
 
     def _find(self, name: str) -> RewardInfo | None:
         if name in self._found:
             return self._found[name]
-        for module_name in self._modules():
-            self._scan(module_name)
+        for module in self._modules(name):
+            self.declare(module)
             if name in self._found:
                 return self._found[name]
         return None
 
     def _everything(self) -> dict[str, RewardInfo]:
-        for module_name in self._modules():
-            self._scan(module_name)
+        for module in self._modules(None):
+            self.declare(module)
         return self._found
 
     def __getitem__(self, name: str) -> RewardInfo:
@@ -167,7 +179,8 @@ class _Registry(Mapping):
         return len(self._everything())
 
 
-#: Every declared reward by name: the library's families and the task modules', found on demand.
+#: Every declared reward by name: the library's families and those of the modules the finders hand in
+#: (the task modules, once :mod:`unsloth_grpo.tasks` is imported), found on demand.
 REGISTRY = _Registry()
 
 

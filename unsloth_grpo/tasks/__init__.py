@@ -1,9 +1,12 @@
 """Tasks: each module holds one :class:`Task` (its data, prompt, format, grader, rewards and evaluation).
 
 The registry is the package itself: every public module is a task named after it, holding its
-:class:`Task` as ``TASK``. :func:`get_task` is the one way to find a task by name (a module is
-imported only when its task is asked for), and every list of task names, in help text, CLI
-choices or errors, is :func:`available_tasks`.
+:class:`Task` as ``TASK`` and its recipe (defaults and presets) as ``RECIPE``. The rewards a task
+module declares join the reward registry when this registry loads the module; importing this package
+is what lets a reward name of a task (``countdown_equation``) be looked up anywhere.
+:func:`get_task` is the one way to find a task by name (a module is imported only when its task is
+asked for), and every list of task names, in help text, CLI choices or errors, is
+:func:`available_tasks`.
 
     >>> from unsloth_grpo.tasks import get_task
     >>> task = get_task("countdown")
@@ -17,6 +20,7 @@ import difflib
 import importlib
 import pkgutil
 
+from unsloth_grpo.rewards._registry import REGISTRY
 from unsloth_grpo.tasks._task import Grader, Task, reasoned_completion
 
 
@@ -38,9 +42,33 @@ def get_task(name: str) -> Task:
         from unsloth_grpo.config import ConfigError
 
         raise ConfigError(unknown_task_message(name))
-    task = importlib.import_module(f"{__name__}.{name}").TASK
+    module = importlib.import_module(f"{__name__}.{name}")
+    REGISTRY.declare(module)  # a task's rewards are known from the moment the registry loads it
+    task = module.TASK
     assert isinstance(task, Task) and task.name == name, f"tasks/{name}.py must define TASK, a Task named {name!r}"
     return task
 
 
-__all__ = ["Grader", "Task", "available_tasks", "get_task", "reasoned_completion", "unknown_task_message"]
+def get_recipe(name: str):
+    """The recipe of the task called ``name`` (its defaults and presets, :class:`~unsloth_grpo.tasks._recipe.Recipe`),
+    which its module keeps as ``RECIPE`` beside the task; a ``ConfigError`` naming the valid tasks otherwise."""
+    get_task(name)
+    recipe = importlib.import_module(f"{__name__}.{name}").RECIPE
+    assert recipe.name == name, f"tasks/{name}.py must define RECIPE, a Recipe named {name!r}"
+    return recipe
+
+
+def _task_modules(reward: str | None):
+    """The reward registry's finder: each task module, loaded by this registry, for a reward name the
+    library does not declare (``reward``; None: every task, for the whole list)."""
+    for name in available_tasks():
+        get_task(name)
+        yield importlib.import_module(f"{__name__}.{name}")
+
+
+# A task's reward (countdown_equation, tests_passed, ...) is found through this registry: the rewards
+# package sits below the tasks and names none of them.
+REGISTRY.add_finder(_task_modules)
+
+__all__ = ["Grader", "Task", "available_tasks", "get_recipe", "get_task", "reasoned_completion",
+           "unknown_task_message"]

@@ -2,8 +2,9 @@
 
 A task owns its data (:meth:`Task.load`), its prompt (:attr:`Task.system_prompt`), its answer
 format (:meth:`Task.matches_format`), its grader (:meth:`Task.grade`), its rewards
-(:attr:`Task.default_rewards`, and the ``@register`` factories of its module) and its evaluation
-(:meth:`Task.evaluate`). ``grade`` means one thing in every task: the verdict on one completion
+(:attr:`Task.default_rewards`, and the ``@register`` factories of its module) and what its
+evaluation grades with (:meth:`Task.grading`, which :func:`unsloth_grpo.evaluation.evaluate.evaluate_task`
+uses: evaluation sits above the tasks). ``grade`` means one thing in every task: the verdict on one completion
 against its gold answer, an :class:`~unsloth_grpo.grading.Verdict` (true when right; ``value`` is
 the score where a task gives partial credit). The task's correctness reward is built on ``grade``
 and pays on its verdict, and evaluation grades with that same reward's grader
@@ -186,14 +187,6 @@ class Task:
         if threshold is not None:
             grader = _at_least(grader, threshold)
         return {"is_correct": grader, "lenient_correct": self.lenient(cfg), "matches_format": self.matches_format}
-
-    def evaluate(self, model, tokenizer, dataset, cfg, *, threshold: float | None = None, **kwargs) -> dict[str, Any]:
-        """:func:`unsloth_grpo.evaluation.evaluate.evaluate` on ``dataset``, graded as ``cfg``'s
-        reward grades (``threshold``: see :meth:`grading`; ``kwargs`` are evaluate's own:
-        ``samples``, ``generate_fn``, ...)."""
-        from unsloth_grpo.evaluation.evaluate import evaluate
-
-        return evaluate(model, tokenizer, dataset, **{**self.grading(cfg, threshold=threshold), **kwargs})
 
 
 def _at_least(grader: Grader, threshold: float) -> Grader:

@@ -40,6 +40,7 @@ from unsloth_grpo.data import DataError, chat_prompt, load_table, synthetic_data
 from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, find_answer, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.rewards.correctness import below_reward
+from unsloth_grpo.tasks._recipe import Recipe, smoke_preset
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
 SYSTEM_PROMPT = (
@@ -365,3 +366,33 @@ class Countdown(Task):
 
 
 TASK = Countdown()
+
+
+# ---------------------------------------------------------------- recipe
+
+#: The first line of ``python -m unsloth_grpo.recipes.countdown --help``.
+RECIPE_DESCRIPTION = 'Countdown recipe: reach a target number with given numbers and + - * / (the TinyZero task).'
+
+DEFAULTS = {
+    "task": "countdown",
+    "output_dir": "outputs/countdown",
+    # TinyZero saw the search behaviour appear from 3B up; smaller models mostly learn the format.
+    "model": {"name": "unsloth/Qwen2.5-3B-Instruct-bnb-4bit", "max_seq_length": 768, "load_in_4bit": True},
+    "lora": {"r": 16, "alpha": 32},
+    "data": {"source": "synthetic", "subset": None, "num_synthetic": 4096, "max_prompt_tokens": 256},
+    "rewards": DEFAULT_REWARDS,
+    "training": {"max_steps": 400, "max_completion_length": 512},
+}
+
+PRESETS = {
+    # Offline on CPU with the tiny random model. It cannot search for equations, so the
+    # answer tags carry the rising reward; countdown_equation is still computed and logged.
+    "smoke": smoke_preset(
+        output_dir="outputs/countdown-smoke",
+        task_rewards=[{"name": "countdown_equation", "weight": 1.0}],
+    ),
+    # Colab T4 (16 GB, no bf16).
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
+}
+
+RECIPE = Recipe("countdown", DEFAULTS, PRESETS, description=RECIPE_DESCRIPTION)

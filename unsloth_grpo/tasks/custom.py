@@ -41,6 +41,7 @@ from unsloth_grpo.grading import (
     tag_markers,
 )
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+from unsloth_grpo.tasks._recipe import Recipe, smoke_preset
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
 SYSTEM_PROMPT = (
@@ -267,3 +268,35 @@ class Custom(Task):
 
 
 TASK = Custom()
+
+
+# ---------------------------------------------------------------- recipe
+
+#: The first line of ``python -m unsloth_grpo.recipes.custom --help``.
+RECIPE_DESCRIPTION = ("Custom Q&A recipe: GRPO on your own file of questions and reference answers, configured "
+                      "in YAML only.")
+
+DEFAULTS = {
+    "task": "custom",
+    "output_dir": "outputs/custom",
+    "model": {"name": "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit", "max_seq_length": 1024, "load_in_4bit": True},
+    "lora": {"r": 16, "alpha": 32},
+    # Without a config this trains on the offline handbook questions; set data.source to your file.
+    "data": {"source": "synthetic", "subset": None, "max_prompt_tokens": 256},
+    "rewards": DEFAULT_REWARDS,
+    "training": {"max_completion_length": 512},
+}
+
+PRESETS = {
+    # Offline on CPU with the tiny random model and the handbook questions: the answer tags
+    # carry the rising reward; qa_correctness is still computed and logged.
+    "smoke": smoke_preset(
+        output_dir="outputs/custom-smoke",
+        task_rewards=[{"name": "qa_correctness", "weight": 1.0, "params": {"mode": "f1"}}],
+        data={"source": "synthetic", "max_prompt_tokens": 320},
+    ),
+    # Colab T4 (16 GB, no bf16).
+    "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
+}
+
+RECIPE = Recipe("custom", DEFAULTS, PRESETS, description=RECIPE_DESCRIPTION)

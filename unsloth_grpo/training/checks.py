@@ -178,6 +178,7 @@ def _model_problems(model: ModelRef) -> list[str]:
 
 def _reward_problems(specs, where: str) -> list[str]:
     """Build every reward once, so unknown names and bad parameters surface before loading."""
+    import unsloth_grpo.tasks  # noqa: F401 - the task registry, through which a task's reward name is found
     from unsloth_grpo.rewards import get_reward
 
     out = []
@@ -247,6 +248,7 @@ def reward_trial_problems(cfg: RecipeConfig, dataset) -> list[str]:
     import contextlib
     import io
 
+    import unsloth_grpo.tasks  # noqa: F401 - the task registry, through which a task's reward name is found
     from unsloth_grpo.rewards import RewardError, build_reward_functions
     from unsloth_grpo.rewards.calling import call_reward
 

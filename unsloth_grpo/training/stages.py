@@ -25,6 +25,11 @@ Layout of the run directory::
 resumes from its latest checkpoint (or restarts from the previous stage's adapter when it has
 none). ``--resume RUN/stages/01-x/checkpoints/checkpoint-N`` goes back to that point and runs
 the later stages again.
+
+The run (:func:`unsloth_grpo.training.train.train`) walks the stages itself, training each GRPO stage
+with its ``train_grpo`` and each SFT stage with :func:`train_sft`; this module keeps the stages'
+bookkeeping (their directories and configs, where a resume starts, the summary, the combined metrics,
+the held-out evaluation around them) and imports nothing of the run.
 """
 
 from __future__ import annotations
@@ -142,7 +147,7 @@ def load_adapter_weights(model, adapter_dir: str | Path) -> None:
                                    f"(e.g. {unexpected[0]}); keep lora.target_modules the same")
 
 
-def _change_l2(before: dict, after: dict) -> float:
+def change_l2(before: dict, after: dict) -> float:
     total = 0.0
     for k, v in after.items():
         if k in before:
@@ -150,7 +155,7 @@ def _change_l2(before: dict, after: dict) -> float:
     return total ** 0.5
 
 
-def _copy_adapter(src: Path, dst: Path) -> None:
+def copy_adapter(src: Path, dst: Path) -> None:
     for name in _ADAPTER_FILES:
         if (src / name).is_file():
             shutil.copy2(src / name, dst / name)
@@ -269,7 +274,7 @@ def plan_resume(cfg: RecipeConfig, resume) -> tuple[int, ckpt.CheckpointInfo | N
     return first_open, None
 
 
-def _combined_metrics(cfg: RecipeConfig) -> list[dict]:
+def combined_metrics(cfg: RecipeConfig) -> list[dict]:
     rows, offset = [], 0
     for i, stage in enumerate(cfg.stages, 1):
         path = stage_dir(cfg, i) / "metrics.jsonl"
@@ -368,70 +373,7 @@ def prepare_stages(cfg: RecipeConfig, resume=None, *, dataset=None, lock=None,
     return first, resume_from
 
 
-def run_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from: ckpt.CheckpointInfo | None,
-               train_grpo: Callable, decision=None, callbacks: list | None = None,
-               log: Callable[[str], None] = print, dataset=None):
-    """Run ``cfg.stages`` from stage ``first`` on, in order, on one loaded model and its adapter
-    (:func:`prepare_stages` says where to start and lays out the directory); return the combined
-    TrainResult.
-
-    ``loaded`` is the run's model (None only when no stage is left to run); ``train_grpo`` runs one
-    GRPO stage (:func:`unsloth_grpo.training.train.train_grpo`, which
-    :func:`unsloth_grpo.training.train.train` passes in); ``decision`` is the run's, made by its
-    one check. SFT and GRPO stages train through the same loop, under the run's lock, which the
-    caller holds until the last stage ends.
-    """
-    from unsloth_grpo.training.results import TrainResult
-
-    run = Path(cfg.output_dir)
-    n = len(cfg.stages)
-    main = detect().is_main
-    start = time.time()
-    hint = ckpt.resume_hint(run)
-    held_out, graded_start = _run_evaluation_start(cfg, loaded, first, resume_from, log) if main else (None, None)
-    summary = _read_summary(run)[: first - 1]
-    total_steps = sum(s["steps"] for s in summary)
-    for i in range(first, n + 1):
-        stage = cfg.stages[i - 1]
-        scfg = stage_config(cfg, i)
-        # one model for every stage: the adapter carries over in memory, and from disk into the first
-        if i == first and i > 1 and (resume_from is None or resume_from.stage != i):
-            load_adapter_weights(loaded.model, stage_dir(cfg, i - 1))
-            log(f"stage {i}: starting from the adapter of stage {i - 1} ({stage_dir(cfg, i - 1)})")
-        before = lora_state(loaded.model)
-        step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
-        log(f"--- stage {i}/{n}: {stage.name} ({stage.kind}, {stage.max_steps} steps, "
-            f"lr {scfg.training.learning_rate:g})")
-        if stage.kind == "sft":
-            result = train_sft(scfg, loaded, num_examples=stage.num_examples, callbacks=callbacks, log=log,
-                               resume=step_resume, stage=(i, stage.name), hint=hint, decision=decision)
-        else:
-            result = train_grpo(scfg, decision=decision, callbacks=callbacks, log=log, dataset=dataset,
-                                resume=step_resume, loaded=loaded, stage=(i, stage.name), hint=hint)
-        change = _change_l2(before, lora_state(loaded.model)) if step_resume is None else None
-        entry = summarize_stage(i, stage, result, change, scfg)
-        summary.append(entry)
-        total_steps += result.global_step
-        if main:
-            d = stage_dir(cfg, i)
-            (d / STAGE_COMPLETE).write_text(json.dumps({"stage": i, "name": stage.name, "kind": stage.kind,
-                                                        "steps": result.global_step}))
-            (run / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
-            _write_combined(cfg)
-    evaluation = None
-    if main and n:
-        _copy_adapter(stage_dir(cfg, n), run)
-        _write_combined(cfg)
-        (run / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
-        log("stages summary:\n" + describe_summary(summary))
-        if graded_start is not None and first <= n:
-            evaluation = _run_evaluation_end(cfg, loaded, held_out, graded_start, log)
-    metrics = _combined_metrics(cfg)
-    backend = loaded.info.to_dict() if loaded is not None else {}
-    return TrainResult(run, metrics, backend, time.time() - start, total_steps, evaluation=evaluation)
-
-
-def _run_evaluation_start(cfg: RecipeConfig, loaded, first: int, resume_from, log: Callable[[str], None]):
+def evaluation_start(cfg: RecipeConfig, loaded, first: int, resume_from, log: Callable[[str], None]):
     """With ``evaluation.before_after``, the model the whole run starts from graded on the held-out
     problems (``RUN/eval_before``), or that grading read back when the run resumes; (None, None) otherwise.
     Each GRPO stage still grades its own start and end: the run's report is base -> final."""
@@ -451,7 +393,7 @@ def _run_evaluation_start(cfg: RecipeConfig, loaded, first: int, resume_from, lo
                                        name=f"{loaded.info.model_name} (before training)")
 
 
-def _run_evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: Callable[[str], None]) -> dict:
+def evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: Callable[[str], None]) -> dict:
     """The final adapter graded (the last stage's own after-grading when it made one) and compared with
     the run's start: ``RUN/report.md``, one line, and the held-out summary."""
     from unsloth_grpo.evaluation.evaluate import EVAL_FILE, read_eval
@@ -468,19 +410,20 @@ def _run_evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: 
     return report_before_after(before, after, run, log)
 
 
-def _read_summary(run: Path) -> list[dict]:
+def read_summary(run: Path) -> list[dict]:
     try:
         return json.loads((run / SUMMARY_FILE).read_text())
     except (OSError, ValueError):
         return []
 
 
-def _write_combined(cfg: RecipeConfig) -> None:
-    rows = _combined_metrics(cfg)
+def write_combined(cfg: RecipeConfig) -> None:
+    rows = combined_metrics(cfg)
     path = Path(cfg.output_dir) / "metrics.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-__all__ = ["SUMMARY_FILE", "describe_summary", "load_adapter_weights", "lora_state", "plan_resume", "prepare_stages",
-           "run_stages",
-           "sft_dataset_for", "stage_config", "stage_dir", "stage_problems", "train_sft"]
+__all__ = ["STAGE_COMPLETE", "SUMMARY_FILE", "change_l2", "combined_metrics", "copy_adapter", "describe_summary",
+           "evaluation_end", "evaluation_start", "load_adapter_weights", "lora_state", "plan_resume", "prepare_stages",
+           "read_summary", "sft_dataset_for", "stage_config", "stage_dir", "stage_problems", "summarize_stage",
+           "train_sft", "write_combined"]

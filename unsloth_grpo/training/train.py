@@ -1,7 +1,11 @@
-"""GRPO training: config -> data -> model -> rewards -> TRL's GRPOTrainer -> outputs.
+"""A training run: decide, read the data, then train its stages (one GRPO stage, or the config's list).
 
-Everything that can be checked without a model (config, rewards, dataset) is checked first,
-so a typo costs seconds, not a model load. Outputs land in ``cfg.output_dir``:
+:func:`train` reads top to bottom as the run: the one check (config, machine, backend: the decision),
+the data and the rewards tried on it, the run lock, then the stages: one GRPO training
+(:func:`train_grpo`) or the config's list of stages on one model (:func:`_train_stages`, SFT stages by
+:func:`unsloth_grpo.training.stages.train_sft`, the stages' bookkeeping in that module, which needs
+nothing from this one). Everything that can be checked without a model is checked first, so a typo
+costs seconds, not a model load. Outputs land in ``cfg.output_dir``:
 
 - the LoRA adapter with its tokenizer (``adapter_config.json``, ``adapter_model.safetensors``, ...),
 - ``metrics.jsonl``: one JSON object per logged step, with TRL's keys plus ``step``,
@@ -35,6 +39,306 @@ __all__ = ["DISK_FULL_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "TrainResult", "Tra
 def is_main_process() -> bool:
     """Rank 0 of a torchrun/accelerate launch, or the only process."""
     return detect().is_main
+
+
+def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
+          dataset=None, resume=None, loaded=None, decision=None) -> TrainResult:
+    """Run the training described by ``cfg`` and return its metrics and outputs.
+
+    ``resume``: None (a fresh run; refused when the output directory holds checkpoints), True
+    (the latest complete checkpoint, or a fresh start when there is none) or a run/checkpoint path.
+    A config with ``stages`` runs them in order (:func:`_train_stages`), on one model.
+    ``decision``: the run's decision, from the check the caller made already
+    (:func:`unsloth_grpo.training.checks.check_before_loading`, as the recipe runner does); when
+    None, that check is made here, once. ``loaded`` reuses a model loaded already (its config is
+    checked, not the machine). SIGINT/SIGTERM save a checkpoint and raise :class:`TrainingStopped`
+    with exit code 130/143 (:func:`unsloth_grpo.training.loop.run_trainer`).
+    """
+    from unsloth_grpo.hardware.console import quiet_third_party
+    from unsloth_grpo.training import checkpoint as ckpt
+
+    quiet_third_party()
+    if decision is None:  # every config problem, this machine, the backend, TRL's own checks: once
+        decision = check_before_loading(cfg, environment=loaded is None)
+    # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
+    # output directory and the model
+    data = dataset if dataset is not None else load_task_dataset(cfg)
+    check_rewards_on_data(cfg, data)
+    # One training per output directory, every stage included: while this one runs (rank 0 holds the
+    # lock), a second is refused. Taken at once when the directory exists, so the second run hears it
+    # before any work; else as soon as the run makes the directory.
+    lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
+    refused = False
+    try:
+        if lock is not None and Path(cfg.output_dir).is_dir():
+            lock.acquire()
+        if cfg.stages:
+            from unsloth_grpo.training.stages import prepare_stages, stage_config
+
+            first, resume_from = prepare_stages(cfg, resume, dataset=data, lock=lock, log=log)
+            if loaded is None and first <= len(cfg.stages):  # one model for every stage
+                loaded = _load(stage_config(cfg, first), decision, log)
+            return _train_stages(cfg, loaded, first=first, resume_from=resume_from, decision=decision,
+                              callbacks=callbacks, log=log, dataset=data)
+        return train_grpo(cfg, decision=decision, callbacks=callbacks, log=log, dataset=data, resume=resume,
+                          loaded=loaded, lock=lock)
+    except (ConfigError, DataError, ckpt.CheckpointError):
+        refused = True  # bad input: the directory is left as it was found, lock file included
+        raise
+    finally:
+        if lock is not None:
+            lock.release(remove=refused)
+
+
+def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decision=None,
+                  callbacks: list | None = None, log: Callable[[str], None] = print, dataset=None) -> TrainResult:
+    """Run ``cfg.stages`` from stage ``first`` on, in order, on one loaded model and its adapter
+    (:func:`~unsloth_grpo.training.stages.prepare_stages` says where to start and lays out the
+    directory; ``resume_from`` is the checkpoint it found); return the combined TrainResult.
+
+    ``loaded`` is the run's model (None only when no stage is left to run); a GRPO stage is
+    :func:`train_grpo`, an SFT stage :func:`~unsloth_grpo.training.stages.train_sft`, each through
+    the same loop, under the run's lock, which the caller holds until the last stage ends;
+    ``decision`` is the run's, made by its one check. The stages' bookkeeping (directories, summary,
+    combined metrics, the held-out evaluation around them) is :mod:`unsloth_grpo.training.stages`'.
+    """
+    from unsloth_grpo.training import checkpoint as ckpt
+    from unsloth_grpo.training import stages as st
+
+    run = Path(cfg.output_dir)
+    n = len(cfg.stages)
+    main = detect().is_main
+    start = time.time()
+    hint = ckpt.resume_hint(run)
+    held_out, graded_start = st.evaluation_start(cfg, loaded, first, resume_from, log) if main else (None, None)
+    summary = st.read_summary(run)[: first - 1]
+    total_steps = sum(s["steps"] for s in summary)
+    for i in range(first, n + 1):
+        stage = cfg.stages[i - 1]
+        scfg = st.stage_config(cfg, i)
+        # one model for every stage: the adapter carries over in memory, and from disk into the first
+        if i == first and i > 1 and (resume_from is None or resume_from.stage != i):
+            st.load_adapter_weights(loaded.model, st.stage_dir(cfg, i - 1))
+            log(f"stage {i}: starting from the adapter of stage {i - 1} ({st.stage_dir(cfg, i - 1)})")
+        before = st.lora_state(loaded.model)
+        step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
+        log(f"--- stage {i}/{n}: {stage.name} ({stage.kind}, {stage.max_steps} steps, "
+            f"lr {scfg.training.learning_rate:g})")
+        if stage.kind == "sft":
+            result = st.train_sft(scfg, loaded, num_examples=stage.num_examples, callbacks=callbacks, log=log,
+                               resume=step_resume, stage=(i, stage.name), hint=hint, decision=decision)
+        else:
+            result = train_grpo(scfg, decision=decision, callbacks=callbacks, log=log, dataset=dataset,
+                                resume=step_resume, loaded=loaded, stage=(i, stage.name), hint=hint)
+        change = st.change_l2(before, st.lora_state(loaded.model)) if step_resume is None else None
+        entry = st.summarize_stage(i, stage, result, change, scfg)
+        summary.append(entry)
+        total_steps += result.global_step
+        if main:
+            d = st.stage_dir(cfg, i)
+            (d / st.STAGE_COMPLETE).write_text(json.dumps({"stage": i, "name": stage.name, "kind": stage.kind,
+                                                        "steps": result.global_step}))
+            (run / st.SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+            st.write_combined(cfg)
+    evaluation = None
+    if main and n:
+        st.copy_adapter(st.stage_dir(cfg, n), run)
+        st.write_combined(cfg)
+        (run / st.SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+        log("stages summary:\n" + st.describe_summary(summary))
+        if graded_start is not None and first <= n:
+            evaluation = st.evaluation_end(cfg, loaded, held_out, graded_start, log)
+    metrics = st.combined_metrics(cfg)
+    backend = loaded.info.to_dict() if loaded is not None else {}
+    return TrainResult(run, metrics, backend, time.time() - start, total_steps, evaluation=evaluation)
+
+
+def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callable[[str], None] = print,
+               dataset=None, resume=None, loaded=None, stage: tuple[int, str | None] = (0, None),
+               hint: str | None = None, lock=None) -> TrainResult:
+    """One GRPO training (a run, or a stage of one) on a checked config, under the run lock.
+
+    ``decision`` is the run's (None only for a model loaded already); ``loaded`` reuses a loaded
+    model (the stage runner's, a notebook's); ``stage`` and ``hint`` label checkpoints and the
+    resume message; ``lock`` (the run's, when this training makes the run directory) is taken as
+    soon as the directory exists.
+    """
+    from unsloth_grpo.training import checkpoint as ckpt
+    from unsloth_grpo.training import distributed
+    from unsloth_grpo.training.loop import run_trainer
+
+    resume_from = _resume_point(cfg, resume, stage[0], log)
+    _say_where_training_starts(cfg, resume_from, resume, log)
+    layout = distributed.detect()
+    if layout.is_main:  # per-device and global batch numbers, once per launch
+        log(distributed.describe_layout(cfg, layout))
+    reward_funcs, weights, tool_kwargs = _rewards_and_tools(cfg)
+    if dataset is None:  # a stage of a multi-stage run
+        dataset = load_task_dataset(cfg)
+    _memory_warnings(cfg, log, decision)
+    out, main_process = Path(cfg.output_dir), layout.is_main
+    fresh_dir = not out.exists()
+    if main_process:  # under torchrun/accelerate only rank 0 writes outputs
+        if lock is not None and not lock.held:
+            lock.acquire()  # a new directory: nobody could have held it before it existed
+        _prepare_output_dir(cfg, resume_from, log)
+    start = time.time()
+    loaded, dataset = _load_for_training(cfg, decision, loaded, dataset, log,
+                                         remove_on_failure=fresh_dir and main_process)
+    args = build_grpo_args(cfg, loaded.info, weights=weights)
+    if main_process:
+        _write_run_info(cfg, loaded, dataset)
+    saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0],
+                                          stage_name=stage[1], hint=hint, log=log,
+                                          round_steps=generation_round_steps(cfg))
+    trainer, health = _make_trainer(cfg, loaded, args, dataset, reward_funcs, weights, tool_kwargs,
+                                    [saver, *(callbacks or [])], resume_from, main_process, log)
+    _attach_generation(cfg, trainer, loaded, health, main_process, log)
+    held_out, before = _held_out_start(cfg, trainer, loaded, stage, main_process)
+    log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
+        f"{cfg.training.num_generations} generations per prompt -> {out}")
+    run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
+                decision=decision)
+    trainer.save_model(str(out))  # rank 0 only, inside the Trainer
+    summary = None
+    if trainer.is_world_process_zero():
+        summary = _finish_run(cfg, trainer, loaded, held_out, before, log)
+    metrics_path = out / "metrics.jsonl"
+    metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
+    return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step,
+                       evaluation=summary)
+
+
+def _say_where_training_starts(cfg: RecipeConfig, resume_from, resume, log: Callable[[str], None]) -> None:
+    if resume_from is not None:
+        log(f"resume: continuing from {resume_from.path} (step {resume_from.step} of {cfg.training.max_steps})")
+    elif resume:
+        log(f"resume: {cfg.output_dir} holds no checkpoint yet; training starts at step 0")
+
+
+def _rewards_and_tools(cfg: RecipeConfig) -> tuple[list, list[float], dict]:
+    """The reward functions with their weights, and the trainer's tool arguments ({} without tools)."""
+    import unsloth_grpo.tasks  # noqa: F401 - the task registry, through which a task's reward name is found
+    from unsloth_grpo.rewards import build_reward_functions
+    from unsloth_grpo.tools import build_tools, with_tool_metrics
+
+    reward_funcs, weights = build_reward_functions(cfg.rewards)
+    tool_kwargs = build_tools(cfg.tools)  # guarded tools / environment factory; {} without tools
+    if tool_kwargs:
+        reward_funcs = with_tool_metrics(reward_funcs)  # tools/used_share etc. from the transcripts
+    return reward_funcs, weights, tool_kwargs
+
+
+def _load_for_training(cfg: RecipeConfig, decision, loaded, dataset, log: Callable[[str], None], *,
+                       remove_on_failure: bool):
+    """The model (``loaded`` when given) and the dataset without the prompts too long for it. A failed
+    start, a failed load or every prompt too long, leaves no half output folder behind when
+    ``remove_on_failure`` (the run made the folder)."""
+    from unsloth_grpo.data import filter_long_prompts
+
+    def remove_folder() -> None:
+        if remove_on_failure:
+            import shutil
+
+            shutil.rmtree(cfg.output_dir, ignore_errors=True)
+
+    if loaded is None:
+        try:
+            loaded = _load(cfg, decision, log)
+        except BaseException:
+            remove_folder()
+            raise
+    try:
+        return loaded, filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
+    except DataError:
+        remove_folder()  # every prompt too long: the run never started, so no folder either
+        raise
+
+
+def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, weights: list[float],
+                  tool_kwargs: dict, callbacks: list, resume_from, main_process: bool, log: Callable[[str], None]):
+    """TRL's GRPOTrainer with the run's callbacks (metrics, health, rank logs, then ``callbacks``: the
+    checkpoint saver first) and rewards watched (samples, tricks); without vLLM when TRL's colocated
+    engine fails to start and the config allows it. Returns the trainer and its health monitor."""
+    from trl import GRPOTrainer
+
+    from unsloth_grpo.training import distributed
+    from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
+    from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
+
+    out = Path(cfg.output_dir)
+    if cfg.run.samples_every and main_process:
+        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights,
+                                  resume_step=resume_from.step if resume_from is not None else None)
+        reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
+    thresholds = HealthThresholds.from_dict(cfg.monitor)
+    health = make_health_callback(out if main_process else None, thresholds)
+    reward_funcs = _watch_for_tricks(cfg, thresholds, health, reward_funcs)
+    trainer_kwargs = dict(
+        model=loaded.model,
+        processing_class=loaded.tokenizer,
+        reward_funcs=reward_funcs,
+        train_dataset=dataset,
+        **tool_kwargs,
+        callbacks=[
+            _metrics_callback(out / "metrics.jsonl"),
+            health,
+            *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
+            *callbacks,  # the saver: atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
+        ],
+    )
+    trainer, failure = None, None
+    try:
+        trainer = GRPOTrainer(args=args, **trainer_kwargs)
+    except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
+        if not _may_fall_back(cfg, args):
+            raise
+        failure = f"{type(exc).__name__}: {_first_line(exc)}"
+    if trainer is None:  # outside the except block, so the failed engine's frames can be freed first
+        from unsloth_grpo.hardware.backend import without_vllm
+
+        loaded.info = without_vllm(loaded.info, failure, log, record=False)
+        trainer = GRPOTrainer(args=build_grpo_args(cfg, loaded.info, weights=weights), **trainer_kwargs)
+    use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    return trainer, health
+
+
+def _attach_generation(cfg: RecipeConfig, trainer, loaded, health, main_process: bool,
+                       log: Callable[[str], None]) -> None:
+    """What watches and shapes generation: the rollout check, the shared prefill (HF generate) and
+    dynamic sampling when the config asks for it."""
+    from unsloth_grpo.training.rollouts import watch_rollouts
+
+    watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
+    if is_transformers(loaded.info.backend) or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
+        from unsloth_grpo.training import shared_prefill
+
+        shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions
+    if cfg.training.dynamic_sampling != "off":
+        from unsloth_grpo.training import dynamic_sampling
+
+        try:
+            dynamic_sampling.attach(trainer, cfg.training.dynamic_sampling, max_rounds=cfg.training.max_sampling_rounds,
+                                    log=log)
+            if main_process:
+                log(dynamic_sampling.describe(cfg.training.dynamic_sampling, cfg.training.max_sampling_rounds))
+        except dynamic_sampling.DynamicSamplingError as exc:  # a trainer class without TRL's methods
+            if main_process:
+                log(f"dynamic sampling: off for this run ({exc})")
+
+
+def _held_out_start(cfg: RecipeConfig, trainer, loaded, stage: tuple[int, str | None], main_process: bool):
+    """The held-out rows (None without evaluation), the periodic evaluation callback, and the
+    before-training evaluation (None unless ``evaluation.before_after``, on rank 0)."""
+    held_out = held_out_rows(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
+    if cfg.evaluation.every and held_out is not None:
+        from unsloth_grpo.evaluation.evaluate import make_eval_callback
+
+        trainer.add_callback(make_eval_callback(trainer, held_out, **eval_kwargs(cfg), every=cfg.evaluation.every))
+    before = evaluate_held_out(cfg, trainer.model, loaded.tokenizer, held_out, Path(cfg.output_dir) / "eval_before",
+                               name=_starting_model(loaded.info.model_name, stage)) \
+        if cfg.evaluation.before_after and held_out is not None and main_process else None
+    return held_out, before
 
 
 def build_grpo_args(cfg: RecipeConfig, info, *, weights: list[float]):
@@ -248,202 +552,3 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
 
     ckpt.mark_finished(out, step=trainer.state.global_step, max_steps=cfg.training.max_steps)
     return summary
-
-
-def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
-          dataset=None, resume=None, loaded=None, decision=None) -> TrainResult:
-    """Run the training described by ``cfg`` and return its metrics and outputs.
-
-    ``resume``: None (a fresh run; refused when the output directory holds checkpoints), True
-    (the latest complete checkpoint, or a fresh start when there is none) or a run/checkpoint path.
-    A config with ``stages`` runs them in order (:func:`unsloth_grpo.training.stages.run_stages`).
-    ``decision``: the run's decision, from the check the caller made already
-    (:func:`unsloth_grpo.training.checks.check_before_loading`, as the recipe runner does); when
-    None, that check is made here, once. ``loaded`` reuses a model loaded already (its config is
-    checked, not the machine). SIGINT/SIGTERM save a checkpoint and raise :class:`TrainingStopped`
-    with exit code 130/143 (:func:`unsloth_grpo.training.loop.run_trainer`).
-    """
-    from unsloth_grpo.hardware.console import quiet_third_party
-    from unsloth_grpo.training import checkpoint as ckpt
-
-    quiet_third_party()
-    if decision is None:  # every config problem, this machine, the backend, TRL's own checks: once
-        decision = check_before_loading(cfg, environment=loaded is None)
-    # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
-    # output directory and the model
-    data = dataset if dataset is not None else load_task_dataset(cfg)
-    check_rewards_on_data(cfg, data)
-    # One training per output directory, every stage included: while this one runs (rank 0 holds the
-    # lock), a second is refused. Taken at once when the directory exists, so the second run hears it
-    # before any work; else as soon as the run makes the directory.
-    lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
-    refused = False
-    try:
-        if lock is not None and Path(cfg.output_dir).is_dir():
-            lock.acquire()
-        if cfg.stages:
-            from unsloth_grpo.training.stages import prepare_stages, run_stages, stage_config
-
-            first, resume_from = prepare_stages(cfg, resume, dataset=data, lock=lock, log=log)
-            if loaded is None and first <= len(cfg.stages):  # one model for every stage
-                loaded = _load(stage_config(cfg, first), decision, log)
-            return run_stages(cfg, loaded, first=first, resume_from=resume_from, train_grpo=train_grpo,
-                              decision=decision, callbacks=callbacks, log=log, dataset=data)
-        return train_grpo(cfg, decision=decision, callbacks=callbacks, log=log, dataset=data, resume=resume,
-                          loaded=loaded, lock=lock)
-    except (ConfigError, DataError, ckpt.CheckpointError):
-        refused = True  # bad input: the directory is left as it was found, lock file included
-        raise
-    finally:
-        if lock is not None:
-            lock.release(remove=refused)
-
-
-def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callable[[str], None] = print,
-               dataset=None, resume=None, loaded=None, stage: tuple[int, str | None] = (0, None),
-               hint: str | None = None, lock=None) -> TrainResult:
-    """One GRPO training (a run, or a stage of one) on a checked config, under the run lock.
-
-    ``decision`` is the run's (None only for a model loaded already); ``loaded`` reuses a loaded
-    model (the stage runner's, a notebook's); ``stage`` and ``hint`` label checkpoints and the
-    resume message; ``lock`` (the run's, when this training makes the run directory) is taken as
-    soon as the directory exists.
-    """
-    from unsloth_grpo.training import checkpoint as ckpt
-
-    resume_from = _resume_point(cfg, resume, stage[0], log)
-    if resume_from is not None:
-        log(f"resume: continuing from {resume_from.path} (step {resume_from.step} of {cfg.training.max_steps})")
-    elif resume:
-        log(f"resume: {cfg.output_dir} holds no checkpoint yet; training starts at step 0")
-    from unsloth_grpo.training import distributed
-
-    layout = distributed.detect()
-    if layout.is_main:  # per-device and global batch numbers, once per launch
-        log(distributed.describe_layout(cfg, layout))
-    from unsloth_grpo.rewards import build_reward_functions
-
-    reward_funcs, weights = build_reward_functions(cfg.rewards)
-    from unsloth_grpo.tools import build_tools, with_tool_metrics
-
-    tool_kwargs = build_tools(cfg.tools)  # guarded tools / environment factory; {} without tools
-    if tool_kwargs:
-        reward_funcs = with_tool_metrics(reward_funcs)  # tools/used_share etc. from the transcripts
-    if dataset is None:  # a stage of a multi-stage run
-        dataset = load_task_dataset(cfg)
-    _memory_warnings(cfg, log, decision)
-    out = Path(cfg.output_dir)
-    main_process = layout.is_main
-    metrics_path = out / "metrics.jsonl"
-    fresh_dir = not out.exists()
-    if main_process:  # under torchrun/accelerate only rank 0 writes outputs
-        if lock is not None and not lock.held:
-            lock.acquire()  # a new directory: nobody could have held it before it existed
-        _prepare_output_dir(cfg, resume_from, log)
-    from unsloth_grpo.data import filter_long_prompts
-
-    start = time.time()
-    if loaded is None:
-        try:
-            loaded = _load(cfg, decision, log)
-        except BaseException:
-            if fresh_dir and main_process:  # a failed start leaves no half output folder behind
-                import shutil
-
-                shutil.rmtree(out, ignore_errors=True)
-            raise
-    try:
-        dataset = filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
-    except DataError:
-        if fresh_dir and main_process:  # every prompt too long: the run never started, so no folder either
-            import shutil
-
-            shutil.rmtree(out, ignore_errors=True)
-        raise
-    args = build_grpo_args(cfg, loaded.info, weights=weights)
-    if main_process:
-        _write_run_info(cfg, loaded, dataset)
-    saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0],
-                                          stage_name=stage[1], hint=hint, log=log,
-                                          round_steps=generation_round_steps(cfg))
-
-    from trl import GRPOTrainer
-
-    from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
-    from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
-
-    if cfg.run.samples_every and main_process:
-        recorder = SampleRecorder(out, every=cfg.run.samples_every, num_samples=2, weights=weights,
-                                  resume_step=resume_from.step if resume_from is not None else None)
-        reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
-    thresholds = HealthThresholds.from_dict(cfg.monitor)
-    health = make_health_callback(out if main_process else None, thresholds)
-    reward_funcs = _watch_for_tricks(cfg, thresholds, health, reward_funcs)
-    trainer_kwargs = dict(
-        model=loaded.model,
-        processing_class=loaded.tokenizer,
-        reward_funcs=reward_funcs,
-        train_dataset=dataset,
-        **tool_kwargs,
-        callbacks=[
-            _metrics_callback(metrics_path),
-            health,
-            *distributed.rank_log_callbacks(),  # only when UNSLOTH_GRPO_RANK_LOG_DIR is set
-            saver,  # atomic checkpoints, keep_last rotation, SIGINT/SIGTERM -> save and stop
-            *(callbacks or []),
-        ],
-    )
-    trainer, failure = None, None
-    try:
-        trainer = GRPOTrainer(args=args, **trainer_kwargs)
-    except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
-        if not _may_fall_back(cfg, args):
-            raise
-        failure = f"{type(exc).__name__}: {_first_line(exc)}"
-    if trainer is None:  # outside the except block, so the failed engine's frames can be freed first
-        from unsloth_grpo.hardware.backend import without_vllm
-
-        loaded.info = without_vllm(loaded.info, failure, log, record=False)
-        args = build_grpo_args(cfg, loaded.info, weights=weights)
-        trainer = GRPOTrainer(args=args, **trainer_kwargs)
-    use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
-    from unsloth_grpo.training.rollouts import watch_rollouts
-
-    watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
-    if is_transformers(loaded.info.backend) or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
-        from unsloth_grpo.training import shared_prefill
-
-        shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions
-    if cfg.training.dynamic_sampling != "off":
-        from unsloth_grpo.training import dynamic_sampling
-
-        try:
-            dynamic_sampling.attach(trainer, cfg.training.dynamic_sampling, max_rounds=cfg.training.max_sampling_rounds,
-                                    log=log)
-            if main_process:
-                log(dynamic_sampling.describe(cfg.training.dynamic_sampling, cfg.training.max_sampling_rounds))
-        except dynamic_sampling.DynamicSamplingError as exc:  # a trainer class without TRL's methods
-            if main_process:
-                log(f"dynamic sampling: off for this run ({exc})")
-    held_out = held_out_rows(cfg) if (cfg.evaluation.every or cfg.evaluation.before_after) else None
-    if cfg.evaluation.every and held_out is not None:
-        from unsloth_grpo.evaluation.evaluate import make_eval_callback
-
-        trainer.add_callback(make_eval_callback(trainer, held_out, **eval_kwargs(cfg), every=cfg.evaluation.every))
-    before = evaluate_held_out(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_before",
-                               name=_starting_model(loaded.info.model_name, stage)) \
-        if cfg.evaluation.before_after and held_out is not None and main_process else None
-
-    log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
-        f"{cfg.training.num_generations} generations per prompt -> {out}")
-    from unsloth_grpo.training.loop import run_trainer
-
-    run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
-                decision=decision)
-    trainer.save_model(str(out))  # rank 0 only, inside the Trainer
-    summary = None
-    if trainer.is_world_process_zero():
-        summary = _finish_run(cfg, trainer, loaded, held_out, before, log)
-    metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
-    return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step,
-                       evaluation=summary)
