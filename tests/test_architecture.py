@@ -557,6 +557,15 @@ def test_the_reward_registry_alone_loads_no_task_even_for_a_name_it_does_not_kno
     assert _fresh(code) == "False True False"
 
 
+def test_a_task_reward_asked_of_the_rewards_alone_says_to_load_the_task_registry():
+    code = ("from unsloth_grpo.rewards import get_reward\n"
+            "try:\n    get_reward('countdown_equation')\nexcept (KeyError, ValueError) as exc:\n    print(exc)\n")
+    assert "import unsloth_grpo.tasks first" in _fresh(code)
+    code = ("import unsloth_grpo.tasks\nfrom unsloth_grpo.rewards import get_reward\n"
+            "try:\n    get_reward('no_such_reward')\nexcept (KeyError, ValueError) as exc:\n    print(exc)\n")
+    assert "unknown reward 'no_such_reward'" in _fresh(code) and "unsloth_grpo.tasks" not in _fresh(code)
+
+
 # ------------------------------------------------------------------ each decision once per run
 
 

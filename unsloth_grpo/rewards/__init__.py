@@ -71,6 +71,8 @@ def _unknown_name_message(name: str) -> str:
     return (
         f"unknown reward {name!r}.{hint} Built-in rewards: {', '.join(available_rewards())}. "
         "A custom reward is given by its import path, e.g. 'mypkg.rewards:my_reward'."
+        + ("" if REGISTRY.sees_tasks else " A task's own rewards (countdown_equation, tests_passed...) are "
+           "known once the task registry is loaded: import unsloth_grpo.tasks first.")
     )
 
 

@@ -127,6 +127,11 @@ class _Registry(Mapping):
         self._read: set[str] = set()
         self._finders: list[Finder] = []
 
+    @property
+    def sees_tasks(self) -> bool:
+        """Whether a higher floor has handed in its modules (the task registry, once imported)."""
+        return bool(self._finders)
+
     def add_finder(self, finder: Finder) -> None:
         """Let ``finder`` hand in more modules that declare rewards (added once)."""
         if finder not in self._finders:
