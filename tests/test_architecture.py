@@ -20,6 +20,20 @@ import pytest
 PACKAGE = "unsloth_grpo"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
+def _structure():
+    """tools/structure.py, the package's measures, loaded by its path (tools/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_unsloth_grpo_structure", ROOT.parent / "tools" / "structure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+STRUCTURE = _structure()
+_modules, import_graph, folder_loops = STRUCTURE._modules, STRUCTURE.import_graph, STRUCTURE.folder_loops
+MAX_FUNCTION_LINES, long_functions = STRUCTURE.MAX_FUNCTION_LINES, STRUCTURE.long_functions
+
 #: The ground floor: config, data, runs and the grader (the grading/ package, every module in it) import only
 #: each other.
 GROUND_FLOOR = {f"{PACKAGE}.config", f"{PACKAGE}.data", f"{PACKAGE}.runs", f"{PACKAGE}.grading"}
@@ -27,49 +41,6 @@ GROUND_FLOOR = {f"{PACKAGE}.config", f"{PACKAGE}.data", f"{PACKAGE}.runs", f"{PA
 
 def _ground(module: str) -> bool:
     return any(_under(module, floor) for floor in GROUND_FLOOR)
-
-
-def _modules(root: Path = ROOT) -> dict[str, Path]:
-    out = {}
-    for path in root.rglob("*.py"):
-        parts = list(path.relative_to(root.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
-
-
-def _targets(module: str, path: Path, node: ast.AST) -> list[str]:
-    """Dotted names an import statement in ``module`` reaches (submodules when it names them)."""
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
-    assert isinstance(node, ast.ImportFrom)
-    if node.level:
-        base = module.split(".")
-        if path.name != "__init__.py":
-            base = base[:-1]
-        base = base[: len(base) - (node.level - 1)]
-        prefix = ".".join(base + ([node.module] if node.module else []))
-    else:
-        prefix = node.module or ""
-    return [f"{prefix}.{alias.name}" for alias in node.names] + [prefix]
-
-
-def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """module -> the package modules it imports anywhere in its source."""
-    modules = _modules(root)
-    graph: dict[str, set[str]] = {m: set() for m in modules}
-    for module, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                continue
-            names = _targets(module, path, node)
-            found = [n for n in names if n in modules]
-            # ``from pkg import name``: the submodule when ``name`` is one, else the package itself
-            for target in found if isinstance(node, ast.Import) else found[:-1] or found[-1:]:
-                if target != module and target.startswith(PACKAGE):
-                    graph[module].add(target)
-    return graph
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -174,41 +145,6 @@ def run_time_imports(root: Path = ROOT) -> list[str]:
     return found
 
 
-def _folder(module: str) -> str:
-    """The floor a module belongs to: the package's top-level folder (or top-level module) it sits in."""
-    return ".".join(module.split(".")[:2])
-
-
-def _named_import(node: ast.AST) -> str | None:
-    """The module an ``import_module(...)``/``__import__(...)`` call names, as far as its source says: a
-    literal, or the literal head of an f-string or of ``'...' + name`` (``unsloth_grpo.recipes.``)."""
-    if not isinstance(node, ast.Call) or not node.args:
-        return None
-    func = node.func
-    if (func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)) not in ("import_module", "__import__"):
-        return None
-    arg = node.args[0]
-    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
-        arg = arg.left
-    if isinstance(arg, ast.JoinedStr):
-        arg = arg.values[0] if arg.values else None
-    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-        return arg.value.rstrip(".") or None
-    return None
-
-
-def folder_loops(root: Path = ROOT) -> list[str]:
-    """``a <-> b`` for each two folders of the package that import each other (any import statement, and
-    ``import_module``/``__import__`` of a literal or f-string name): one of the two arrows runs back up."""
-    edges = {(_folder(m), _folder(t)) for m, targets in import_graph(root).items() for t in targets}
-    for module, path in _modules(root).items():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            name = _named_import(node)
-            if name and name.startswith(PACKAGE + "."):
-                edges.add((_folder(module), _folder(name)))
-    return sorted(f"{a} <-> {b}" for a, b in edges if a < b and (b, a) in edges and PACKAGE not in (a, b))
-
-
 def test_no_two_folders_of_the_package_import_each_other():
     assert folder_loops() == []
 
@@ -280,47 +216,8 @@ def test_no_package_file_is_longer_than_a_reader_can_hold():
     assert long_files() == []
 
 
-#: Longest function a reader should meet, in lines from its ``def`` to its last line (docstring included).
-MAX_FUNCTION_LINES = 120
-
-#: Functions allowed past :data:`MAX_FUNCTION_LINES` (``path:name``), each with the reason.
-LONG_FUNCTIONS = {
-    "sandbox/_runner.py:_main": "one program run in a child process: its locals are what the untrusted code "
-                                "cannot reach, so it is one function on purpose",
-}
-
-
-def long_functions(root: Path = ROOT, allowed: dict[str, str] = LONG_FUNCTIONS) -> list[str]:
-    """``path:name:line: N lines`` for each function (or method) past :data:`MAX_FUNCTION_LINES` that
-    ``allowed`` does not name, and each allowed one that is no longer past it (so the list cannot go stale)."""
-    out, seen = [], set()
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            n = node.end_lineno - node.lineno + 1
-            key = f"{rel}:{node.name}"
-            if n > MAX_FUNCTION_LINES and key in allowed:
-                seen.add(key)
-            elif n > MAX_FUNCTION_LINES:
-                out.append(f"{key}:{node.lineno}: {n} lines")
-    return out + [f"{key}: not past {MAX_FUNCTION_LINES} lines, still allowed" for key in sorted(set(allowed) - seen)]
-
-
 def test_no_function_is_longer_than_a_reader_can_hold():
     assert long_functions() == []
-
-
-def _structure():
-    """tools/structure.py, the package's measures, loaded by its path (tools/ is no package)."""
-    import importlib.util
-
-    path = ROOT.parent / "tools" / "structure.py"
-    spec = importlib.util.spec_from_file_location("_unsloth_grpo_structure", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 #: Most files that may compare a value with a backend's name ("unsloth", "transformers"): the names and
@@ -329,8 +226,7 @@ MAX_BACKEND_COMPARERS = 2
 
 
 def test_backend_names_are_compared_in_at_most_two_files():
-    structure = _structure()
-    found = structure.backend_comparers(structure._files(ROOT))
+    found = STRUCTURE.backend_comparers(STRUCTURE._files(ROOT))
     assert len(found) <= MAX_BACKEND_COMPARERS, found
 
 
@@ -341,8 +237,7 @@ MAX_MODEL_NAME_READERS = 6
 
 
 def model_name_readers(root: Path = ROOT) -> list[str]:
-    structure = _structure()
-    return structure.model_name_readers(structure._files(root))
+    return STRUCTURE.model_name_readers(STRUCTURE._files(root))
 
 
 def test_few_files_read_a_configs_model_name():
@@ -459,7 +354,6 @@ def test_a_subcommand_outside_cli_is_found(tmp_path):
     "def f(name):\n    match name:\n        case 'unsloth':\n            return 1\n",
 ])
 def test_a_third_file_comparing_backend_names_is_found(tmp_path, source):
-    structure = _structure()
     pkg = _write(tmp_path, {
         "__init__.py": "",
         "config.py": "def is_unsloth(b):\n    return b == 'unsloth'\n",
@@ -469,7 +363,7 @@ def test_a_third_file_comparing_backend_names_is_found(tmp_path, source):
                               "def f(b):\n    return is_unsloth(b)\n",
         "training/train.py": source,
     })
-    found = structure.backend_comparers(structure._files(pkg))
+    found = STRUCTURE.backend_comparers(STRUCTURE._files(pkg))
     assert found == [f"{PACKAGE}/config.py", f"{PACKAGE}/hardware/backend.py", f"{PACKAGE}/training/train.py"]
     assert len(found) > MAX_BACKEND_COMPARERS
 
