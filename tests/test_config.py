@@ -65,6 +65,37 @@ def test_wrong_types_name_the_field():
         load_config({"rewards": [{"weight": 2.0}]})
 
 
+def test_a_files_wrong_names_and_types_are_listed_together(tmp_path):
+    """Fixing a config one error per try is slow: every wrong type, unknown key, missing name and old
+    key of a file comes in one message (it used to stop at the first)."""
+    path = tmp_path / "c.yaml"
+    path.write_text("output_dir: 007\n"
+                    "model: {max_seq_length: lots, nme: x, load_in_4bit: maybe}\n"
+                    "lora: {r: two}\n"
+                    "rewards: [{name: correctness}, {weight: 2}]\n"
+                    "training: {keep_last: 2}\n"
+                    "stages: [{name: a, max_step: 3}]\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    lines = [line.strip() for line in str(caught.value).splitlines()[1:]]
+    assert sorted(lines) == sorted([
+        "- model.max_seq_length: expected an integer, got 'lots'",
+        "- unknown config key 'model.nme'. Did you mean 'name'? Valid keys under model: name, backend, "
+        "max_seq_length, load_in_4bit, fast_inference, gpu_memory_utilization, vllm_standby, vllm_server, dtype, "
+        "device, trust_remote_code",
+        "- model.load_in_4bit: expected true or false, got 'maybe'",
+        "- lora.r: expected an integer, got 'two'",
+        "- rewards[1]: this entry needs 'name'",
+        "- training.keep_last is an old key that this release no longer reads: write run.keep_last (a setting of "
+        "the toolkit, under run:) instead",
+        "- unknown config key 'stages[0].max_step'. Did you mean 'max_steps'? Valid keys under stages[0]: name, "
+        "kind, max_steps, learning_rate, rewards, training, num_examples",
+    ])
+    # the same file with the mistakes fixed: the string stays as typed
+    path.write_text("output_dir: 007\nrewards: [{name: correctness}]\ntraining: {warmup_ratio: 0.2}\n")
+    assert load_config(path).output_dir == "007"
+
+
 def test_overrides_parse_yaml_values():
     assert load_config({}, overrides=["training.learning_rate=1e-5"]).training.learning_rate == 1e-5
     assert load_config({}, overrides=["model.load_in_4bit=false"]).model.load_in_4bit is False

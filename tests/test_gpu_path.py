@@ -69,14 +69,19 @@ def _report(versions: dict, *, packaging_version: str = "26.4"):
 
 
 def test_packages_unsloth_declares_but_training_never_imports_do_not_block():
-    """Finding 1: xformers, diffusers and pydantic missing, an older certifi: warnings, each with why."""
+    """Finding 1: xformers and diffusers missing, an older certifi: warnings, each with why. pydantic,
+    which Unsloth needs only for its studio app, checks this project's configs: missing, it blocks."""
     report = _report({"xformers": None, "diffusers": None, "pydantic": None, "certifi": "2025.1.31"})
     problems = run_checks(report, backend="unsloth", need_bf16=True, fast_inference="off", load_in_4bit=True)
     named = {p.package: p for p in problems if p.package}
-    for name in ("xformers", "diffusers", "pydantic", "certifi"):
+    for name in ("xformers", "diffusers", "certifi"):
         assert named[name].severity == WARNING, named[name]
         assert "not needed to train" in named[name].message
-    assert not [p for p in problems if p.blocking], [str(p) for p in problems if p.blocking]
+    assert [p.package for p in problems if p.blocking] == ["pydantic"]
+    assert "unsloth-grpo" in named["pydantic"].message and "pydantic>=2.10" in named["pydantic"].fix
+    present = run_checks(_report({"xformers": None, "diffusers": None, "pydantic": "2.14.4", "certifi": "2025.1.31"}),
+                         backend="unsloth", need_bf16=True, fast_inference="off", load_in_4bit=True)
+    assert not [p for p in present if p.blocking], [str(p) for p in present if p.blocking]
     # a package the run does import still blocks
     broken = run_checks(_report({"xformers": None, "trl": "1.16.0"}), backend="unsloth", fast_inference="off")
     assert {p.package for p in broken if p.blocking} == {"trl"}

@@ -64,6 +64,13 @@ WHEELS = {
     "certifi": "2026.10.19.post1",
     # this project's own: the real built-in model is converted from a GGUF file (pure Python, ~100 kB)
     "gguf": "0.19.0",
+    # this project's own: pydantic checks a recipe config's keys and types (the image has none of it);
+    # typing_extensions is on the image at a version not recorded, and pydantic asks for >=4.14.1
+    "pydantic": "2.14.4",
+    "pydantic_core": "2.50.5",
+    "annotated_types": "0.8.0",
+    "typing_inspection": "0.4.5",
+    "typing_extensions": "4.16.0",
 }
 
 #: The machine's Python packages (as the image's description lists them, read 2026-11-17), with the versions

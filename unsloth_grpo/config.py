@@ -1,7 +1,8 @@
 """Typed recipe configuration: dataclasses with help text, YAML round-trip, overrides, checks.
 
-A recipe config is a YAML file whose sections mirror :class:`RecipeConfig`. Unknown keys are
-rejected with the list of valid ones, so a typo never silently falls back to a default::
+A recipe config is a YAML file whose sections mirror :class:`RecipeConfig`. pydantic checks the
+sections' keys and types; an unknown key is rejected with the list of valid ones (a typo never silently
+falls back to a default), and every mistake of a file is listed in one error::
 
     cfg = load_config("recipes/gsm8k.yaml", overrides=["training.max_steps=50"])
     problems = cfg.problems()          # every problem at once, before any model is loaded
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 import yaml
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import core_schema
 
 #: The names each choice may take: the one list every module, message and help text uses.
 BACKENDS = ("auto", "unsloth", "transformers")
@@ -50,7 +54,36 @@ def _f(default: Any = dataclasses.MISSING, *, help: str, factory: Any = None):
     return field(default=default, metadata={"help": help})
 
 
-@dataclass
+def _as_typed(value: Any, tp: Any) -> Any:
+    """A value read from YAML, for a field of type ``tp``: the text as typed for a string field, YAML's
+    reading otherwise (``null`` is None either way)."""
+    if isinstance(value, _Typed):
+        return None if value.parsed is None else (str(value) if str in (tp, *get_args(tp)) else value.parsed)
+    return _plain(value) if get_origin(tp) is dict or tp is Any else value
+
+
+def _section_schema(cls: type, source: Any, handler: Any) -> Any:
+    """pydantic's schema of a section, after a step that gives each field its value as typed."""
+    hints = get_type_hints(cls)
+
+    def as_typed(data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        if cls is TrainingConfig and "trl" not in data:
+            data = _training_as_written(data)
+        return {k: _as_typed(v, hints[k]) if k in hints else v for k, v in data.items()}
+    return core_schema.no_info_before_validator_function(as_typed, handler(source))
+
+
+def _section(cls: type) -> type:
+    """A config section: a dataclass whose values pydantic checks (unknown keys refused)."""
+    cls = dataclass(cls)
+    cls.__pydantic_config__ = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+    cls.__get_pydantic_core_schema__ = classmethod(_section_schema)
+    return cls
+
+
+@_section
 class ModelConfig:
     name: str = _f(
         "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
@@ -76,7 +109,7 @@ class ModelConfig:
     trust_remote_code: bool = _f(False, help="Allow model code from the hub repository.")
 
 
-@dataclass
+@_section
 class LoraSettings:
     r: int = _f(16, help="LoRA rank.")
     alpha: int = _f(32, help="LoRA alpha (scale = alpha / r).")
@@ -88,7 +121,7 @@ class LoraSettings:
     max_lora_rank: int | None = _f(None, help="vLLM's largest LoRA rank (Unsloth fast inference); defaults to r.")
 
 
-@dataclass
+@_section
 class DataConfig:
     source: str = _f(
         "openai/gsm8k",
@@ -105,7 +138,7 @@ class DataConfig:
     shuffle_seed: int | None = _f(None, help="Shuffle the rows with this seed (None keeps file order).")
 
 
-@dataclass
+@_section
 class RewardSpec:
     name: str = _f(help="Reward name from the registry, or a dotted import path 'pkg.module:function'.")
     weight: float = _f(1.0, help="Weight of this reward in the total.")
@@ -149,7 +182,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 DYNAMIC_SAMPLING_MODES = ("off", "drop", "refill")
 
 
-@dataclass
+@_section
 class TrainingConfig:
     """The ``training:`` section: TRL's own config fields by TRL's names, and a few options of the toolkit.
 
@@ -205,7 +238,7 @@ class TrainingConfig:
                                    trl={**self.trl, **{k: v for k, v in values.items() if k not in own}})
 
 
-@dataclass
+@_section
 class RunConfig:
     """What the toolkit does around TRL's trainer (not GRPOConfig fields)."""
 
@@ -213,7 +246,7 @@ class RunConfig:
     samples_every: int = _f(10, help="Print and store sample generations every N steps (0 = never).")
 
 
-@dataclass
+@_section
 class EvalConfig:
     every: int = _f(0, help="Evaluate a held-out slice every N training steps (0 = never); logged as eval/*.")
     before_after: bool = _f(False, help="Evaluate before and after training and write report.md / report.json.")
@@ -225,7 +258,7 @@ class EvalConfig:
     batch_size: int = _f(16, help="Sequences generated per batch.")
 
 
-@dataclass
+@_section
 class ToolsConfig:
     functions: list[str] = _f(
         help="Tools the model may call between turns: names from unsloth_grpo.tools or import paths 'pkg.module:fn'.",
@@ -242,7 +275,7 @@ class ToolsConfig:
 STAGE_KINDS = ("grpo", "sft")
 
 
-@dataclass
+@_section
 class StageConfig:
     name: str = _f(help="Stage name: its directory OUTPUT/stages/NN-name and its label in the summary.")
     kind: str = _f("grpo", help="'grpo' (reinforcement with the stage's rewards) or 'sft' (supervised on formatted examples).")
@@ -254,7 +287,7 @@ class StageConfig:
     num_examples: int = _f(200, help="SFT stages: how many formatted examples to train on.")
 
 
-@dataclass
+@_section
 class RecipeConfig:
     task: str = _f("gsm8k", help="Task name: a module of unsloth_grpo.tasks (unsloth_grpo.tasks.available_tasks()).")
     output_dir: str = _f("outputs/gsm8k", help="Where the adapter, metrics and resolved config go.")
@@ -384,76 +417,66 @@ def read_yaml(text: str, what: str, key: str = "") -> Any:
 
 
 # ---------------------------------------------------------------- conversion to and from dicts
+# pydantic checks the sections' types and names (every problem at once, each with where it is); this
+# module adds only the wording: the key's dotted place, what was expected, the close name of a typo.
+
+#: What a config value was expected to be, by the first word of pydantic's error type.
+_EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false", "string": "a string",
+             "list": "a list", "dict": "a mapping", "dataclass": "a mapping", "none": "null"}
+_LAX = ConfigDict(coerce_numbers_to_str=True)
 
 
-def _convert(value: Any, tp: Any, where: str) -> Any:
-    """Convert a YAML value to the annotated type, or raise ConfigError naming ``where``."""
-    origin = get_origin(tp)
-    if tp is str and isinstance(value, _Typed):
-        return str(value)  # what was typed: "007", "yes", "2026-11-30"
-    args = get_args(tp)
-    if args and type(None) in args:  # Optional[X]
-        if _plain(value) is None:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _convert(value, inner[0], where)
-    value = value if dataclasses.is_dataclass(tp) or origin is list else _plain(value)
-    if dataclasses.is_dataclass(tp):
-        if isinstance(value, tp):
-            return value
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {_plain(value)!r}")
-        return _from_dict(tp, value, where)
-    if origin is list:
-        (item_tp,) = get_args(tp) or (Any,)
-        if not isinstance(value, (list, tuple)):
-            hint = ""
-            if isinstance(value, dict) and value and all(_is_index(k) for k in value):
-                hint = (f"; there is no list to change by position here, so give the whole list: "
-                        f"{where}=[...]")
-            raise ConfigError(f"{where}: expected a list, got {_plain(value)!r}{hint}")
-        return [_convert(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if tp is Any:
-        return value
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return value.lower() in ("true", "yes", "1")
-        raise ConfigError(f"{where}: expected true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        try:
-            return int(value)
-        except ValueError:
-            raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
-    if tp is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{where}: expected a number, got {value!r}") from None
-    if tp is str:
-        if isinstance(value, bool):  # a bool from a Python dict, not from YAML text
-            return "true" if value else "false"
-        if not isinstance(value, (str, int, float)):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return str(value)
-    return value
+def _where(loc: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+
+
+def _section_at(cls: Any, loc: tuple) -> Any:
+    """The dataclass a config key's place ``loc`` lies in (``('rewards', 0)`` -> RewardSpec)."""
+    for part in loc:
+        cls = get_type_hints(cls)[part] if isinstance(part, str) else get_args(cls)[0]
+        if get_origin(cls) is not list:  # X | None
+            cls = next((a for a in get_args(cls) if dataclasses.is_dataclass(a)), cls)
+    return cls
+
+
+def _problem(cls: type, error: dict, prefix: str) -> str:
+    """One line for one of pydantic's errors: the key, what it holds and what it should hold."""
+    loc, value = error["loc"], _plain(error["input"])
+    where = _where(((prefix,) if prefix else ()) + loc)
+    kind = error["type"]
+    if kind == "value_error":  # a section's own refusal (an old key), said in its own words
+        return str(error["ctx"]["error"])
+    if kind == "unexpected_keyword_argument":
+        names = [f.name for f in fields(_section_at(cls, loc[:-1]))]
+        close = difflib.get_close_matches(str(loc[-1]), names, n=1)
+        under = where.rpartition(".")[0] if "." in where else ""
+        return (f"unknown config key '{where}'.{f' Did you mean {close[0]!r}?' if close else ''} "
+                f"Valid keys{' under ' + under if under else ''}: " + ", ".join(names))
+    if kind in ("missing", "missing_argument"):
+        return f"{where.rpartition('.')[0] or 'the config'}: this entry needs '{loc[-1]}'"
+    hint = ""
+    if kind == "list_type" and isinstance(value, dict) and value and all(_is_index(k) for k in value):
+        hint = f"; there is no list to change by position here, so give the whole list: {where}=[...]"
+    expected = _EXPECTED.get(kind.split("_")[0])
+    if expected is None:
+        return f"{where}: {error['msg']}, got {value!r}"
+    return f"{where}: expected {expected}, got {value!r}{hint}"
+
+
+@functools.cache
+def _adapter(tp: Any) -> TypeAdapter:
+    return TypeAdapter(tp) if dataclasses.is_dataclass(tp) else TypeAdapter(tp, config=_LAX)
 
 
 def convert_value(value: Any, tp: Any, where: str) -> Any:
-    """``value`` as read from YAML, converted to the annotated type ``tp``; ConfigError names ``where``.
+    """``value`` as read from YAML, as the annotated type ``tp``; ConfigError names ``where``.
 
-    The TRL layer (``training.trainer_args``) uses it with TRL's own annotations.
+    The TRL layer (``training.trainer_args``) uses it with the types TRL declares.
     """
-    return _convert(value, tp, where)
+    try:
+        return _adapter(tp).validate_python(value)
+    except ValidationError as exc:
+        raise ConfigError(format_problems([_problem(tp, e, where) for e in exc.errors()])) from None
 
 
 #: Keys under ``training:`` that older releases read and this one refuses, each with what to write instead.
@@ -466,51 +489,22 @@ OLD_TRAINING_KEYS = {
 }
 
 
-def _training_from_dict(data: dict, where: str) -> TrainingConfig:
-    """``training:`` as written: this class's own options typed, every other key kept for TRL by name.
-
-    TRL's keys are checked (names, types, TRL's own rules) by ``training.trainer_args`` before any
-    model loads; here they are only collected, over :data:`TRAINING_DEFAULTS`.
-    """
+def _training_as_written(data: dict) -> dict:
+    """``training:`` as written, split into this class's own options and TRL's keys (kept by name in
+    ``trl``, over :data:`TRAINING_DEFAULTS`). TRL's keys are checked (names, types, TRL's own rules) by
+    ``training.trainer_args`` before any model loads."""
     old = [k for k in data if k in OLD_TRAINING_KEYS]
     if old:
-        raise ConfigError("; ".join(f"{where}.{k} is an old key that this release no longer reads: write "
+        raise ConfigError("; ".join(f"training.{k} is an old key that this release no longer reads: write "
                                     f"{OLD_TRAINING_KEYS[k]} instead" for k in old))
-    data = dict(data)
     own = {f.name for f in fields(TrainingConfig)} - {"trl"}
-    hints = get_type_hints(TrainingConfig)
-    kwargs = {k: _convert(data.pop(k), hints[k], f"{where}.{k}") for k in [k for k in data if k in own]}
-    trl = {**TRAINING_DEFAULTS, **{str(k): _plain(v) for k, v in data.items()}}
-    return TrainingConfig(**kwargs, trl=trl)
-
-
-def _from_dict(cls: type, data: dict, where: str = "") -> Any:
-    if cls is TrainingConfig:
-        return _training_from_dict(data, where or "training")
-    hints = get_type_hints(cls)
-    names = [f.name for f in fields(cls)]
-    unknown = [k for k in data if k not in names]
-    if unknown:
-        key = unknown[0]
-        close = difflib.get_close_matches(str(key), names, n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        prefix = f"{where}." if where else ""
-        raise ConfigError(
-            f"unknown config key '{prefix}{key}'.{hint} Valid keys{' under ' + where if where else ''}: "
-            + ", ".join(names)
-        )
-    kwargs = {}
-    for name, value in data.items():
-        kwargs[name] = _convert(value, hints[name], f"{where}.{name}" if where else name)
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:  # a required field (RewardSpec.name) is missing
-        raise ConfigError(f"{where or cls.__name__}: {exc}") from None
+    return {**{k: v for k, v in data.items() if k in own},
+            "trl": {**TRAINING_DEFAULTS, **{str(k): _plain(v) for k, v in data.items() if k not in own}}}
 
 
 def config_from_dict(data: dict) -> RecipeConfig:
-    """Build a RecipeConfig from a plain dict; unknown keys raise ConfigError."""
-    return _from_dict(RecipeConfig, data or {})
+    """Build a RecipeConfig from a plain dict; every unknown key and wrong type raises one ConfigError."""
+    return convert_value(data or {}, RecipeConfig, "")
 
 
 def config_to_dict(cfg: Any) -> dict:

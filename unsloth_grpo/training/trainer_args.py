@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Any
+from typing import Any, Union
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, convert_value, format_problems, is_transformers
 from unsloth_grpo.training.trl_schema import field_table
@@ -98,31 +98,20 @@ def trl_values(values: dict[str, Any], kind: str = GRPO, where: str = "training"
 
 
 def _as_kinds(value: Any, kinds: tuple[str, ...], where: str) -> Any:
-    """``value`` as one of the kinds TRL's type for it takes; a value that already fits is left alone."""
-    if "any" in kinds or _kind(value) in kinds or (_kind(value) == "int" and "float" in kinds):
+    """``value`` as one of the kinds TRL's type for it takes (pydantic's rules, as for the toolkit's own
+    sections); a value that already is one of them is left alone."""
+    if "any" in kinds:
         return value
-    error = None
-    for kind, plain in _PLAIN_KINDS:
-        if kind in kinds:
-            try:
-                return convert_value(value, plain, where)
-            except ConfigError as exc:
-                error = error or exc
-    raise error or ConfigError(f"{where}: expected {' or '.join(k for k in kinds if k != 'none')}, got {value!r}")
+    try:
+        return convert_value(value, Union[tuple(_TYPES[k] for k in kinds)], where)
+    except ConfigError:
+        if len(kinds) == 1:
+            raise
+        raise ConfigError(f"{where}: expected {' or '.join(k for k in kinds if k != 'none')}, got {value!r}") from None
 
 
-#: The kinds a written value can be converted to, and the type that converts it.
-_PLAIN_KINDS = (("bool", bool), ("int", int), ("float", float), ("str", str))
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "none"
-    for name, plain in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", list),
-                        ("dict", dict)):
-        if isinstance(value, plain):
-            return name
-    return "any"
+#: The type of each kind of value in TRL's field table.
+_TYPES = {"none": type(None), "bool": bool, "int": int, "float": float, "str": str, "list": list, "dict": dict}
 
 
 # ---------------------------------------------------------------- the arguments of a run

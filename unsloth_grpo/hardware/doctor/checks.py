@@ -24,11 +24,10 @@ logger = logging.getLogger(__name__)
 
 #: Packages Unsloth declares on Linux x86-64 that importing it and training never need: missing or
 #: outside Unsloth's range, they are a warning, not a blocking problem (tests/test_gpu_path.py
-#: imports unsloth with the first three hidden).
+#: imports unsloth with the first two hidden, and pydantic, which this project needs itself).
 NOT_NEEDED_TO_TRAIN = {
     "xformers": "optional attention kernels: without them Unsloth uses PyTorch attention",
     "diffusers": "only Unsloth's image-generation paths import it",
-    "pydantic": "only Unsloth's studio app needs it; unsloth_zoo's one import of it is guarded",
     "certifi": "no module of unsloth or unsloth_zoo imports it (requests uses it for HTTPS)",
 }
 
