@@ -222,7 +222,7 @@ def test_no_function_is_longer_than_a_reader_can_hold():
 
 #: The config layer's lines today (``python tools/structure.py``): issue 34 asks for at most 450; until a
 #: change gets it there, it may shrink and not grow.
-MAX_CONFIG_LAYER_LINES = 1130
+MAX_CONFIG_LAYER_LINES = 1129
 
 
 def test_the_config_layer_does_not_grow():

@@ -108,6 +108,16 @@ class ModelConfig:
     device: str = _f("auto", help="'auto' (CUDA when present), 'cuda' or 'cpu'.")
     trust_remote_code: bool = _f(False, help="Allow model code from the hub repository.")
 
+    def problems(self) -> list[str]:
+        p = [f"model.{key}='{getattr(self, key)}' is not one of {', '.join(choices)}" for key, choices in (
+            ("backend", BACKENDS), ("dtype", DTYPES), ("fast_inference", FAST_INFERENCE),
+            ("vllm_standby", FAST_INFERENCE), ("device", DEVICES)) if getattr(self, key) not in choices]
+        if not self.name.strip():
+            p.append("model.name is empty; give a hub id, a local model directory or 'builtin:tiny'")
+        if not 0.05 <= self.gpu_memory_utilization <= 0.95:
+            p.append(f"model.gpu_memory_utilization={self.gpu_memory_utilization} should lie between 0.05 and 0.95")
+        return p
+
 
 @_section
 class LoraSettings:
@@ -119,6 +129,13 @@ class LoraSettings:
         factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     )
     max_lora_rank: int | None = _f(None, help="vLLM's largest LoRA rank (Unsloth fast inference); defaults to r.")
+
+    def problems(self) -> list[str]:
+        p = [f"lora.r={self.r} must be at least 1"] if self.r < 1 else []
+        if self.max_lora_rank is not None and self.r > self.max_lora_rank:
+            p.append(f"lora.r={self.r} exceeds lora.max_lora_rank={self.max_lora_rank}; raise max_lora_rank to at "
+                     f"least {self.r}")
+        return p
 
 
 @_section
@@ -237,6 +254,41 @@ class TrainingConfig:
         return dataclasses.replace(self, **{k: v for k, v in values.items() if k in own},
                                    trl={**self.trl, **{k: v for k, v in values.items() if k not in own}})
 
+    def number(self, name: str) -> float | None:
+        """A TRL field's value when the config gives it as a number, else None (a value of the wrong
+        type is left to the TRL check, which names it)."""
+        value = self.trl.get(name)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def problems(self) -> list[str]:
+        """The toolkit's own options, and TRL's fields the toolkit relies on."""
+        p = []
+        generations, completion = self.number("num_generations"), self.number("max_completion_length")
+        if generations is not None and generations < 2:
+            p.append(f"training.num_generations={generations}: GRPO compares completions within a group, "
+                     "so it needs at least 2 (8 is typical)")
+        if completion is not None and completion < 1:
+            p.append(f"training.max_completion_length={completion}: a completion needs at least 1 token; "
+                     "set it to the longest answer you expect, e.g. 256")
+        steps, lr, beta, temperature = (self.number(k) for k in ("max_steps", "learning_rate", "beta", "temperature"))
+        if steps is not None and steps < 1:
+            p.append(f"training.max_steps={steps} must be at least 1")
+        if lr is not None and lr <= 0:
+            p.append(f"training.learning_rate={lr} must be positive")
+        if beta is not None and beta < 0:
+            p.append(f"training.beta={beta} must be >= 0")
+        if temperature is not None and temperature <= 0:
+            p.append(f"training.temperature={temperature} must be > 0 for GRPO sampling")
+        if not 0 <= self.warmup_ratio < 1:
+            p.append(f"training.warmup_ratio={self.warmup_ratio} must lie in [0, 1): it is a share of max_steps")
+        if self.dynamic_sampling not in DYNAMIC_SAMPLING_MODES:
+            p.append(f"training.dynamic_sampling='{self.dynamic_sampling}' is not one of "
+                     f"{', '.join(DYNAMIC_SAMPLING_MODES)}")
+        if self.max_sampling_rounds < 1:
+            p.append(f"training.max_sampling_rounds={self.max_sampling_rounds}: a step needs at least 1 generation "
+                     "round (3 is typical for refill)")
+        return p
+
 
 @_section
 class RunConfig:
@@ -244,6 +296,13 @@ class RunConfig:
 
     keep_last: int | None = _f(2, help="Keep the newest N complete checkpoints under OUTPUT/checkpoints (null keeps all).")
     samples_every: int = _f(10, help="Print and store sample generations every N steps (0 = never).")
+
+    def problems(self) -> list[str]:
+        p = [] if self.keep_last is None or self.keep_last >= 1 else [
+            f"run.keep_last={self.keep_last}: keep at least 1 checkpoint, or null to keep all"]
+        if self.samples_every < 0:
+            p.append(f"run.samples_every={self.samples_every} must be >= 0 (0 = never)")
+        return p
 
 
 @_section
@@ -256,6 +315,12 @@ class EvalConfig:
     max_new_tokens: int | None = _f(None, help="Generation length (default: training.max_completion_length).")
     temperature: float = _f(0.7, help="Sampling temperature for samples beyond the first (the first is greedy).")
     batch_size: int = _f(16, help="Sequences generated per batch.")
+
+    def problems(self) -> list[str]:
+        if self.every < 0 or self.limit < 1 or self.samples < 1:
+            return [f"evaluation: every={self.every}, limit={self.limit}, samples={self.samples}: every >= 0, "
+                    "limit and samples >= 1"]
+        return []
 
 
 @_section
@@ -313,12 +378,25 @@ class RecipeConfig:
     )
 
     def problems(self) -> list[str]:
-        """Problems of the config's own shape (types, ranges, names); see :func:`validate`.
-
-        The full pre-load check, with rewards, tasks, TRL's fields and the machine, is
-        :func:`unsloth_grpo.training.checks.config_problems`.
+        """Problems of the config's own values (ranges, choices), one line each: each section's own,
+        then what crosses sections. This imports nothing; the full pre-load check, with rewards, tasks,
+        TRL's fields and the machine, is :func:`unsloth_grpo.training.checks.config_problems`.
         """
-        return validate(self)
+        p = [] if str(self.output_dir).strip() else [
+            "output_dir is empty: a run needs a directory of its own for its adapter, metrics and config; give "
+            "one, e.g. --output-dir outputs/my-run"]
+        for section in (self.model, self.lora, self.training, self.run, self.evaluation):
+            p += section.problems()
+        completion, prompt = self.training.number("max_completion_length"), self.data.max_prompt_tokens
+        if completion is not None and prompt + completion > self.model.max_seq_length:
+            p.append(f"data.max_prompt_tokens ({prompt}) + training.max_completion_length ({completion}) = "
+                     f"{prompt + completion} exceeds model.max_seq_length ({self.model.max_seq_length}); raise "
+                     "max_seq_length or shorten one of them")
+        if not self.rewards and not (self.stages and all(s.rewards or s.kind == "sft" for s in self.stages)):
+            p.append("rewards: the list is empty; add at least one, e.g. {name: correctness, weight: 2.0}")
+        p += [f"rewards[{i}].params must be a mapping" for i, spec in enumerate(self.rewards)
+              if not isinstance(spec.params, dict)]
+        return p
 
 
 # ---------------------------------------------------------------- YAML that keeps what was typed
@@ -640,92 +718,13 @@ def describe(cls: type = RecipeConfig, prefix: str = "", instance: Any = None) -
 
 
 def validate(cfg: RecipeConfig) -> list[str]:
-    """Check the config's own values (types, ranges, names); return every problem, one line each.
-
-    This imports nothing: rewards, tasks, TRL's fields, the process layout and the machine are
-    checked by :func:`unsloth_grpo.training.checks.config_problems` on top of this.
-    """
-    p: list[str] = []
-    m, t, lo, d = cfg.model, cfg.training, cfg.lora, cfg.data
-    if m.backend not in BACKENDS:
-        p.append(f"model.backend='{m.backend}' is not one of {', '.join(BACKENDS)}")
-    if m.dtype not in DTYPES:
-        p.append(f"model.dtype='{m.dtype}' is not one of {', '.join(DTYPES)}")
-    if m.fast_inference not in FAST_INFERENCE:
-        p.append(f"model.fast_inference='{m.fast_inference}' must be one of {', '.join(FAST_INFERENCE)}")
-    if m.vllm_standby not in FAST_INFERENCE:
-        p.append(f"model.vllm_standby='{m.vllm_standby}' must be one of {', '.join(FAST_INFERENCE)}")
-    if m.device not in DEVICES:
-        p.append(f"model.device='{m.device}' must be one of {', '.join(DEVICES)}")
-    if not str(cfg.output_dir).strip():
-        p.append("output_dir is empty: a run needs a directory of its own for its adapter, metrics and "
-                 "config; give one, e.g. --output-dir outputs/my-run")
-    if not m.name.strip():
-        p.append("model.name is empty; give a hub id, a local model directory or 'builtin:tiny'")
-    if not 0.05 <= m.gpu_memory_utilization <= 0.95:
-        p.append(f"model.gpu_memory_utilization={m.gpu_memory_utilization} should lie between 0.05 and 0.95")
-    # TRL's fields the toolkit relies on; a value of the wrong type is left to the TRL check, which names it
-    generations, completion = _number(t, "num_generations"), _number(t, "max_completion_length")
-    if generations is not None and generations < 2:
-        p.append(
-            f"training.num_generations={generations}: GRPO compares completions within a group, "
-            "so it needs at least 2 (8 is typical)"
-        )
-    if completion is not None and completion < 1:
-        p.append(f"training.max_completion_length={completion}: a completion needs at least 1 token; "
-                 "set it to the longest answer you expect, e.g. 256")
-    if completion is not None and d.max_prompt_tokens + completion > m.max_seq_length:
-        p.append(
-            f"data.max_prompt_tokens ({d.max_prompt_tokens}) + training.max_completion_length "
-            f"({completion}) = {d.max_prompt_tokens + completion} exceeds "
-            f"model.max_seq_length ({m.max_seq_length}); raise max_seq_length or shorten one of them"
-        )
-    if lo.r < 1:
-        p.append(f"lora.r={lo.r} must be at least 1")
-    if lo.max_lora_rank is not None and lo.r > lo.max_lora_rank:
-        p.append(f"lora.r={lo.r} exceeds lora.max_lora_rank={lo.max_lora_rank}; raise max_lora_rank to at least {lo.r}")
-    steps, lr, beta, temperature = (_number(t, k) for k in ("max_steps", "learning_rate", "beta", "temperature"))
-    if steps is not None and steps < 1:
-        p.append(f"training.max_steps={steps} must be at least 1")
-    if lr is not None and lr <= 0:
-        p.append(f"training.learning_rate={lr} must be positive")
-    if beta is not None and beta < 0:
-        p.append(f"training.beta={beta} must be >= 0")
-    if temperature is not None and temperature <= 0:
-        p.append(f"training.temperature={temperature} must be > 0 for GRPO sampling")
-    if not 0 <= t.warmup_ratio < 1:
-        p.append(f"training.warmup_ratio={t.warmup_ratio} must lie in [0, 1): it is a share of max_steps")
-    if t.dynamic_sampling not in DYNAMIC_SAMPLING_MODES:
-        p.append(f"training.dynamic_sampling='{t.dynamic_sampling}' is not one of {', '.join(DYNAMIC_SAMPLING_MODES)}")
-    if t.max_sampling_rounds < 1:
-        p.append(f"training.max_sampling_rounds={t.max_sampling_rounds}: a step needs at least 1 generation round "
-                 "(3 is typical for refill)")
-    if not cfg.rewards and not (cfg.stages and all(s.rewards or s.kind == "sft" for s in cfg.stages)):
-        p.append("rewards: the list is empty; add at least one, e.g. {name: correctness, weight: 2.0}")
-    if cfg.run.keep_last is not None and cfg.run.keep_last < 1:
-        p.append(f"run.keep_last={cfg.run.keep_last}: keep at least 1 checkpoint, or null to keep all")
-    if cfg.run.samples_every < 0:
-        p.append(f"run.samples_every={cfg.run.samples_every} must be >= 0 (0 = never)")
-    for i, spec in enumerate(cfg.rewards):
-        if not isinstance(spec.params, dict):
-            p.append(f"rewards[{i}].params must be a mapping")
-    e = cfg.evaluation
-    if e.every < 0 or e.limit < 1 or e.samples < 1:
-        p.append(f"evaluation: every={e.every}, limit={e.limit}, samples={e.samples}: every >= 0, limit and samples >= 1")
-    return p
-
-
-def _number(training: TrainingConfig, name: str) -> float | None:
-    """A TRL field's value when the config gives it as a number, else None."""
-    value = training.get(name)
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """Every problem of the config's own values, one line each (:meth:`RecipeConfig.problems`)."""
+    return cfg.problems()
 
 
 def format_problems(problems: list[str]) -> str:
     """The one message a list of problems makes (the text of a ConfigError)."""
-    if len(problems) == 1:
-        return problems[0]
-    return "the recipe config has problems:\n  - " + "\n  - ".join(problems)
+    return problems[0] if len(problems) == 1 else "the recipe config has problems:\n  - " + "\n  - ".join(problems)
 
 
 def check(cfg: RecipeConfig) -> None:
