@@ -96,6 +96,20 @@ def test_a_files_wrong_names_and_types_are_listed_together(tmp_path):
     assert load_config(path).output_dir == "007"
 
 
+def test_yaml_yes_and_on_are_no_numbers():
+    """YAML reads yes/on as true, and a lax type check reads true as 1: `lora.r: yes` would train a rank-1
+    adapter and `training.max_steps: on` one step. Both are refused, in the toolkit's fields and in TRL's."""
+    with pytest.raises(ConfigError, match=r"lora.r: expected an integer, got 'yes'"):
+        load_config({}, overrides=["lora.r=yes"])
+    with pytest.raises(ConfigError, match=r"model.gpu_memory_utilization: expected a number, got 'on'"):
+        load_config({}, overrides=["model.gpu_memory_utilization=on"])
+    problems = config_problems(load_config({"rewards": [{"name": "correctness"}]},
+                                           overrides=["training.max_steps=on", "training.temperature=no"]))
+    assert problems == ["training.max_steps: expected an integer, got True",
+                        "training.temperature: expected a number, got False"]
+    assert load_config({}, overrides=["model.load_in_4bit=on", "output_dir=yes"]).model.load_in_4bit is True
+
+
 def test_overrides_parse_yaml_values():
     assert load_config({}, overrides=["training.learning_rate=1e-5"]).training.learning_rate == 1e-5
     assert load_config({}, overrides=["model.load_in_4bit=false"]).model.load_in_4bit is False

@@ -57,8 +57,9 @@ def _f(default: Any = dataclasses.MISSING, *, help: str, factory: Any = None):
 def _as_typed(value: Any, tp: Any) -> Any:
     """A value read from YAML, for a field of type ``tp``: the text as typed for a string field, YAML's
     reading otherwise (``null`` is None either way)."""
-    if isinstance(value, _Typed):
-        return None if value.parsed is None else (str(value) if str in (tp, *get_args(tp)) else value.parsed)
+    if isinstance(value, _Typed):  # YAML's yes/on is no number: a number field gets the text, and refuses it
+        text = str in (tp, *get_args(tp)) or (isinstance(value.parsed, bool) and bool not in (tp, *get_args(tp)))
+        return None if value.parsed is None else (str(value) if text else value.parsed)
     return _plain(value) if get_origin(tp) is dict or tp is Any else value
 
 
@@ -498,9 +499,10 @@ def read_yaml(text: str, what: str, key: str = "") -> Any:
 # pydantic checks the sections' types and names (every problem at once, each with where it is); this
 # module adds only the wording: the key's dotted place, what was expected, the close name of a typo.
 
-#: What a config value was expected to be, by the first word of pydantic's error type.
-_EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false", "string": "a string",
-             "list": "a list", "dict": "a mapping", "dataclass": "a mapping", "none": "null"}
+#: What a config value was expected to be, by the first word of pydantic's error type (or a kind of
+#: value in TRL's field table).
+EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false", "string": "a string", "str": "a string",
+            "list": "a list", "dict": "a mapping", "dataclass": "a mapping", "none": "null"}
 _LAX = ConfigDict(coerce_numbers_to_str=True)
 
 
@@ -535,7 +537,7 @@ def _problem(cls: type, error: dict, prefix: str) -> str:
     hint = ""
     if kind == "list_type" and isinstance(value, dict) and value and all(_is_index(k) for k in value):
         hint = f"; there is no list to change by position here, so give the whole list: {where}=[...]"
-    expected = _EXPECTED.get(kind.split("_")[0])
+    expected = EXPECTED.get(kind.split("_")[0])
     if expected is None:
         return f"{where}: {error['msg']}, got {value!r}"
     return f"{where}: expected {expected}, got {value!r}{hint}"
@@ -547,10 +549,7 @@ def _adapter(tp: Any) -> TypeAdapter:
 
 
 def convert_value(value: Any, tp: Any, where: str) -> Any:
-    """``value`` as read from YAML, as the annotated type ``tp``; ConfigError names ``where``.
-
-    The TRL layer (``training.trainer_args``) uses it with the types TRL declares.
-    """
+    """``value`` as the type ``tp`` (a section, or a type TRL declares); ConfigError names ``where``."""
     try:
         return _adapter(tp).validate_python(value)
     except ValidationError as exc:

@@ -24,7 +24,7 @@ import difflib
 import functools
 from typing import Any, Union
 
-from unsloth_grpo.config import ConfigError, RecipeConfig, convert_value, format_problems, is_transformers
+from unsloth_grpo.config import EXPECTED, ConfigError, RecipeConfig, convert_value, format_problems, is_transformers
 from unsloth_grpo.training.trl_schema import field_table
 
 GRPO, SFT = "GRPOConfig", "SFTConfig"
@@ -98,16 +98,17 @@ def trl_values(values: dict[str, Any], kind: str = GRPO, where: str = "training"
 
 
 def _as_kinds(value: Any, kinds: tuple[str, ...], where: str) -> Any:
-    """``value`` as one of the kinds TRL's type for it takes (pydantic's rules, as for the toolkit's own
-    sections); a value that already is one of them is left alone."""
+    """``value`` as one of the kinds TRL's type for it takes, by pydantic's rules as for the toolkit's own
+    sections (a bool is no number here either)."""
     if "any" in kinds:
         return value
+    problem = ConfigError(f"{where}: expected {' or '.join(EXPECTED[k] for k in kinds if k != 'none')}, got {value!r}")
+    if isinstance(value, bool) and "bool" not in kinds:  # pydantic would read true as 1
+        raise problem
     try:
         return convert_value(value, Union[tuple(_TYPES[k] for k in kinds)], where)
     except ConfigError:
-        if len(kinds) == 1:
-            raise
-        raise ConfigError(f"{where}: expected {' or '.join(k for k in kinds if k != 'none')}, got {value!r}") from None
+        raise problem from None
 
 
 #: The type of each kind of value in TRL's field table.
