@@ -27,6 +27,17 @@ def test_every_module_of_the_package_is_a_task_named_after_it():
         assert task.default_rewards, name
 
 
+@pytest.mark.parametrize("name", TASKS)
+def test_a_recipes_entry_module_opens_with_its_description(name):
+    """The recipe's one line (``--help``) lives with the task; the entry module's docstring opens with the
+    same sentence (what `pydoc unsloth_grpo.recipes.NAME` shows). The two copies must not drift."""
+    from unsloth_grpo.tasks import get_recipe
+
+    entry = importlib.import_module(f"unsloth_grpo.recipes.{name}")
+    assert entry.__doc__.splitlines()[0] == get_recipe(name).description
+    assert entry.RECIPE is get_recipe(name)
+
+
 def test_an_unknown_task_is_a_config_error_naming_the_nearest_and_every_task():
     with pytest.raises(ConfigError, match=r"task='gsm8kk' is not a task of this package; did you mean 'gsm8k'\? "
                                           r"choose one of: arith, code, .*json_extract"):
