@@ -529,7 +529,7 @@ def _problem(cls: type, error: dict, prefix: str) -> str:
     if kind == "unexpected_keyword_argument":
         names = [f.name for f in fields(_section_at(cls, loc[:-1]))]
         close = difflib.get_close_matches(str(loc[-1]), names, n=1)
-        under = where.rpartition(".")[0] if "." in where else ""
+        under = where.rpartition(".")[0]
         return (f"unknown config key '{where}'.{f' Did you mean {close[0]!r}?' if close else ''} "
                 f"Valid keys{' under ' + under if under else ''}: " + ", ".join(names))
     if kind in ("missing", "missing_argument"):
