@@ -259,8 +259,7 @@ def test_a_limit_that_leaves_no_rows_names_data_limit_before_loading(capsys, tmp
     csv.write_text("question,answer\nWhat is 1 + 1?,2\nWhat is 2 + 2?,4\n")
     out = tmp_path / "run"
     if existing:
-        out.mkdir()
-        (out / "notes.txt").write_text("mine")
+        out.mkdir()  # empty: a folder of other files is refused as an output directory before the data is read
     # it used to pass --check with 0 rows, then fail after the model loaded, blaming
     # data.max_prompt_tokens and leaving config.yaml and .run.lock behind
     from unsloth_grpo.recipes import custom
@@ -416,15 +415,14 @@ def test_a_reward_that_fails_on_sample_completions_is_refused_by_check(capsys, b
 def test_a_failing_reward_is_refused_before_the_run_touches_its_output_dir(tmp_path, capsys, broken_rewards):
     # the real train(): refused before the run lock, config.yaml and the model
     fresh, existing = tmp_path / "fresh", tmp_path / "existing"
-    existing.mkdir()
-    (existing / "notes.txt").write_text("mine")
+    existing.mkdir()  # empty: a folder of other files is refused as an output directory before the rewards run
     for out in (fresh, existing):
         code = run_recipe(gsm8k.RECIPE, ["--preset", "smoke", "--output-dir", str(out),
                                          f"rewards=[{{name: '{broken_rewards}:explodes'}}]"])
         _, err = capsys.readouterr()
         assert code == 2 and "Traceback" not in err and "raised RuntimeError: boom" in err
     assert not fresh.exists()
-    assert sorted(p.name for p in existing.iterdir()) == ["notes.txt"]  # no .run.lock, no config.yaml
+    assert list(existing.iterdir()) == []  # no .run.lock, no config.yaml
 
 
 def test_on_error_zero_lets_a_failing_reward_through_the_check(capsys, broken_rewards):

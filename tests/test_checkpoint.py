@@ -191,12 +191,14 @@ def test_a_lock_file_taken_away_by_a_refused_run_never_lets_two_runs_hold_the_di
     run = tmp_path / "run"
     run.mkdir()
     first = ck.RunLock(run).acquire()
-    first.release(remove=True)  # refused on its input: it made the file, so it takes it away
+    assert first.created
+    first.release(remove=True)  # a run that ends, or one refused on its input that made the file: taken away
     assert not (run / ck.LOCK_FILE).exists()
     kept = ck.RunLock(run).acquire()
     kept.release()
-    again = ck.RunLock(run).acquire()  # the file was there before (left by the last run): never removed
-    again.release(remove=True)
+    again = ck.RunLock(run).acquire()  # the file was there before: a refused run leaves it (remove=created)
+    assert not again.created
+    again.release(remove=again.created)
     assert (run / ck.LOCK_FILE).exists()
 
     # a run that opened the file just before its holder removed it must not hold the removed file

@@ -355,8 +355,179 @@ def stage_index_of(dirname: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-__all__ = ["BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "HEALTH_FILE", "MARKER", "STAGES_DIR", "CheckpointInfo",
-           "check_checkpoint", "checkpoint_info", "checkpoints_root", "collect_bundle", "dataset_fingerprint", "git_info",
-           "is_checkpoint_dir", "latest_checkpoint", "list_checkpoints", "other_task", "package_versions", "read_bundle",
-           "read_health", "read_marker", "recorded_task", "run_config_path", "run_dir_of", "sha256_of", "stage_index_of",
-           "write_bundle"]
+# ---------------------------------------------------------------- what a run is, and what a command may write
+#
+# One rule for every command that writes (train, export, eval, compare, plot, rewards check): it
+# writes new files and folders, even inside a run (``eval --output RUN/eval``); it replaces nothing it
+# did not make in this invocation unless the user named that exact path with ``--force``; and it never
+# replaces a run, anything inside one, or a folder that holds one, ``--force`` or not.
+
+#: The resolved config training writes first into a run (and into each stage of one).
+RUN_CONFIG = "config.yaml"
+#: Written into a run directory when its training finished (the final adapter is in place).
+RUN_COMPLETE = "run_complete.json"
+#: The lock a training holds on its run directory while it writes there.
+LOCK_FILE = ".run.lock"
+#: What training writes into a run and nothing else writes: a folder holding one of them is a run
+#: (the lock and config.yaml come first, so a run that is starting, or stopped while its model loaded, is one too).
+_RUN_MARKS = (LOCK_FILE, RUN_CONFIG, "metrics.jsonl", RUN_COMPLETE, CHECKPOINTS_DIR)
+#: Folders looked through for a run inside a target at most: past that, the target is refused as too large.
+_MAX_FOLDERS_SEARCHED = 20_000
+
+
+def is_run_dir(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a run directory (a stage directory of one included): it holds what training
+    writes there: its lock, ``config.yaml``, ``metrics.jsonl``, ``run_complete.json`` or ``checkpoints/``."""
+    p = Path(path)
+    return p.is_dir() and any((p / mark).exists() for mark in _RUN_MARKS)
+
+
+def _holds_training_state(path: Path) -> bool:
+    """A run, or a checkpoint (a training's saved state, in its run or copied out of it)."""
+    return is_run_dir(path) or (path / MARKER).is_file() or (path / "trainer_state.json").is_file()
+
+
+def run_holding(path: str | os.PathLike) -> Path | None:
+    """The run (or checkpoint) that ``path`` is or lies inside, or None."""
+    p = Path(path).expanduser().resolve()
+    return next((a for a in (p, *p.parents) if a.is_dir() and _holds_training_state(a)), None)
+
+
+def runs_inside(folder: str | os.PathLike, *, most: int = 3) -> tuple[list[Path], bool]:
+    """Up to ``most`` runs (or checkpoints) below ``folder``, and whether the search saw every folder
+    (False past :data:`_MAX_FOLDERS_SEARCHED`)."""
+    found: list[Path] = []
+    seen = 0
+    for dirpath, dirnames, _files in os.walk(folder):
+        seen += 1
+        if seen > _MAX_FOLDERS_SEARCHED:
+            return found, False
+        here = Path(dirpath)
+        if here != Path(folder) and _holds_training_state(here):
+            found.append(here)
+            dirnames[:] = []  # what lies inside it is its own
+            if len(found) >= most:
+                break
+        dirnames.sort()
+    return found, True
+
+
+def not_a_run(path: str | os.PathLike, flag: str = "--resume") -> str | None:
+    """Why ``path`` cannot be continued as a run, or None when it is a run or one of its checkpoints."""
+    p = Path(path)
+    if not p.is_dir() or is_run_dir(p) or is_checkpoint_dir(p) or list_checkpoints(p):
+        return None  # the resume says what a run holds and what it can continue from
+    return (f"{flag} {p}: {p} is not a run: a run directory holds the {RUN_CONFIG} its training wrote, with "
+            f"metrics.jsonl, run_info.json and its checkpoints under {CHECKPOINTS_DIR}/checkpoint-N. Pass a run "
+            "directory (the --output-dir of a training) or one of its checkpoints; to start a new run, leave "
+            "--resume out")
+
+
+def unfinished_run(path: str | os.PathLike) -> str | None:
+    """What a run directory without its final adapter holds instead (training was stopped or killed),
+    said with the checkpoint to use; None when ``path`` is no such run."""
+    p = Path(path)
+    if not p.is_dir() or (p / "adapter_config.json").is_file() or (p / "config.json").is_file():
+        return None
+    latest = latest_checkpoint(p)
+    if latest is not None:
+        return (f"{p} is a run with no final adapter (its training was stopped or killed before the end); use "
+                f"its latest checkpoint, {latest}, instead, or finish the run first: unsloth-grpo train --resume {p}")
+    if is_run_dir(p):
+        return (f"{p} is a run that stopped before it saved a checkpoint or its adapter, so it holds no trained "
+                f"model to load; train it again (without --resume) or choose another run")
+    return None
+
+
+def output_problem(target: str | os.PathLike, flag: str, *, writes: list[str] | tuple[str, ...] | None = None,
+                   file: bool = False, force: bool | None = None, run_ok: bool = False) -> str | None:
+    """Why a command may not write ``target`` (given with ``flag``), or None when it may: the one check
+    every command that writes makes before it loads anything.
+
+    ``writes`` names what the command writes inside the folder ``target`` (relative paths); None when
+    it fills or replaces the folder as a whole (an export, a training run). ``file``: ``target`` is one
+    file. ``force``: the command's ``--force`` (None when it has none). ``run_ok``: ``target`` may be a
+    run itself (training: the resume rules decide what becomes of it).
+
+    A file where a folder is meant (or the other way) is refused; so is replacing anything that exists
+    without ``--force``; and replacing a run, anything inside one, or a folder that holds one is
+    refused even with ``--force``. New files and folders are written anywhere, inside a run included.
+    """
+    p = Path(target).expanduser()
+    kind = "file" if file else "folder"
+    existing = next((a for a in (p, *p.parents) if a.exists()), None)
+    if existing is not None and existing != p and not existing.is_dir():
+        return f"{flag} {target}: {existing} is a file, so no {kind} can be made under it; choose another path"
+    if p.exists() and p.is_dir() == file:
+        return (f"{flag} {target} is a {'folder' if file else 'file'}, not a {kind}; nothing was written. Choose "
+                + (f"a file name (e.g. {p / 'out.jsonl'})" if file else f"a new folder (e.g. {_free_beside(p, file)})"))
+    if run_ok and is_run_dir(p) and run_holding(p.parent) is None:
+        return None
+    if file or writes is None:
+        replaced = [p] if p.exists() and (file or any(p.iterdir())) else []
+    else:
+        replaced = [p / w for w in writes if (p / w).exists()]
+    if not replaced:
+        return None
+    fix = f"Choose a new {kind} (e.g. {_free_beside(p, file)})"
+    protected = _run_in_the_way(replaced)
+    if protected is not None:
+        return (f"{flag} {target}: {protected}; a command never replaces a run's files"
+                f"{', even with --force' if force is not None else ''}. Nothing was written. {fix}")
+    if force:
+        return None
+    if file:
+        what = "exists"
+    elif writes is None:
+        what = "exists and is not empty" + (" (and is not a run to continue)" if run_ok else "")
+    else:
+        what = f"holds {', '.join(r.relative_to(p).as_posix() for r in replaced)} already"
+    if force is None:
+        return f"{flag} {target} {what}; nothing was written. Choose a new or empty {kind} (e.g. {_free_beside(p, file)})"
+    return (f"{flag} {target} {what}; nothing was written. {fix}, or pass --force to replace "
+            f"{'them' if len(replaced) > 1 else 'it'}")
+
+
+def _run_in_the_way(replaced: list[Path]) -> str | None:
+    """How replacing the paths ``replaced`` would touch a run, in words, or None."""
+    for r in replaced:
+        holder = run_holding(r)
+        if holder is not None:
+            what = "a run" if is_run_dir(holder) else "a checkpoint"
+            if holder == r.resolve():
+                return f"{r} is {what}"
+            return f"{r} lies inside {what}, {_shown(holder)}"
+        if r.is_dir():
+            inside, complete = runs_inside(r)
+            if inside:
+                return f"{r} holds {'runs' if len(inside) > 1 else 'a run'}: {', '.join(map(_shown, inside))}"
+            if not complete:
+                return (f"{r} holds more than {_MAX_FOLDERS_SEARCHED} folders, too many to make sure that no run "
+                        "lies among them")
+    return None
+
+
+def _shown(path: Path) -> str:
+    """``path`` as the user would type it: relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _free_beside(path: Path, file: bool) -> Path:
+    """A name beside ``path`` that is not taken: ``NAME-2``, ``NAME-3``, ... (a file keeps its suffix)."""
+    n = 2
+    while True:
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}" if file else f"{path.name}-{n}")
+        if not candidate.exists():
+            return candidate
+        n += 1
+
+
+__all__ = ["BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "HEALTH_FILE", "LOCK_FILE", "MARKER", "RUN_COMPLETE",
+           "RUN_CONFIG", "STAGES_DIR", "CheckpointInfo", "check_checkpoint", "checkpoint_info", "checkpoints_root",
+           "collect_bundle", "dataset_fingerprint", "git_info", "is_checkpoint_dir", "is_run_dir", "latest_checkpoint",
+           "list_checkpoints", "not_a_run", "other_task", "output_problem", "package_versions", "read_bundle",
+           "read_health", "read_marker", "recorded_task", "run_config_path", "run_dir_of", "run_holding", "runs_inside",
+           "sha256_of", "stage_index_of", "unfinished_run", "write_bundle"]

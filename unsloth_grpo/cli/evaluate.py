@@ -24,7 +24,9 @@ from typing import Any, Callable
 
 from unsloth_grpo.config import BACKENDS
 from unsloth_grpo.evaluation.evaluate import (
+    EVAL_FILES,
     EVAL_SAMPLES_FILE,
+    REPORT_FILES,
     category_warnings,
     compare,
     evaluate,
@@ -125,6 +127,8 @@ def _add_common(p) -> None:
                    help="How to load the model ('auto': Unsloth on CUDA when installed).")
     p.add_argument("--device", default="auto", help="'auto', 'cuda' or 'cpu'.")
     p.add_argument("--output", required=True, help="Directory for the results.")
+    p.add_argument("--force", action="store_true",
+                   help="Replace results an earlier evaluation left in --output (never a run's own files).")
 
 
 def _builtin_names() -> str:
@@ -248,10 +252,28 @@ def check_arguments(args, models: list[str]) -> None:
         wrong.append(f"--top-p {args.top_p}: use a value in (0, 1]")
     if wrong:
         raise ValueError("; ".join(wrong))
+    _check_outputs(args, models)
     for model in models:
         problem = model_ref(model).local_problem()
         if problem is not None:
             raise BackendError(problem)
+
+
+def _check_outputs(args, models: list[str]) -> None:
+    """Refuse, before anything loads, an --output (or --lm-eval-task) where the results would replace
+    files of a run or, without --force, files that are there already (:func:`unsloth_grpo.runs.output_problem`)."""
+    from unsloth_grpo.evaluation.harness import TASK_FILES
+    from unsloth_grpo.runs import output_problem
+
+    writes = list(EVAL_FILES) if len(models) == 1 else \
+        [f"{role}/{name}" for role in ("baseline", "trained") for name in EVAL_FILES] + list(REPORT_FILES)
+    targets = [("--output", args.output, writes)]
+    if getattr(args, "lm_eval_task", None):
+        targets.append(("--lm-eval-task", args.lm_eval_task, list(TASK_FILES)))
+    for flag, target, names in targets:
+        problem = output_problem(target, flag, writes=names, force=args.force)
+        if problem is not None:
+            raise ValueError(problem)
 
 
 def _some_problems(problems, args) -> None:

@@ -129,25 +129,47 @@ def _print_help_config(recipe: Recipe, args: argparse.Namespace) -> int:
 
 
 def _read_config(recipe: Recipe, args: argparse.Namespace) -> tuple[RecipeConfig, object, Path | None]:
-    """The run's config (the recipe's defaults, preset, file and overrides; a resumed run's own
-    config.yaml when no other is named), what ``--resume`` asks for, and the run directory it names."""
+    """The run's config (the recipe's defaults, preset, file and overrides; for a resume, the run's own
+    config.yaml with the overrides on top), what ``--resume`` asks for, and the run directory it names."""
     resume, overrides = _resume_and_overrides(args)
-    if isinstance(resume, str) and not Path(resume).exists():  # said before the run's config is looked for
+    if isinstance(resume, str):  # said before the run's config is looked for, and before the machine's checks
+        from unsloth_grpo.runs import not_a_run
         from unsloth_grpo.training.checkpoint import CheckpointError, no_such_resume_path
 
-        raise CheckpointError(no_such_resume_path(resume))
+        if not Path(resume).exists():
+            raise CheckpointError(no_such_resume_path(resume))
+        why = not_a_run(resume)
+        if why is not None:
+            raise CheckpointError(why)
     resumed = resumed_run(resume)
     # `--resume RUN` trains RUN, wherever its config.yaml says it was first trained: a copied run is
     # continued in the copy, never in the folder it was copied from
     output_dir = args.output_dir if args.output_dir is not None or resumed is None else str(resumed)
-    config = args.config
-    if resume is not None and config is None and args.preset is None:
-        run = output_dir if resume is True else resumed
-        if run is not None and (Path(run) / "config.yaml").is_file():
-            config = str(Path(run) / "config.yaml")
-            print(f"resume: using the run's config {config}")
-    cfg = recipe.resolve(preset=args.preset, config=config, output_dir=output_dir, overrides=overrides)
+    if resume is not None:
+        run = resumed if resumed is not None else Path(output_dir) if output_dir is not None else None
+        if run is None:  # `--preset smoke --resume`: the run is the preset's output_dir
+            run = Path(recipe.resolve(preset=args.preset, config=args.config, overrides=overrides).output_dir)
+        if (run / "config.yaml").is_file():
+            return _resumed_config(recipe, args, run, overrides), resume, resumed
+    cfg = recipe.resolve(preset=args.preset, config=args.config, output_dir=output_dir, overrides=overrides)
     return cfg, resume, resumed
+
+
+def _resumed_config(recipe: Recipe, args: argparse.Namespace, run: Path, overrides: list[str]) -> RecipeConfig:
+    """A resume goes on with the settings the run was made with: its own config.yaml, and the
+    command's ``key=value`` overrides on top. A preset or another config file set up a run when it
+    began; applied again they would undo what the run was made with (``--preset smoke`` would put back
+    ``training.save_steps: 0`` over a run's 2), so they are not, and the command says so."""
+    own = run / "config.yaml"
+    skipped = [f"--preset {args.preset}"] if args.preset is not None else []
+    if args.config is not None and Path(args.config).resolve() != own.resolve():
+        skipped.append(f"--config {args.config}")
+    print(f"resume: using the run's config {own}" + (f" with {' '.join(overrides)} on top" if overrides else ""))
+    if skipped:
+        print(f"resume: {' and '.join(skipped)} not applied: a run goes on with the settings it was made with "
+              "(a setting to change goes on the command line as key=value)", file=sys.stderr)
+    return recipe.resolve(config=str(own), output_dir=args.output_dir if args.output_dir is not None else str(run),
+                          overrides=overrides)
 
 
 def _refuse_another_tasks_run(recipe: Recipe, cfg: RecipeConfig, resumed: Path | None) -> None:
@@ -186,6 +208,12 @@ def _decide_and_train(recipe: Recipe, args: argparse.Namespace, cfg: RecipeConfi
     if train_fn is None:
         from unsloth_grpo.training.train import train as train_fn
 
+    if resume is True:  # a mistyped folder is said as such, before the machine's checks talk of GPUs
+        from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
+
+        why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
+        if why is not None:
+            raise CheckpointError(why)
     shrinks = 0
     while True:
         try:
@@ -193,12 +221,6 @@ def _decide_and_train(recipe: Recipe, args: argparse.Namespace, cfg: RecipeConfi
             # the backend, TRL's own checks; all before the trainer imports. Training receives the
             # decision it returns and does not ask again.
             decision = check_before_loading(cfg, cpu_presets=recipe.cpu_presets())
-            if resume is True and shrinks == 0:
-                from unsloth_grpo.training.checkpoint import CheckpointError, nothing_to_resume
-
-                why = nothing_to_resume(cfg.output_dir, stages=bool(cfg.stages))
-                if why is not None:
-                    raise CheckpointError(why)
             return train_fn(cfg, resume=resume, decision=decision)
         except (RecipeCannotRunHere, BackendError) as exc:
             if getattr(args, "debug", False):

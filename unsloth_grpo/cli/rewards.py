@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 from unsloth_grpo.rewards import lab
 from unsloth_grpo.rewards.lab import LabError, analyse, print_report, read_completions, write_completions
+from unsloth_grpo.runs import output_problem
 
 
 # ---------------------------------------------------------------- generation
@@ -140,6 +141,8 @@ def add_parser(subparsers) -> None:
     c.add_argument("--seed", type=int, help="Sampling seed (default: the recipe's).")
     c.add_argument("--save-completions", metavar="FILE.jsonl", help="Write the scored completions here.")
     c.add_argument("--json", metavar="FILE", help="Also write the report as JSON.")
+    c.add_argument("--force", action="store_true",
+                   help="Replace a --save-completions or --json file that exists (never one inside a run).")
     c.add_argument("--strict", action="store_true", help="Exit non-zero on warnings too.")
     c.set_defaults(func=run)
     lst = actions.add_parser("list", help="List the built-in rewards.")
@@ -198,7 +201,7 @@ def _check_model_here(cfg, model: str) -> None:
 
     # only whether the model can be had: the lab picks the device itself
     probe = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, name=model, device="cpu"))
-    blocking = [p for p in recipe_problems(probe) if p.blocking]
+    blocking = [p for p in recipe_problems(probe) if p.blocking and p.topic != "output"]  # the lab trains nothing
     if blocking:
         why = "; ".join(f"{p.message} ({p.fix})" if getattr(p, "fix", None) else p.message for p in blocking)
         raise LabError(f"cannot generate with model '{model}' here: {why}. {OFFLINE_HINT}")
@@ -210,6 +213,10 @@ def _check(args: argparse.Namespace) -> int:
 
     if not args.completions and not args.model and not args.config:
         raise LabError("give --completions FILE.jsonl, or --model (or a --config whose model generates)")
+    for flag, target in (("--save-completions", args.save_completions), ("--json", args.json)):
+        problem = output_problem(target, flag, file=True, force=args.force) if target else None
+        if problem is not None:  # said before anything is generated
+            raise LabError(problem)
     cfg = _load_cfg(args)
     specs = args.reward or cfg.rewards
     if not specs:

@@ -37,6 +37,9 @@ from typing import Any, Callable
 
 EVAL_FILE = "eval.json"
 EVAL_SAMPLES_FILE = "eval_samples.jsonl"
+#: What :func:`write_eval` writes into its folder, and what :func:`write_report` writes into its own.
+EVAL_FILES = (EVAL_FILE, EVAL_SAMPLES_FILE)
+REPORT_FILES = ("report.md", "report.json")
 #: The column that says a problem's kind, when the rows have one (the offline sets do: the operation).
 CATEGORY_COLUMN = "category"
 
@@ -516,7 +519,7 @@ def report_markdown(report: dict[str, Any], *, max_listed: int = 20) -> str:
 def write_report(report: dict[str, Any], output_dir: str | Path) -> tuple[Path, Path]:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    md, js = out / "report.md", out / "report.json"
+    md, js = (out / name for name in REPORT_FILES)
     md.write_text(report_markdown(report))
     js.write_text(json.dumps(report, indent=2) + "\n")
     return md, js

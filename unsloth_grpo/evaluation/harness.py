@@ -30,6 +30,8 @@ TASK_NAME = "unsloth_grpo_gsm8k"
 PROBLEMS_FILE = "problems.jsonl"
 SYSTEM_PROMPT_FILE = "system_prompt.txt"
 COMMAND_FILE = "command.sh"
+#: What :func:`write_task` writes into its folder (with the default task name).
+TASK_FILES = (PROBLEMS_FILE, f"{TASK_NAME}.yaml", SYSTEM_PROMPT_FILE, COMMAND_FILE)
 
 #: The task file, in lm-eval 0.4's YAML. ``{data}``, ``{max_tokens}``, ``{stops}`` and ``{name}`` are filled in.
 TASK_TEMPLATE = """\

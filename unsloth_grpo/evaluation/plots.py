@@ -24,6 +24,8 @@ _SINGLE = [
     ("kl", "KL to the reference model", "kl", ["kl"]),
     ("completion_length", "Completion length", "tokens", ["completions/mean_length"]),
 ]
+#: Every file :func:`plot_run` may write: a PNG per single-series plot, each reward's mean, the held-out evaluation.
+PLOT_FILES = tuple(f"{stem}.png" for stem in [*(row[0] for row in _SINGLE), "rewards", "eval"])
 
 
 def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:

@@ -82,7 +82,7 @@ class ExportResult:
 
 def resolve_source(model: str | os.PathLike) -> tuple[Path, Path | None]:
     """(directory to export, its adapter directory or None for an already merged/base model)."""
-    from unsloth_grpo.runs import latest_checkpoint
+    from unsloth_grpo.runs import unfinished_run
 
     p = Path(model).expanduser()
     if not p.exists():
@@ -91,10 +91,9 @@ def resolve_source(model: str | os.PathLike) -> tuple[Path, Path | None]:
         return p, p
     if (p / "config.json").is_file():
         return p, None  # a full model: nothing to merge, it is re-saved (and converted to GGUF if asked)
-    ckpt = latest_checkpoint(p)
-    if ckpt is not None:
-        raise ExportError(f"--model {p}: the run has no final adapter (training did not finish); export its "
-                          f"latest checkpoint with --model {ckpt}, or resume training first")
+    unfinished = unfinished_run(p)
+    if unfinished is not None:
+        raise ExportError(f"--model {unfinished}")
     raise ExportError(f"--model {p}: neither a LoRA adapter (adapter_config.json) nor a model (config.json)")
 
 
@@ -321,14 +320,18 @@ def _remove(path: Path) -> None:
 
 
 def check_target(out: Path, flag: str, source: Path, force: bool) -> None:
-    """A target folder the export may write: new, empty, or (with ``force``) one it replaces at the end."""
+    """A target folder the export may write: new, empty, or (with ``force``) one it replaces at the end;
+    never a run, a folder inside one or one that holds one (:func:`unsloth_grpo.runs.output_problem`),
+    nor the folder it exports from or one above it."""
+    from unsloth_grpo.runs import output_problem
+
     if out.resolve() == source.resolve():
         raise ExportError(f"{flag} {out} is the run/adapter directory itself; choose a new directory")
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"{flag} {out} is a file, not a folder; choose a new folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ExportError(f"{flag} {out} exists and is not empty; nothing was written. Choose a new folder, or pass "
-                          "--force to replace it (it is replaced only when the export succeeds)")
+    if out.resolve() in source.resolve().parents:
+        raise ExportError(f"{flag} {out} holds the model being exported ({source}); choose a new directory")
+    problem = output_problem(out, flag, force=force)
+    if problem is not None:
+        raise ExportError(problem)
     parent = out.resolve().parent
     while not parent.exists():
         parent = parent.parent

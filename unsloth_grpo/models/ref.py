@@ -27,6 +27,7 @@ from pathlib import Path
 
 from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.models.builtin import CODE_TOKENS, build_tiny_model, node_lock
+from unsloth_grpo.runs import unfinished_run
 
 TINY_MODEL = "builtin:tiny"
 #: The tiny model with the code task's fences as whole tokens (the code recipe's smoke preset).
@@ -223,6 +224,9 @@ class ModelRef:
             return (f"model path '{text}' is a file; give the folder that holds the model (its config.json) "
                     "or the LoRA adapter (its adapter_config.json)")
         found = [path / f for f in ("config.json", "adapter_config.json") if (path / f).is_file()]
+        unfinished = None if found else unfinished_run(path)
+        if unfinished is not None:  # a run stopped before its final adapter: its checkpoint, not a broken copy
+            return f"model path {unfinished}"
         if not found:
             what = "is empty" if not any(path.iterdir()) else "holds no config.json (a model) nor " \
                                                                "adapter_config.json (a LoRA adapter)"

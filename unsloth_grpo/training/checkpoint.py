@@ -39,8 +39,10 @@ from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.runs import (
     CHECKPOINT_NAME,
     CHECKPOINTS_DIR,
+    LOCK_FILE,
     MARKER,
     PREFIX,
+    RUN_COMPLETE,
     STAGES_DIR,
     CheckpointInfo,
     check_checkpoint,
@@ -52,10 +54,6 @@ from unsloth_grpo.runs import (
     run_dir_of,
     sha256_of,
 )
-
-#: Written into a run directory when its training finished (the final adapter is in place).
-RUN_COMPLETE = "run_complete.json"
-LOCK_FILE = ".run.lock"
 
 #: Exit codes a shell expects after SIGINT / SIGTERM (128 + signal number).
 EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
@@ -340,6 +338,20 @@ def mark_finished(run_dir: str | os.PathLike, *, step: int, max_steps: int) -> P
     return path
 
 
+def last_logged_step(run_dir: str | os.PathLike) -> int:
+    """The highest ``step`` in ``run_dir/metrics.jsonl`` (0 when none is logged; a torn line is skipped)."""
+    step = 0
+    try:
+        for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+            try:
+                step = max(step, int(json.loads(line).get("step", 0)))
+            except (ValueError, TypeError, AttributeError):
+                continue
+    except OSError:
+        pass
+    return step
+
+
 def finished_run(run_dir: str | os.PathLike) -> dict | None:
     """``{"step": N, ...}`` when ``run_dir`` holds a finished run, else None.
 
@@ -353,16 +365,7 @@ def finished_run(run_dir: str | os.PathLike) -> dict | None:
         pass
     if not (run_dir / "adapter_model.safetensors").is_file():
         return None
-    step = 0
-    try:
-        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-            try:
-                step = max(step, int(json.loads(line).get("step", 0)))
-            except (ValueError, AttributeError):
-                continue
-    except OSError:
-        pass
-    return {"step": step, "max_steps": None}
+    return {"step": last_logged_step(run_dir), "max_steps": None}
 
 
 class RunLocked(CheckpointError):
@@ -385,6 +388,11 @@ class RunLock:
     @property
     def held(self) -> bool:
         return self._fh is not None
+
+    @property
+    def created(self) -> bool:
+        """Whether this lock made the lock file (none was there when it was taken)."""
+        return self._created
 
     def acquire(self) -> "RunLock":
         import fcntl
@@ -416,13 +424,15 @@ class RunLock:
         return self
 
     def release(self, *, remove: bool = False) -> None:
-        """Unlock; with ``remove``, also delete the lock file when this lock created it (a run refused
-        on its input leaves the directory as it found it). Removed while still held, and
-        :meth:`acquire` checks it locked the file that is there, so no two runs can both hold one."""
+        """Unlock; with ``remove``, also delete the lock file (a run that ends takes it away; one refused
+        on its input removes it only when it :attr:`created` it, leaving the directory as it found it).
+        It is removed while still held, and :meth:`acquire` checks that it locked the file that is there
+        (filelock's Unix lock does the same: a lock taken on a file unlinked meanwhile is taken again), so
+        no two runs can both hold one."""
         if self._fh is not None:
             import fcntl
 
-            if remove and self._created:
+            if remove:
                 self.path.unlink(missing_ok=True)
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()

@@ -86,8 +86,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         refused = True  # bad input: the directory is left as it was found, lock file included
         raise
     finally:
-        if lock is not None:
-            lock.release(remove=refused)
+        if lock is not None:  # the run is over: its lock file goes with it (one found there is kept on a refusal)
+            lock.release(remove=lock.created or not refused)
 
 
 def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decision=None,
@@ -212,8 +212,32 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
 def _say_where_training_starts(cfg: RecipeConfig, resume_from, resume, log: Callable[[str], None]) -> None:
     if resume_from is not None:
         log(f"resume: continuing from {resume_from.path} (step {resume_from.step} of {cfg.training.max_steps})")
+        redone = _steps_redone(cfg, resume_from)
+        if redone is not None:
+            log(redone)
     elif resume:
         log(f"resume: {cfg.output_dir} holds no checkpoint yet; training starts at step 0")
+
+
+def _steps_redone(cfg: RecipeConfig, resume_from) -> str | None:
+    """The warning a resume gets when it trains again steps this run has done already (the run went
+    past its latest checkpoint: it was killed, or finished between two saves), or None."""
+    from unsloth_grpo.training import checkpoint as ckpt
+
+    out = Path(cfg.output_dir)
+    if ckpt.run_dir_of(resume_from.path).resolve() != out.resolve():
+        return None  # a checkpoint continued in another folder: nothing done there is redone
+    done = ckpt.last_logged_step(out)
+    finished = ckpt.finished_run(out)
+    if finished is not None:
+        done = max(done, int(finished.get("step") or 0))
+    if done <= resume_from.step:
+        return None
+    return (f"WARNING: this run has trained to step {done}, but its checkpoint {resume_from.path} is at step "
+            f"{resume_from.step}: steps {resume_from.step + 1}-{done} are trained again (their rows in metrics.jsonl "
+            f"are replaced{', and so is the final adapter of step ' + str(done) if finished else ''}). They were "
+            f"never saved as a checkpoint (training.save_steps={cfg.training.save_steps}). To keep the run as it is, "
+            "stop now (Ctrl-C) and train further in a new --output-dir instead")
 
 
 def _rewards_and_tools(cfg: RecipeConfig) -> tuple[list, list[float], dict]:

@@ -23,6 +23,7 @@ from unsloth_grpo.hardware.doctor.probes import (
 )
 from unsloth_grpo.hardware.profiles import CardProfile
 from unsloth_grpo.models.ref import LOCAL, ModelRef, model_ref
+from unsloth_grpo.runs import output_problem
 
 
 class RecipeCannotRunHere(EnvironmentProblem):
@@ -191,6 +192,12 @@ def _output_dir_problems(output_dir: str) -> list[Problem]:
         return [Problem(ERROR, "output", f"output_dir '{output_dir}' cannot be written{where}: a read-only "
                         "file system or folder", "choose an --output-dir on a disk you can write to, or make that "
                         "folder writable")]
+    # a run goes into a new or empty folder, or into a run (the resume rules decide what becomes of it);
+    # never over a folder of other files, inside another run, or over a folder that holds runs
+    taken = output_problem(path, "--output-dir", run_ok=True)
+    if taken is not None:
+        return [Problem(ERROR, "output", taken, "a run writes config.yaml, README.md, its adapter and its tokenizer's "
+                        "files into its folder, over any files of those names: give each run a folder of its own")]
     return []
 
 
