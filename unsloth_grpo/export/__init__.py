@@ -327,11 +327,11 @@ def check_target(out: Path, flag: str, source: Path, force: bool) -> None:
 
     if out.resolve() == source.resolve():
         raise ExportError(f"{flag} {out} is the run/adapter directory itself; choose a new directory")
-    if out.resolve() in source.resolve().parents:
-        raise ExportError(f"{flag} {out} holds the model being exported ({source}); choose a new directory")
     problem = output_problem(out, flag, force=force)
     if problem is not None:
         raise ExportError(problem)
+    if out.resolve() in source.resolve().parents:  # an adapter that is no run, in the folder to replace
+        raise ExportError(f"{flag} {out} holds the model being exported ({source}); choose a new directory")
     parent = out.resolve().parent
     while not parent.exists():
         parent = parent.parent
