@@ -387,3 +387,103 @@ def test_a_finished_run_goes_on_with_more_steps_says_so_and_keeps_its_samples(tm
     assert samples[:8] == first  # it used to be overwritten on resume
     assert [json.loads(r)["step"] for r in samples[8:]] == [4, 4, 5, 5]
     assert [r["step"] for r in _rows(run / "metrics.jsonl") if "reward" in r] == list(range(1, 7))
+
+
+# ------------------------------------------------------------------ a resume keeps the run's settings, and says what it redoes
+
+
+def _run_of_6_steps(run: Path, *, logged: int = 6, saved: int = 6, finished: bool = False) -> Path:
+    """A run made with ``training.save_steps=2 training.max_steps=6``, trained to step ``logged``, its
+    newest checkpoint at step ``saved``."""
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    run.mkdir(parents=True)
+    cfg = RECIPE.resolve(preset="smoke", output_dir=str(run), overrides=["training.max_steps=6", "training.save_steps=2"])
+    dump_config(cfg, run / "config.yaml")
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward": 0.1}) + "\n"
+                                               for s in range(1, logged + 1)))
+    ck.finalize_checkpoint(_staged(run, saved), run, step=saved)
+    if finished:
+        (run / "adapter_model.safetensors").write_bytes(b"final")
+        ck.mark_finished(run, step=logged, max_steps=logged)
+    return run
+
+
+def _resolved(argv: list[str], capsys) -> tuple[object, str, str]:
+    """The config a recipe command would train with (the trainer is replaced by one that records it)."""
+    import argparse
+
+    from unsloth_grpo.cli.recipe import add_train_arguments, run_from_args
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    seen = []
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser, list(RECIPE.presets))
+    with pytest.raises(AttributeError):  # the fake returns no result to report: it was called
+        run_from_args(RECIPE, parser.parse_args(argv), train_fn=lambda cfg, **kw: seen.append(cfg))
+    out, err = capsys.readouterr()
+    return seen[0], out, err
+
+
+def test_a_resume_keeps_the_runs_own_settings_under_a_preset_and_takes_the_overrides(tmp_path, capsys):
+    run = _run_of_6_steps(tmp_path / "run", finished=True)
+    (tmp_path / "other.yaml").write_text("training:\n  save_steps: 50\n")
+    for extra in (["--preset", "smoke"], ["--preset", "smoke", "--config", str(tmp_path / "other.yaml")], []):
+        cfg, out, err = _resolved([*extra, "--output-dir", str(run), "--resume", "training.max_steps=10"], capsys)
+        # the documented command used to take save_steps from the preset (0): no checkpoint at step 10
+        assert cfg.training.save_steps == 2 and cfg.training.max_steps == 10
+        assert cfg.output_dir == str(run)
+        assert f"resume: using the run's config {run / 'config.yaml'} with training.max_steps=10 on top" in out
+        if extra:
+            assert "--preset smoke" in err and "not applied: a run goes on with the settings it was made with" in err
+        if "--config" in extra:
+            assert f"--config {tmp_path / 'other.yaml'}" in err
+    cfg, _, _ = _resolved(["--resume", str(run), "training.max_steps=10"], capsys)
+    assert cfg.training.save_steps == 2
+
+
+def test_a_resume_that_trains_finished_steps_again_says_so_before_the_model_loads(tmp_path, monkeypatch):
+    from unsloth_grpo.hardware import backend
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.train import train
+
+    class Loaded(Exception):
+        pass
+
+    def load(*args, **kwargs):
+        raise Loaded
+
+    monkeypatch.setattr(backend, "load_model", load)
+    run = _run_of_6_steps(tmp_path / "run", logged=10, saved=6, finished=True)  # finished at 10, saved at 6
+    said: list[str] = []
+    cfg = RECIPE.resolve(config=str(run / "config.yaml"), output_dir=str(run), overrides=["training.max_steps=12"])
+    with pytest.raises(Loaded):
+        train(cfg, resume=True, log=said.append)
+    (warning,) = [m for m in said if m.startswith("WARNING")]
+    assert f"this run has trained to step 10, but its checkpoint {run / 'checkpoints' / 'checkpoint-6'} is at " \
+           "step 6: steps 7-10 are trained again" in warning
+    assert "and so is the final adapter of step 10" in warning and "training.save_steps=2" in warning
+    assert "stop now (Ctrl-C)" in warning
+
+    # a checkpoint at the last logged step redoes nothing: no warning
+    run = _run_of_6_steps(tmp_path / "even", logged=6, saved=6, finished=True)
+    said.clear()
+    cfg = RECIPE.resolve(config=str(run / "config.yaml"), output_dir=str(run), overrides=["training.max_steps=8"])
+    with pytest.raises(Loaded):
+        train(cfg, resume=True, log=said.append)
+    assert not [m for m in said if "WARNING" in m] and any("resume: continuing from" in m for m in said)
+
+
+def test_a_run_that_ends_takes_its_lock_file_away(tmp_path, monkeypatch):
+    """A stale .run.lock used to stay in every finished run (the kernel drops the flock, the file stayed)."""
+    from unsloth_grpo.training import train as train_module
+
+    monkeypatch.setattr(train_module, "train_grpo", lambda cfg, **kw: "trained")
+    for stale in (False, True):
+        run = tmp_path / f"run-{stale}"
+        run.mkdir()
+        if stale:  # left by a run killed with SIGKILL
+            (run / ck.LOCK_FILE).write_text("pid 1, started long ago")
+        assert train_module.train(_smoke(run), decision=object(), log=lambda _m: None) == "trained"
+        assert not (run / ck.LOCK_FILE).exists()
