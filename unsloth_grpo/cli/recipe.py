@@ -38,8 +38,8 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | No
     parser.add_argument("--check", action="store_true", help="Validate the config and data, then stop.")
     parser.add_argument("--resume", nargs="?", const=True, default=None, metavar="PATH", action=_Once,
                         help="Continue from the latest complete checkpoint of the output directory, or from PATH "
-                             "(a run directory or one of its checkpoints). Without --config/--preset the run's "
-                             "own config.yaml is used.")
+                             "(a run directory or one of its checkpoints). The run goes on with its own config.yaml "
+                             "and the KEY=VALUE overrides on top; a --preset or another --config is not applied.")
     parser.add_argument("--print-config", action="store_true", help="Print the resolved config and stop.")
     parser.add_argument("--help-config", action="store_true",
                         help="List every config key with its help, and the installed TRL's GRPOConfig fields.")
