@@ -117,8 +117,11 @@ REFUSED = [
      ["--save-completions existing.txt exists; nothing was written", "or pass --force to replace it"]),
     (REWARDS + ["--json", "outputs/q/report.json", "--force"], ["lies inside a run, outputs/q"]),
     # compare --output B replaced B's own report.md/report.json
-    (COMPARE + ["--output", "outputs/p/run"], ["outputs/p/run/report.md lies inside a run, outputs/p/run"]),
+    (COMPARE + ["--output", "outputs/p/run"], ["--output outputs/p/run is a run", "never among them"]),
     (COMPARE + ["--output", "outputs/p/run", "--force"], ["even with --force"]),
+    (COMPARE + ["--output", "outputs/p/run/checkpoints/checkpoint-6"],  # nothing replaced, but among a run's files
+     ["--output outputs/p/run/checkpoints/checkpoint-6 is a checkpoint", "never among them"]),
+    (EVAL + ["--output", "outputs/q"], ["--output outputs/q is a run", "(e.g. outputs/q/results)"]),
     # eval: a file as --output (FileExistsError after the load), an earlier evaluation without --force
     (EVAL + ["--output", "existing.txt"], ["--output existing.txt is a file, not a folder", "Choose a new folder"]),
     (EVAL + ["--output", "earlier"], ["--output earlier holds eval.json, eval_samples.jsonl already",

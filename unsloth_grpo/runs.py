@@ -463,6 +463,11 @@ def output_problem(target: str | os.PathLike, flag: str, *, writes: list[str] | 
                 + (f"a file name (e.g. {p / 'out.jsonl'})" if file else f"a new folder (e.g. {_free_beside(p, file)})"))
     if run_ok and is_run_dir(p) and run_holding(p.parent) is None:
         return None
+    if p.is_dir() and _holds_training_state(p):  # its files would lie among the run's, under the names it uses
+        what = "a run" if is_run_dir(p) else "a checkpoint"
+        return (f"{flag} {target} is {what}; a command writes beside a run's files, never among them"
+                f"{', even with --force' if force is not None else ''}. Nothing was written. Choose a folder of "
+                f"its own (e.g. {_free_beside(p / 'results', False)})")
     if file or writes is None:
         replaced = [p] if p.exists() and (file or any(p.iterdir())) else []
     else:
@@ -516,7 +521,10 @@ def _shown(path: Path) -> str:
 
 
 def _free_beside(path: Path, file: bool) -> Path:
-    """A name beside ``path`` that is not taken: ``NAME-2``, ``NAME-3``, ... (a file keeps its suffix)."""
+    """``path`` when it is free, else a name beside it that is: ``NAME-2``, ``NAME-3``, ... (a file keeps
+    its suffix)."""
+    if not path.exists():
+        return path
     n = 2
     while True:
         candidate = path.with_name(f"{path.stem}-{n}{path.suffix}" if file else f"{path.name}-{n}")
