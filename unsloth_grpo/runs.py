@@ -358,9 +358,10 @@ def stage_index_of(dirname: str) -> int | None:
 # ---------------------------------------------------------------- what a run is, and what a command may write
 #
 # One rule for every command that writes (train, export, eval, compare, plot, rewards check): it
-# writes new files and folders, even inside a run (``eval --output RUN/eval``); it replaces nothing it
-# did not make in this invocation unless the user named that exact path with ``--force``; and it never
-# replaces a run, anything inside one, or a folder that holds one, ``--force`` or not.
+# writes new files and folders, even inside a run (``eval --output RUN/eval``) but not among a run's own
+# files; it replaces nothing it did not make in this invocation unless the user named that exact path
+# with ``--force``; and it never replaces a run, anything inside one, or a folder that holds one,
+# ``--force`` or not.
 
 #: The resolved config training writes first into a run (and into each stage of one).
 RUN_CONFIG = "config.yaml"
@@ -451,7 +452,8 @@ def output_problem(target: str | os.PathLike, flag: str, *, writes: list[str] | 
 
     A file where a folder is meant (or the other way) is refused; so is replacing anything that exists
     without ``--force``; and replacing a run, anything inside one, or a folder that holds one is
-    refused even with ``--force``. New files and folders are written anywhere, inside a run included.
+    refused even with ``--force``, as is writing among a run's own files (a run or a checkpoint as the
+    folder). New files and folders are written anywhere else, inside a run included.
     """
     p = Path(target).expanduser()
     kind = "file" if file else "folder"

@@ -204,9 +204,10 @@ class ModelRef:
         """What stops this name from loading as a local model, said before anything loads, or None.
 
         Only a local name is looked at: a path that does not exist (``outputs/run`` is a path, never
-        retried as a hub id), a file where a folder is meant, a folder with neither a model
-        (``config.json``) nor a LoRA adapter (``adapter_config.json``) in it, and a ``config.json``
-        that is not JSON. Hub ids and built-in names give None.
+        retried as a hub id), a file where a folder is meant, a run stopped before its final adapter
+        (its latest checkpoint is named), a folder with neither a model (``config.json``) nor a LoRA
+        adapter (``adapter_config.json``) in it, and a ``config.json`` that is not JSON. Hub ids and
+        built-in names give None.
         """
         if self.kind != LOCAL:
             return None
