@@ -42,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
             name = loaded.get("task") if isinstance(loaded, dict) else None
         except (OSError, yaml.YAMLError):
             name = None  # the config loader reports the problem with the file
-    if name is None and args.resume is not None and args.preset is None:
-        # `train --resume RUN`: the recipe that made the run (its config.yaml's task), not gsm8k's
+    if name is None and args.resume is not None:
+        # `train --resume RUN`: the recipe that made the run (its config.yaml's task), not gsm8k's; a
+        # --preset is not applied to a run that goes on (cli/recipe.py), so it does not choose either
         from unsloth_grpo.cli.recipe import _resume_and_overrides, resumed_run
         from unsloth_grpo.runs import recorded_task
 
