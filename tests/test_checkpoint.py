@@ -466,6 +466,17 @@ def test_a_resume_that_trains_finished_steps_again_says_so_before_the_model_load
     assert "and so is the final adapter of step 10" in warning and "training.save_steps=2" in warning
     assert "stop now (Ctrl-C)" in warning
 
+    # an earlier checkpoint named on purpose: the warning says where the later ones go
+    run = _run_of_6_steps(tmp_path / "rewind", logged=8, saved=8)
+    ck.finalize_checkpoint(_staged(run, 4), run, step=4)
+    said.clear()
+    cfg = RECIPE.resolve(config=str(run / "config.yaml"), output_dir=str(run))
+    with pytest.raises(Loaded):
+        train(cfg, resume=str(run / "checkpoints" / "checkpoint-4"), log=said.append)
+    (warning,) = [m for m in said if m.startswith("WARNING")]
+    assert "steps 5-8 are trained again" in warning
+    assert "An earlier checkpoint was chosen: the later ones (up to step 8) are moved to abandoned/" in warning
+
     # a checkpoint at the last logged step redoes nothing: no warning
     run = _run_of_6_steps(tmp_path / "even", logged=6, saved=6, finished=True)
     said.clear()

@@ -233,11 +233,14 @@ def _steps_redone(cfg: RecipeConfig, resume_from) -> str | None:
         done = max(done, int(finished.get("step") or 0))
     if done <= resume_from.step:
         return None
+    later = [c.step for c in ckpt.list_checkpoints(out) if c.stage == resume_from.stage and c.step > resume_from.step]
+    why = (f"An earlier checkpoint was chosen: the later ones (up to step {max(later)}) are moved to "
+           f"{ckpt.ABANDONED_DIR}/." if later else
+           f"They were never saved as a checkpoint (training.save_steps={cfg.training.save_steps}).")
     return (f"WARNING: this run has trained to step {done}, but its checkpoint {resume_from.path} is at step "
             f"{resume_from.step}: steps {resume_from.step + 1}-{done} are trained again (their rows in metrics.jsonl "
-            f"are replaced{', and so is the final adapter of step ' + str(done) if finished else ''}). They were "
-            f"never saved as a checkpoint (training.save_steps={cfg.training.save_steps}). To keep the run as it is, "
-            "stop now (Ctrl-C) and train further in a new --output-dir instead")
+            f"are replaced{', and so is the final adapter of step ' + str(done) if finished else ''}). {why} "
+            "To keep the run as it is, stop now (Ctrl-C) and train further in a new --output-dir instead")
 
 
 def _rewards_and_tools(cfg: RecipeConfig) -> tuple[list, list[float], dict]:
