@@ -115,12 +115,15 @@ def report_before_after(before: dict, after: dict, out: Path, log: Callable[[str
 
 # ---------------------------------------------------------------- GRPO's headroom (evaluation.headroom)
 
-def _sample_headroom(cfg: RecipeConfig, model, tokenizer, rows: list) -> dict:
+def sample_for_run(cfg: RecipeConfig, model, tokenizer, rows: list, samples: int | None = None) -> dict:
+    """:func:`~unsloth_grpo.evaluation.headroom.sample_headroom` of ``rows`` as the GRPO config ``cfg`` samples
+    (its temperature, top_p and completion limit; ``samples``, else ``evaluation.headroom``, per prompt),
+    graded by its task's grader."""
     from unsloth_grpo.evaluation.headroom import sample_headroom
     from unsloth_grpo.tasks import get_task
 
     e = cfg.evaluation
-    return sample_headroom(model, tokenizer, rows, samples=e.headroom, temperature=cfg.training.temperature,
+    return sample_headroom(model, tokenizer, rows, samples=samples or e.headroom, temperature=cfg.training.temperature,
                            top_p=cfg.training.get("top_p", 1.0), max_new_tokens=cfg.training.max_completion_length,
                            batch_size=e.batch_size, seed=cfg.seed, is_correct=get_task(cfg.task).grader(cfg))
 
@@ -148,7 +151,7 @@ def headroom_start(cfg: RecipeConfig, model, tokenizer, dataset, out: Path, log:
     if cfg.tools.functions or cfg.tools.environment:
         log("GRPO headroom: not measured for a run with tools (its completions need the tool loop)")
         return None
-    h = _sample_headroom(cfg, model, tokenizer, headroom_rows(dataset, cfg.evaluation.headroom_prompts, cfg.seed))
+    h = sample_for_run(cfg, model, tokenizer, headroom_rows(dataset, cfg.evaluation.headroom_prompts, cfg.seed))
     log(headroom_line(h))
     warning = headroom_warning(h)
     if warning:
@@ -167,6 +170,6 @@ def headroom_end(cfg: RecipeConfig, model, tokenizer, before: dict | None, out: 
         return None
     rows = [{"prompt": r["prompt"], "answer": r["gold"], **({"category": r["category"]} if "category" in r else {})}
             for r in before["records"]]
-    after = _write_headroom(_sample_headroom(cfg, model, tokenizer, rows), out / HEADROOM_FILES["after"])
+    after = _write_headroom(sample_for_run(cfg, model, tokenizer, rows), out / HEADROOM_FILES["after"])
     log(after_line(before, after))
     return {"before": {k: v for k, v in before.items() if k != "records"}, "after": after}
