@@ -63,7 +63,7 @@ ABOVE_SFT_ONLY, ABOVE_SHUFFLED, SFT_FLOOR = 5.0, 10.0, -3.0
 #: ... and on every seed, pass@1 after GRPO closes at least this share of the warm-up's pass@1..pass@K gap.
 GAP_CLOSED = 0.5
 #: The headroom's training prompts and samples per prompt (after the warm-up and after each arm).
-HEADROOM_PROMPTS, HEADROOM_SAMPLES = 64, 8
+HEADROOM_PROMPTS, HEADROOM_SAMPLES = 32, 8
 
 
 def held_out_sets(cfg: RecipeConfig, n: int) -> dict:

@@ -197,3 +197,30 @@ def test_eval_without_samples_says_no_headroom(tmp_path):
     assert args.func(args) == 0
     summary = json.loads((tmp_path / "e" / "eval.json").read_text())
     assert "headroom" not in summary and summary["settings"]["temperature"] == 0.7
+
+
+@pytest.mark.slow
+def test_a_grpo_stage_after_a_warm_up_measures_its_headroom_and_the_run_reports_it(tmp_path, monkeypatch):
+    """As the smollm2 preset runs: an SFT stage, then a GRPO stage whose start is the warm-up's adapter; the
+    stage's folder holds the headroom, and the whole run's report.md and result carry it."""
+    from unsloth_grpo.config import config_to_dict
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.train import train
+
+    _half_right(monkeypatch)
+    base = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"), overrides=[
+        "run.samples_every=0", "evaluation.before_after=true", "evaluation.limit=2", "evaluation.max_new_tokens=4",
+        "evaluation.headroom=3", "evaluation.headroom_prompts=5"])
+    d = config_to_dict(base)
+    d["stages"] = [{"name": "warmup", "kind": "sft", "max_steps": 2, "num_examples": 16},
+                   {"name": "grpo", "max_steps": 2, "training": {"temperature": 0.9}}]
+    lines = []
+    result = train(load_config(d), log=lines.append)
+    stage = tmp_path / "run" / "stages" / "02-grpo"
+    before = json.loads((stage / "headroom_before.json").read_text())
+    assert (before["prompts"], before["samples"], before["temperature"]) == (5, 3, 0.9)  # the stage's temperature
+    assert not (tmp_path / "run" / "stages" / "01-warmup" / "headroom_before.json").exists()  # SFT: no groups
+    assert hr.headroom_line(before) in lines
+    assert result.headroom["before"]["pass@1"] == before["pass@1"] and "records" not in result.headroom["before"]
+    assert result.headroom_line() == hr.after_line(result.headroom["before"], result.headroom["after"])
+    assert result.headroom_line() in (tmp_path / "run" / "report.md").read_text()

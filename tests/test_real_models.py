@@ -285,6 +285,8 @@ def test_the_real_model_preset_warms_up_with_sft_then_grpo_and_grades_before_and
     cfg = RECIPE.resolve(preset="smollm2")
     assert [s.kind for s in cfg.stages] == ["sft", "grpo"]
     assert cfg.evaluation.before_after and cfg.data.subset == "easy"
+    # GRPO's headroom before its stage trains, in groups of the GRPO stage's size
+    assert cfg.evaluation.headroom == cfg.training.num_generations == 8 and cfg.evaluation.headroom_prompts == 16
     assert "length_clipped" not in cfg.monitor.get("ignore", [])  # the monitor says when completions are cut
     # no format reward pays a copy of the prompt: none is told not to require an answer
     assert all(r.params.get("require_answer", True) for r in cfg.rewards)

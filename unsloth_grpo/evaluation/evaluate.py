@@ -503,10 +503,6 @@ def report_markdown(report: dict[str, Any], *, max_listed: int = 20) -> str:
                          f"{fmt(l['baseline'])} | {fmt(l['trained'])} |")
         warnings = category_warnings(report)
         lines += [""] + [f"**Warning:** {w}" for w in warnings] if warnings else ["", "No category got worse."]
-    if report.get("headroom"):  # a GRPO run's K samples of training prompts, before and after
-        from unsloth_grpo.evaluation.headroom import markdown
-
-        lines += ["", markdown(report["headroom"].get("before"), report["headroom"].get("after")).rstrip()]
     for key, title in (("fixed", "Fixed (baseline wrong, trained right; strict)"),
                        ("broken", "Broken (baseline right, trained wrong; strict)")):
         items = report[key]

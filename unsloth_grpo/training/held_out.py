@@ -102,7 +102,11 @@ def report_before_after(before: dict, after: dict, out: Path, log: Callable[[str
     report = compare(before, after)
     if headroom:
         report["headroom"] = headroom
-    write_report(report, out)
+    md, _ = write_report(report, out)
+    if headroom:  # GRPO's K samples of training prompts before and after, at the report's end
+        from unsloth_grpo.evaluation.headroom import markdown
+
+        md.write_text(md.read_text() + "\n" + markdown(headroom.get("before"), headroom.get("after")))
     lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
         f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
     log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
