@@ -224,3 +224,16 @@ def test_a_grpo_stage_after_a_warm_up_measures_its_headroom_and_the_run_reports_
     assert result.headroom["before"]["pass@1"] == before["pass@1"] and "records" not in result.headroom["before"]
     assert result.headroom_line() == hr.after_line(result.headroom["before"], result.headroom["after"])
     assert result.headroom_line() in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_a_resumed_training_reads_its_headroom_back_instead_of_sampling_a_trained_model(tmp_path):
+    from unsloth_grpo.training.held_out import headroom_start
+
+    cfg = load_config({}, overrides=["evaluation.headroom=4"])
+    kept = {"prompts": 2, "samples": 4, "pass@1": 0.5, "records": []}
+    said = []
+    assert headroom_start(cfg, None, None, [], tmp_path, said.append, resumed=True) is None  # none was measured
+    (tmp_path / "headroom_before.json").write_text(json.dumps(kept))
+    assert headroom_start(cfg, None, None, [], tmp_path, said.append, resumed=True) == kept and said == []
+    off = load_config({})
+    assert headroom_start(off, None, None, [], tmp_path, said.append) is None  # evaluation.headroom: 0

@@ -211,7 +211,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     metrics_path = out / "metrics.jsonl"
     metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
     return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step,
-                       evaluation=summary, headroom=headroom if trainer.is_world_process_zero() else None)
+                       evaluation=summary, headroom=headroom)
 
 
 def _say_where_training_starts(cfg: RecipeConfig, resume_from, resume, log: Callable[[str], None]) -> None:
