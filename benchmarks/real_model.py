@@ -57,6 +57,13 @@ LABELS = {"base": "base model", "sft": "SFT warm-up", "grpo": "warm-up + GRPO (t
 HELD_OUT = {"easy": 10_000, "reworded": 20_000}
 #: The goal: strict accuracy on each operation at least this far above the base model's, on every set.
 GOAL_POINTS = 25
+#: GRPO's own goal (issue 39), in strict points on each held-out set: the grpo arm this far above sft_only and
+#: shuffled on average over the seeds, and on no seed more than SFT_FLOOR below sft_only.
+ABOVE_SFT_ONLY, ABOVE_SHUFFLED, SFT_FLOOR = 5.0, 10.0, -3.0
+#: ... and on every seed, pass@1 after GRPO closes at least this share of the warm-up's pass@1..pass@K gap.
+GAP_CLOSED = 0.5
+#: The headroom's training prompts and samples per prompt (after the warm-up and after each arm).
+HEADROOM_PROMPTS, HEADROOM_SAMPLES = 32, 8
 
 
 def held_out_sets(cfg: RecipeConfig, n: int) -> dict:
@@ -103,10 +110,29 @@ def cpu_time_limit(seconds: float):
     return CpuTimeLimit()
 
 
-def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=print, base: dict | None = None) -> dict:
-    """Base, the SFT warm-up, then each arm from the warm-up, graded on the same held-out problems.
-    ``base``: the base model's grades from an earlier run of the same sets (greedy: the same for every seed)."""
+def measure_headroom(out: dict, name: str, cfg: RecipeConfig, loaded, probe: list | None, samples: int, log) -> None:
+    """GRPO's headroom of the model as it is now (after the warm-up, after an arm): ``samples`` completions of
+    each ``probe`` training prompt at the GRPO stage's temperature, graded by the task's grader, into
+    ``out["headroom"][name]``; nothing when ``probe`` is None."""
+    if probe is None:
+        return
+    from unsloth_grpo.evaluation.headroom import headroom_line
+    from unsloth_grpo.training.held_out import sample_for_run
+
+    h = sample_for_run(cfg, loaded.model, loaded.tokenizer, probe, samples=samples)
+    out.setdefault("headroom", {})[name] = {k: v for k, v in h.items() if k != "records"}
+    log(f"seed {cfg.seed} {name}: {headroom_line(h)}")
+
+
+def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=print, base: dict | None = None,
+             headroom: tuple[int, int] = (HEADROOM_PROMPTS, HEADROOM_SAMPLES)) -> dict:
+    """Base, the SFT warm-up, then each arm from the warm-up, graded on the same held-out problems, and GRPO's
+    headroom (``headroom``: prompts, samples; 0 prompts: not measured) on the same training prompts after the
+    warm-up and after each arm. ``base``: the base model's grades from an earlier run of the same sets (greedy:
+    the same for every seed)."""
     from peft import set_peft_model_state_dict
+
+    from unsloth_grpo.evaluation.headroom import headroom_rows
 
     from unsloth_grpo.experiments.controls import shuffled_gold
     from unsloth_grpo.hardware.backend import load_model, prepare_backend
@@ -119,6 +145,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
     held = {p[-1]["content"] for rows in sets.values() for p in rows["prompt"]}
     rows = load_task_dataset(grpo_cfg)
     rows = rows.select([i for i, p in enumerate(rows["prompt"]) if p[-1]["content"] not in held])
+    probe = headroom_rows(rows, headroom[0], cfg.seed) if headroom[0] else None  # true golds, for every arm
     decision = prepare_backend(cfg.model)  # decided once; Unsloth is imported first when it is the backend
     loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed, gradient_checkpointing=cfg.training.gradient_checkpointing,
                         log=log, decision=decision)
@@ -132,6 +159,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
     out["seconds"]["sft"], out["cpu_seconds"]["sft"] = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
     out["grades"]["sft"] = grade(cfg, loaded, sets)
     log(f"seed {cfg.seed} sft: {_line(out['grades']['sft'])} ({out['seconds']['sft']:.0f}s)")
+    measure_headroom(out, "sft", grpo_cfg, loaded, probe, headroom[1], log)
     start = lora_state(loaded.model)
     for arm in sorted(arms, key=ARMS.index):  # grpo first: sft_only is given its CPU time
         set_peft_model_state_dict(loaded.model, start)
@@ -152,6 +180,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
         out["seconds"][arm], out["cpu_seconds"][arm] = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
         out["grades"][arm] = grade(cfg, loaded, sets)
         log(f"seed {cfg.seed} {arm}: {_line(out['grades'][arm])} ({out['seconds'][arm]:.0f}s)")
+        measure_headroom(out, arm, grpo_cfg, loaded, probe, headroom[1], log)
     return out
 
 
@@ -213,6 +242,86 @@ def goal(runs: list[dict], arm: str = "grpo") -> list[str]:
     return lines
 
 
+def _gap(r: dict, other: str, s: str) -> float | None:
+    """Strict points of the grpo arm above ``other`` on held-out set ``s`` (None when either was not run)."""
+    g = r["grades"]
+    return None if "grpo" not in g or other not in g else _pct(g["grpo"][s]) - _pct(g[other][s])
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "NO"
+
+
+def _headroom_check(r: dict) -> str:
+    """pass@1 after GRPO against the warm-up's pass@1 and pass@K, on the same training prompts."""
+    from unsloth_grpo.evaluation.headroom import gap_closed
+
+    h = r.get("headroom") or {}
+    if "sft" not in h or "grpo" not in h:
+        return "headroom not measured"
+    before, after = h["sft"], h["grpo"]
+    closed = gap_closed(before, after)
+    verdict = "no gap to close" if closed is None else \
+        f"{closed:.0%} of the gap closed, goal {GAP_CLOSED:.0%}: {_yes(closed >= GAP_CLOSED - 1e-9)}"
+    return (f"pass@1 {before['pass@1']:.2f} -> {after['pass@1']:.2f} against the warm-up's pass@{before['samples']} "
+            f"{before['pass@k']:.2f} ({verdict})")
+
+
+def controls_goal(runs: list[dict]) -> list[str]:
+    """GRPO against its controls, seed by seed: the grpo arm's strict points above sft_only (on no seed below
+    SFT_FLOOR) and above shuffled on each set, its reward rising (mean of the last 5 logged steps above the
+    first 5), and pass@1 after it closing GAP_CLOSED of the warm-up's pass@1..pass@K gap; then the means
+    over the seeds against ABOVE_SFT_ONLY and ABOVE_SHUFFLED."""
+    lines = []
+    for r in runs:
+        if "grpo" not in r["grades"]:
+            continue
+        parts = []
+        for other, floor in (("sft_only", SFT_FLOOR), ("shuffled", None)):
+            gaps = {s: _gap(r, other, s) for s in HELD_OUT}
+            if None in gaps.values():
+                parts.append(f"{other} not run")
+                continue
+            text = f"grpo - {other} " + ", ".join(f"{s} {g:+.1f}" for s, g in gaps.items())
+            parts.append(text + (f" (none below {floor:+.0f}: {_yes(min(gaps.values()) >= floor - 1e-9)})"
+                                 if floor is not None else ""))
+        first, last = (r.get("train_reward") or {}).get("grpo", [None, None])
+        parts.append("reward not logged" if first is None else
+                     f"reward first 5 {first:.2f} -> last 5 {last:.2f} (rises: {_yes(last > first)})")
+        parts.append(_headroom_check(r))
+        lines.append(f"seed {r['seed']} (grpo against its controls, strict points): " + "; ".join(parts))
+    means = []
+    for other, goal_points in (("sft_only", ABOVE_SFT_ONLY), ("shuffled", ABOVE_SHUFFLED)):
+        seeds = [r for r in runs if _gap(r, other, "easy") is not None]
+        if not seeds:
+            means.append(f"{other} not run")
+            continue
+        gaps = {s: statistics.fmean(_gap(r, other, s) for r in seeds) for s in HELD_OUT}
+        means.append(f"grpo - {other} over {len(seeds)} seed{'s' if len(seeds) > 1 else ''} "
+                     + ", ".join(f"{s} {g:+.1f} (goal +{goal_points:.0f}: {_yes(g >= goal_points - 1e-9)})"
+                                 for s, g in gaps.items()))
+    if any("grpo" in r["grades"] for r in runs):
+        lines.append("mean (strict points): " + "; ".join(means))
+    return lines
+
+
+def headroom_lines(runs: list[dict]) -> list[str]:
+    """Seed by seed: the warm-up's headroom (pass@1, pass@K, groups mixed) and pass@1 (pass@K) after each arm,
+    on the same training prompts; "not measured" for results made before the benchmark measured it."""
+    lines = []
+    for r in runs:
+        h = r.get("headroom") or {}
+        if "sft" not in h:
+            lines.append(f"seed {r['seed']}: not measured")
+            continue
+        w, k = h["sft"], h["sft"]["samples"]
+        text = (f"seed {r['seed']}: warm-up pass@1 {w['pass@1']:.2f}, pass@{k} {w['pass@k']:.2f}, "
+                f"{w['mixed']:.0%} of groups mixed")
+        after = [f"{a} {h[a]['pass@1']:.2f} ({h[a]['pass@k']:.2f})" for a in ARMS if a in h]
+        lines.append(text + (f"; after each arm, pass@1 (pass@{k}): " + ", ".join(after) if after else ""))
+    return lines
+
+
 #: ``a + b = c`` (or ``-``) in a completion's reasoning: the operation it chose and the result it wrote.
 _EQUATION = r"(\d+)\s*([+\-])\s*(\d+)\s*=\s*(-?\d+)"
 
@@ -261,6 +370,16 @@ def report(runs: list[dict], held_out: int) -> None:
           "strict: the number in the answer block; lenient: the right number anywhere")
     print(table(runs))
     for line in goal(runs):
+        print(line)
+    measured = next((r["headroom"]["sft"] for r in runs if "sft" in (r.get("headroom") or {})), None)
+    print("\nGRPO headroom" + (f" on {measured['prompts']} training prompts, {measured['samples']} samples each at "
+                               f"T={float(measured['temperature'])}, graded as trained" if measured else "") + ":")
+    for line in headroom_lines(runs):
+        print(line)
+    print(f"\ngoal (issue 39): grpo >= sft_only + {ABOVE_SFT_ONLY:.0f} and >= shuffled + {ABOVE_SHUFFLED:.0f} on each "
+          f"set on average, no seed below sft_only {SFT_FLOOR:+.0f}, the reward rising, pass@1 closing "
+          f"{GAP_CLOSED:.0%} of the warm-up's pass@1..pass@K gap:")
+    for line in controls_goal(runs):
         print(line)
     print("\nhow the completions went wrong (all seeds of each arm together; read them in results.json):")
     print(errors_table(runs))
@@ -317,6 +436,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="Take the base model's grades from an earlier results.json (or results.partial.json) "
                         "of the same held-out size and overrides instead of grading it again: greedy grading of "
                         "the untrained model is the same for every seed (about 5 minutes saved a seed).")
+    p.add_argument("--headroom-prompts", type=int, default=HEADROOM_PROMPTS,
+                   help=f"Training prompts GRPO's headroom is sampled on after the warm-up and after each arm "
+                        f"(default {HEADROOM_PROMPTS}; 0: not measured).")
+    p.add_argument("--headroom-samples", type=int, default=HEADROOM_SAMPLES,
+                   help=f"Samples per prompt for the headroom's pass@K (default {HEADROOM_SAMPLES}).")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Overrides of the gsm8k smollm2 preset.")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -325,7 +449,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfgs = [RECIPE.resolve(preset="smollm2", output_dir=str(out / f"seed{s}"),
                                overrides=[*args.overrides, f"seed={s}", "run.samples_every=0",
-                                          "evaluation.before_after=false"]) for s in args.seeds]
+                                          "evaluation.before_after=false", "evaluation.headroom=0"])
+                for s in args.seeds]  # the headroom is measured here, the same way for every arm
+        if args.headroom_prompts < 0 or args.headroom_samples < 2:
+            raise ConfigError(f"--headroom-prompts {args.headroom_prompts} --headroom-samples {args.headroom_samples}: "
+                              "give 0 prompts (not measured) or more, and at least 2 samples (a group)")
         for cfg in cfgs:
             problems = cfg.problems()
             if [s.kind for s in cfg.stages] != ["sft", "grpo"]:
@@ -341,7 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.time()
     runs = []
     for cfg in cfgs:
-        runs.append(run_seed(cfg, args.held_out, tuple(args.arms), base=base))
+        runs.append(run_seed(cfg, args.held_out, tuple(args.arms), base=base,
+                             headroom=(args.headroom_prompts, args.headroom_samples)))
         if base is not None:
             runs[-1]["base_from"] = args.base_from
         out.mkdir(parents=True, exist_ok=True)
@@ -357,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": args.seeds, "held_out": args.held_out, "held_out_seeds": HELD_OUT, "runs": runs,
         "wall_seconds": round(wall, 1), "platform": platform.platform(), "cpus": os.cpu_count(),
         "overrides": args.overrides, "arms": args.arms,
+        "headroom": {"prompts": args.headroom_prompts, "samples": args.headroom_samples},
     }, indent=1))
     (out / "results.partial.json").unlink(missing_ok=True)
     print(f"wrote {out / 'results.json'}")

@@ -181,6 +181,7 @@ def _cfg(out: Path, *overrides: str):
         "training.num_generations=4", "training.per_device_train_batch_size=4",
         "training.max_completion_length=16", "data.num_synthetic=16", "run.samples_every=1",
         "evaluation.before_after=true", "evaluation.limit=4", "evaluation.batch_size=4",
+        "evaluation.headroom=2", "evaluation.headroom_prompts=2",  # the preset's headroom, cut to one batch
         # the preset's refill may generate up to 3 rounds a step; these tests are about the pipeline
         # (tests/test_dynamic_sampling.py tests refill itself, resume included)
         "training.dynamic_sampling=off", *overrides])

@@ -285,6 +285,8 @@ def test_the_real_model_preset_warms_up_with_sft_then_grpo_and_grades_before_and
     cfg = RECIPE.resolve(preset="smollm2")
     assert [s.kind for s in cfg.stages] == ["sft", "grpo"]
     assert cfg.evaluation.before_after and cfg.data.subset == "easy"
+    # GRPO's headroom before its stage trains, in groups of the GRPO stage's size
+    assert cfg.evaluation.headroom == cfg.training.num_generations == 8 and cfg.evaluation.headroom_prompts == 16
     assert "length_clipped" not in cfg.monitor.get("ignore", [])  # the monitor says when completions are cut
     # no format reward pays a copy of the prompt: none is told not to require an answer
     assert all(r.params.get("require_answer", True) for r in cfg.rewards)
@@ -303,7 +305,7 @@ def test_the_real_model_benchmark_runs_every_arm_from_one_warm_up(tmp_path):
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "bench"
     proc = subprocess.run([sys.executable, "benchmarks/real_model.py", "--seeds", "0", "--held-out", "4",
-                           "--out", str(out), "model.name=builtin:tiny", "stages.0.max_steps=1",
+                           "--headroom-prompts", "3", "--headroom-samples", "2", "--out", str(out), "model.name=builtin:tiny", "stages.0.max_steps=1",
                            "stages.1.max_steps=1", "training.max_completion_length=8",
                            # the tiny tokenizer (512 pieces) spells the preset's worked examples out in ~220 tokens
                            "data.max_prompt_tokens=400"],
@@ -316,3 +318,107 @@ def test_the_real_model_benchmark_runs_every_arm_from_one_warm_up(tmp_path):
     assert all(set(g) == {"easy", "reworded"} and g["easy"]["n"] == 4 for g in run["grades"].values())
     assert all(len(g["reworded"]["completions"]) == 4 for g in run["grades"].values())
     assert "warm-up + shuffled-gold GRPO" in proc.stdout and "seed 0 (grpo - base, strict" in proc.stdout
+    # the headroom on the same 3 training prompts after the warm-up and after each arm, and the goal against the controls
+    assert set(run["headroom"]) == {"sft", "grpo", "sft_only", "shuffled"}
+    assert all((h["prompts"], h["samples"]) == (3, 2) for h in run["headroom"].values())
+    assert "seed 0: warm-up pass@1 " in proc.stdout and "seed 0 (grpo against its controls" in proc.stdout
+
+
+def _graded(acc, n=64):
+    """One held-out set's grading as the benchmark stores it, ``acc`` strict on both operations."""
+    by = {c: {"accuracy": acc, "n": n // 2} for c in ("addition", "subtraction")}
+    return {"accuracy": acc, "lenient_accuracy": acc, "format_compliance": 1.0, "n": n, "by_category": by,
+            "completions": []}
+
+
+def _fake_run(seed, grpo, sft_only, shuffled, reward=(3.0, 3.5), headroom=None):
+    """A seed's results: the arms' strict accuracy (easy, reworded), the grpo arm's reward, the headroom."""
+    grades = {"base": {s: _graded(0.0) for s in ("easy", "reworded")},
+              "sft": {s: _graded(0.8) for s in ("easy", "reworded")}}
+    for arm, acc in (("grpo", grpo), ("sft_only", sft_only), ("shuffled", shuffled)):
+        if acc is not None:
+            grades[arm] = {"easy": _graded(acc[0]), "reworded": _graded(acc[1])}
+    run = {"seed": seed, "grades": grades, "cpu_seconds": {}, "train_reward": {"grpo": list(reward)}}
+    if headroom is not None:
+        run["headroom"] = headroom
+    return run
+
+
+def _h(p1, pk, mixed=0.5):
+    return {"prompts": 64, "samples": 8, "temperature": 1.0, "pass@1": p1, "pass@k": pk, "mixed": mixed}
+
+
+def test_the_benchmark_sets_grpo_against_its_controls_seed_by_seed():
+    bench = _bench()
+    good = _fake_run(0, (0.95, 0.90), (0.85, 0.84), (0.70, 0.75), headroom={"sft": _h(0.6, 0.9), "grpo": _h(0.8, 0.92)})
+    bad = _fake_run(1, (0.80, 0.80), (0.82, 0.86), (0.75, 0.60), reward=(3.1, 2.3),
+                    headroom={"sft": _h(0.6, 0.9), "grpo": _h(0.7, 0.9)})
+    first, second, mean = bench.controls_goal([good, bad])
+    assert first == ("seed 0 (grpo against its controls, strict points): grpo - sft_only easy +10.0, reworded +6.0 "
+                     "(none below -3: yes); grpo - shuffled easy +25.0, reworded +15.0; reward first 5 3.00 -> last 5 "
+                     "3.50 (rises: yes); pass@1 0.60 -> 0.80 against the warm-up's pass@8 0.90 (67% of the gap "
+                     "closed, goal 50%: yes)")
+    # 6 points below sft_only on the reworded set, a falling reward, a third of the gap
+    assert "reworded -6.0 (none below -3: NO)" in second and "(rises: NO)" in second
+    assert "33% of the gap closed, goal 50%: NO" in second
+    assert mean == ("mean (strict points): grpo - sft_only over 2 seeds easy +4.0 (goal +5: NO), reworded +0.0 "
+                    "(goal +5: NO); grpo - shuffled over 2 seeds easy +15.0 (goal +10: yes), reworded +17.5 "
+                    "(goal +10: yes)")
+    # the grpo arm alone (no controls, no headroom): said so, not judged
+    [alone, mean] = bench.controls_goal([_fake_run(2, (0.9, 0.9), None, None)])
+    assert "sft_only not run; shuffled not run" in alone and alone.endswith("headroom not measured")
+    assert mean == "mean (strict points): sft_only not run; shuffled not run"
+
+
+def test_the_benchmark_prints_the_headroom_after_the_warm_up_and_each_arm(capsys):
+    bench = _bench()
+    run = _fake_run(0, (0.9, 0.9), (0.85, 0.8), (0.7, 0.7), headroom={
+        "sft": _h(0.62, 0.94, 0.58), "grpo": _h(0.8, 0.95), "sft_only": _h(0.7, 0.93), "shuffled": _h(0.5, 0.9)})
+    bench.report([run, _fake_run(1, (0.9, 0.9), None, None)], 64)
+    out = capsys.readouterr().out
+    assert "GRPO headroom on 64 training prompts, 8 samples each at T=1.0, graded as trained:" in out
+    assert ("seed 0: warm-up pass@1 0.62, pass@8 0.94, 58% of groups mixed; after each arm, pass@1 (pass@8): "
+            "grpo 0.80 (0.95), sft_only 0.70 (0.93), shuffled 0.50 (0.90)") in out
+    assert "seed 1: not measured" in out
+    assert "warm-up + GRPO (the preset)" in out and "seed 0 (grpo - base, strict" in out  # the old table and goal
+
+
+def test_merging_the_committed_results_still_prints_their_tables_and_says_the_headroom_was_not_measured(tmp_path,
+                                                                                                        capsys):
+    bench = _bench()
+    path = Path(__file__).resolve().parents[1] / "docs" / "real_model_results.json"
+    assert bench.main(["--merge", str(path), "--out", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out
+    assert "warm-up + more SFT, same CPU time" in out and "how the completions went wrong" in out
+    assert [f"seed {s}: not measured" in out for s in range(5)] == [True] * 5
+    # the issue's figures: seed 0 6.2 points below sft_only on both sets, seed 4's reward falling 3.13 -> 2.30
+    assert "seed 0 (grpo against its controls, strict points): grpo - sft_only easy -6.2, reworded -6.2" in out
+    assert "reward first 5 3.13 -> last 5 2.30 (rises: NO); headroom not measured" in out
+
+
+def test_the_benchmark_refuses_a_headroom_without_groups_before_loading(tmp_path, capsys):
+    bench = _bench()
+    assert bench.main(["--seeds", "0", "--headroom-samples", "1", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "--headroom-samples 1" in err and "at least 2 samples" in err and not (tmp_path / "b").exists()
+
+
+def test_the_benchmark_hands_its_headroom_settings_to_every_seed(tmp_path, monkeypatch, capsys):
+    import json
+
+    bench = _bench()
+    seen = []
+
+    def run_seed(cfg, n, arms, base=None, headroom=None):
+        seen.append((cfg.seed, cfg.evaluation.headroom, headroom))
+        return _fake_run(cfg.seed, (0.9, 0.9), None, None, headroom={"sft": _h(0.5, 0.9), "grpo": _h(0.8, 0.9)})
+
+    monkeypatch.setattr(bench, "run_seed", run_seed)
+    assert bench.main(["--seeds", "0", "1", "--arms", "grpo", "--headroom-prompts", "16", "--headroom-samples", "4",
+                       "--out", str(tmp_path / "b")]) == 0
+    # the runs' own headroom is off: the benchmark measures it, the same way for every arm
+    assert seen == [(0, 0, (16, 4)), (1, 0, (16, 4))]
+    results = json.loads((tmp_path / "b" / "results.json").read_text())
+    assert results["headroom"] == {"prompts": 16, "samples": 4}
+    assert "pass@1 0.50 -> 0.80 against the warm-up's pass@8 0.90 (75% of the gap closed, goal 50%: yes)" \
+        in capsys.readouterr().out

@@ -49,9 +49,8 @@ class ConfigError(ValueError):
 
 def _f(default: Any = dataclasses.MISSING, *, help: str, factory: Any = None):
     """A dataclass field with help text (read by ``describe`` and the CLI)."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+    return field(default=default, metadata={"help": help}) if factory is None else \
+        field(default_factory=factory, metadata={"help": help})
 
 
 def _as_typed(value: Any, tp: Any) -> Any:
@@ -316,11 +315,14 @@ class EvalConfig:
     max_new_tokens: int | None = _f(None, help="Generation length (default: training.max_completion_length).")
     temperature: float = _f(0.7, help="Sampling temperature for samples beyond the first (the first is greedy).")
     batch_size: int = _f(16, help="Sequences generated per batch.")
+    headroom: int = _f(0, help="GRPO: sample K completions of headroom_prompts training prompts at the GRPO temperature "
+                               "before training and after: pass@1, pass@K, groups mixed (0 = off; docs/evaluation.md).")
+    headroom_prompts: int = _f(64, help="Training prompts the headroom samples (evaluation.headroom).")
 
     def problems(self) -> list[str]:
-        if self.every < 0 or self.limit < 1 or self.samples < 1:
-            return [f"evaluation: every={self.every}, limit={self.limit}, samples={self.samples}: every >= 0, "
-                    "limit and samples >= 1"]
+        if min(self.every, self.headroom) < 0 or self.headroom == 1 or min(self.limit, self.samples, self.headroom_prompts) < 1:
+            return [f"evaluation: every={self.every}, limit={self.limit}, samples={self.samples}, headroom={self.headroom}, "
+                    f"headroom_prompts={self.headroom_prompts}: every >= 0, headroom 0 (off) or >= 2, the others >= 1"]
         return []
 
 
@@ -368,15 +370,13 @@ class RecipeConfig:
     run: RunConfig = _f(help="Samples and checkpoint rotation: the toolkit's own settings around the trainer.",
                         factory=RunConfig)
     monitor: dict[str, Any] = _f(
-        help="Health monitor thresholds and windows (see unsloth_grpo.training.monitor.HealthThresholds).", factory=dict
-    )
+        help="Health monitor thresholds and windows (see unsloth_grpo.training.monitor.HealthThresholds).", factory=dict)
     evaluation: EvalConfig = _f(help="Held-out evaluation during and around training.", factory=EvalConfig)
     tools: ToolsConfig = _f(help="Functions the model may call during generation (see docs/tools.md).",
                             factory=ToolsConfig)
     stages: list[StageConfig] = _f(
         help="Stages run in order on one adapter, each with its own rewards/steps/lr (empty: a single GRPO run). "
-             "See unsloth_grpo.training.stages.", factory=list
-    )
+             "See unsloth_grpo.training.stages.", factory=list)
 
     def problems(self) -> list[str]:
         """Problems of the config's own values (ranges, choices), one line each: each section's own,

@@ -79,6 +79,8 @@ def _task_setup(args):
     if args.max_new_tokens is None:
         args.max_new_tokens = (run.evaluation.max_new_tokens or run.training.max_completion_length) \
             if run is not None else 256
+    if args.temperature is None:  # K samples at the temperature GRPO sampled the run's groups at
+        args.temperature = _grpo_temperature(run) if run is not None else 0.7
     args.seed, args.task, args.dataset, args.split = seed, task_name, dataset, data["split"]
     if run is not None:
         prompt = "its own" if args.system_prompt is None else "--system-prompt"
@@ -88,6 +90,12 @@ def _task_setup(args):
     task = get_task(task_name)
     args.system_prompt_used = task.system_prompt if cfg.data.system_prompt is None else cfg.data.system_prompt
     return task.load(cfg), task.grading(cfg)
+
+
+def _grpo_temperature(run) -> float:
+    """The temperature a run's GRPO sampled at: its last GRPO stage's own, else its training.temperature."""
+    stages = [s.training["temperature"] for s in run.stages if s.kind == "grpo" and "temperature" in s.training]
+    return float(stages[-1] if stages else run.training.temperature)
 
 
 def _load_model(path: str, backend: str, device: str):
@@ -115,7 +123,8 @@ def _add_common(p) -> None:
     p.add_argument("--batch-size", type=int, default=16, help="Sequences generated together.")
     p.add_argument("--max-new-tokens", type=int, default=None,
                    help="Longest completion, in tokens (default: the run's completion limit, else 256).")
-    p.add_argument("--temperature", type=float, default=0.7, help="Sampling temperature for pass@k samples.")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="Sampling temperature for pass@k samples (default: a run's GRPO temperature, else 0.7).")
     p.add_argument("--top-p", type=float, default=1.0, help="Nucleus sampling for pass@k samples.")
     p.add_argument("--seed", type=int, default=None,
                    help="Sampling seed, and the offline generator's (default: the run's, else 0; the same for both "
@@ -243,7 +252,7 @@ def check_arguments(args, models: list[str]) -> None:
                               ("--max-new-tokens", args.max_new_tokens, "tokens in a completion")):
         if value is not None and value < 1:  # --max-new-tokens left out: the run's limit
             wrong.append(f"{flag} {value}: needs at least 1 ({what})")
-    if args.temperature < 0:
+    if args.temperature is not None and args.temperature < 0:
         wrong.append(f"--temperature {args.temperature}: use 0 (greedy) or a positive value")
     elif args.samples > 1 and args.temperature == 0:
         wrong.append(f"--samples {args.samples} with --temperature 0 gives {args.samples} identical greedy "
@@ -288,8 +297,18 @@ def run(args) -> int:
     problems, grading = _task_setup(args)
     _some_problems(problems, args)
     result = _eval_one(args.model, problems, grading, args)
+    if args.samples > 1:  # K samples of each problem: GRPO's headroom on them
+        from unsloth_grpo.evaluation.headroom import headroom, headroom_line, headroom_warning
+
+        result["headroom"] = headroom(result["records"], temperature=args.temperature,
+                                      what=f"problems of split {args.split}")
     path = write_eval(result, args.output)
     print(f"{args.model}: {_summary(result)}")
+    if result.get("headroom"):
+        print(headroom_line(result["headroom"]))
+        warning = headroom_warning(result["headroom"])
+        if warning:
+            print(f"warning: {warning}")
     print(f"wrote {path} and {Path(args.output) / EVAL_SAMPLES_FILE}")
     return 0
 

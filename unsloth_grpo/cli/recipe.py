@@ -250,6 +250,9 @@ def _report(result) -> int:
     first, last = result.mean_reward(first=5), result.mean_reward(last=5)
     print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
           f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")
+    headroom = getattr(result, "headroom_line", lambda: None)()
+    if headroom:  # pass@1 after GRPO against the pass@K it started from, on training prompts
+        print(headroom)
     held_out = getattr(result, "evaluation_line", lambda: None)()
     if held_out:  # the last word of the run: what it did on problems it never trained on
         print(held_out)

@@ -268,6 +268,16 @@ def _metrics(records: list[dict[str, Any]], samples: int, lenient_correct: Calla
     return result
 
 
+def group_by_category(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The records that carry a ``category``, by category, in sorted order (the grouping of
+    :func:`by_category` and of the GRPO headroom's breakdown)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("category") is not None:
+            groups.setdefault(str(r["category"]), []).append(r)
+    return {name: groups[name] for name in sorted(groups)}
+
+
 def by_category(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Accuracy per kind of problem: ``{category: {n, correct, accuracy, lenient_correct,
     lenient_accuracy, format_compliance}}`` over the records that carry a ``category``, in sorted order;
@@ -278,13 +288,9 @@ def by_category(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     >>> {k: v["accuracy"] for k, v in by_category(recs).items()}
     {'addition': 1.0, 'subtraction': 0.0}
     """
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        if r.get("category") is not None:
-            groups.setdefault(str(r["category"]), []).append(r)
+    groups = group_by_category(records)
     out = {}
-    for name in sorted(groups):
-        recs = groups[name]
+    for name, recs in groups.items():
         n, correct = len(recs), sum(bool(r["correct"]) for r in recs)
         lenient = None if any(r.get("lenient_correct") is None for r in recs) else \
             sum(bool(r["lenient_correct"]) for r in recs)

@@ -346,7 +346,9 @@ PRESETS = {
         training={"dynamic_sampling": "refill", "temperature": 1.0},
         stages=[{"name": "sft", "kind": "sft", "max_steps": 20, "learning_rate": 2e-4, "num_examples": 160},
                 {"name": "grpo", "kind": "grpo", "max_steps": 30, "learning_rate": 5e-5}],
-        evaluation={"before_after": True, "limit": 32, "batch_size": 32},
+        # GRPO's headroom on 16 training prompts, 8 samples each (a GRPO group), before the GRPO stage and after:
+        # 256 completions in all, kept few for the preset's minutes (docs/real_model.md)
+        evaluation={"before_after": True, "limit": 32, "batch_size": 32, "headroom": 8, "headroom_prompts": 16},
     ),
     # Colab T4 (16 GB, no bf16): 0.5B-1.5B 4-bit fits with 8 generations of 512 tokens.
     "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card

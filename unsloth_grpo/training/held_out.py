@@ -3,6 +3,7 @@ before/after report. Training (train.py) and stages (stages.py) both use these, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -89,15 +90,23 @@ def evaluate_held_out(cfg: RecipeConfig, model, tokenizer, dataset, where: Path,
     return result
 
 
-def report_before_after(before: dict, after: dict, out: Path, log: Callable[[str], None]) -> dict:
+def report_before_after(before: dict, after: dict, out: Path, log: Callable[[str], None],
+                        headroom: dict | None = None) -> dict:
     """``report.md`` and ``report.json`` in ``out`` for two evaluations of the same held-out problems, the
     change said in one line, and a warning for each category that got worse or did not move; returns
-    the run's held-out summary."""
+    the run's held-out summary. ``headroom`` (``{"before": ..., "after": ...}``, :func:`headroom_start`'s
+    and :func:`headroom_end`'s) goes into the report beside them."""
     from unsloth_grpo.evaluation.evaluate import category_warnings, change_in_words, compare, write_report
     from unsloth_grpo.training.results import held_out_summary
 
     report = compare(before, after)
-    write_report(report, out)
+    if headroom:
+        report["headroom"] = headroom
+    md, _ = write_report(report, out)
+    if headroom:  # GRPO's K samples of training prompts before and after, at the report's end
+        from unsloth_grpo.evaluation.headroom import markdown
+
+        md.write_text(md.read_text() + "\n" + markdown(headroom.get("before"), headroom.get("after")))
     lenient = "" if before.get("lenient_accuracy") is None or after.get("lenient_accuracy") is None else \
         f", lenient {before['lenient_accuracy']:.3f} -> {after['lenient_accuracy']:.3f}"
     log(f"evaluation: accuracy {before['accuracy']:.3f} {_ci(before)} -> {after['accuracy']:.3f} {_ci(after)} "
@@ -106,3 +115,65 @@ def report_before_after(before: dict, after: dict, out: Path, log: Callable[[str
     for line in category_warnings(report):
         log(f"evaluation warning: {line}")
     return held_out_summary(before, after, report)
+
+
+# ---------------------------------------------------------------- GRPO's headroom (evaluation.headroom)
+
+def sample_for_run(cfg: RecipeConfig, model, tokenizer, rows: list, samples: int | None = None) -> dict:
+    """:func:`~unsloth_grpo.evaluation.headroom.sample_headroom` of ``rows`` as the GRPO config ``cfg`` samples
+    (its temperature, top_p and completion limit; ``samples``, else ``evaluation.headroom``, per prompt),
+    graded by its task's grader."""
+    from unsloth_grpo.evaluation.headroom import sample_headroom
+    from unsloth_grpo.tasks import get_task
+
+    e = cfg.evaluation
+    return sample_headroom(model, tokenizer, rows, samples=samples or e.headroom, temperature=cfg.training.temperature,
+                           top_p=cfg.training.get("top_p", 1.0), max_new_tokens=cfg.training.max_completion_length,
+                           batch_size=e.batch_size, seed=cfg.seed, is_correct=get_task(cfg.task).grader(cfg))
+
+
+def _write_headroom(h: dict, path: Path) -> dict:
+    """``h`` written to ``path`` (records included); returns it without its records."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(h, indent=1) + "\n")
+    return {k: v for k, v in h.items() if k != "records"}
+
+
+def headroom_start(cfg: RecipeConfig, model, tokenizer, dataset, out: Path, log: Callable[[str], None], *,
+                   resumed: bool = False) -> dict | None:
+    """With ``evaluation.headroom`` (K): K samples of ``evaluation.headroom_prompts`` of the training rows at
+    the GRPO temperature, graded by the task's grader, before GRPO trains; the line and its warning are
+    logged and the figures (with the samples) written to ``OUT/headroom_before.json``. A resumed training
+    reads them back (the model is no longer at its start). None when off, or for a run with tools."""
+    from unsloth_grpo.evaluation.headroom import HEADROOM_FILES, headroom_line, headroom_rows, headroom_warning
+
+    if not cfg.evaluation.headroom:
+        return None
+    path = out / HEADROOM_FILES["before"]
+    if resumed:
+        return json.loads(path.read_text()) if path.is_file() else None
+    if cfg.tools.functions or cfg.tools.environment:
+        log("GRPO headroom: not measured for a run with tools (its completions need the tool loop)")
+        return None
+    h = sample_for_run(cfg, model, tokenizer, headroom_rows(dataset, cfg.evaluation.headroom_prompts, cfg.seed))
+    log(headroom_line(h))
+    warning = headroom_warning(h)
+    if warning:
+        log(f"GRPO headroom warning: {warning}")
+    _write_headroom(h, path)
+    return h
+
+
+def headroom_end(cfg: RecipeConfig, model, tokenizer, before: dict | None, out: Path,
+                 log: Callable[[str], None]) -> dict | None:
+    """The same prompts sampled again after training (``OUT/headroom_after.json``), and the line that sets
+    pass@1 after against pass@K before; returns ``{"before": ..., "after": ...}`` without the samples."""
+    from unsloth_grpo.evaluation.headroom import HEADROOM_FILES, after_line
+
+    if before is None:
+        return None
+    rows = [{"prompt": r["prompt"], "answer": r["gold"], **({"category": r["category"]} if "category" in r else {})}
+            for r in before["records"]]
+    after = _write_headroom(sample_for_run(cfg, model, tokenizer, rows), out / HEADROOM_FILES["after"])
+    log(after_line(before, after))
+    return {"before": {k: v for k, v in before.items() if k != "records"}, "after": after}

@@ -21,10 +21,22 @@ class TrainResult:
     global_step: int = 0
     #: The before/after evaluation on held-out problems (:func:`held_out_summary`), when the run made one.
     evaluation: dict | None = None
+    #: GRPO's headroom on training prompts, ``{"before": ..., "after": ...}``
+    #: (:func:`unsloth_grpo.training.held_out.headroom_end`), when the run measured it.
+    headroom: dict | None = None
 
     def evaluation_line(self) -> str | None:
         """``held-out (64 problems): strict 0.000 -> 0.594, lenient 0.172 -> 0.594``, or None."""
         return None if self.evaluation is None else held_out_line(self.evaluation)
+
+    def headroom_line(self) -> str | None:
+        """pass@1 after training against pass@K before, on the same training prompts
+        (:func:`unsloth_grpo.evaluation.headroom.after_line`), or None."""
+        if not self.headroom:
+            return None
+        from unsloth_grpo.evaluation.headroom import after_line
+
+        return after_line(self.headroom["before"], self.headroom["after"])
 
     def mean_reward(self, first: int | None = None, last: int | None = None) -> float:
         rows = [m["reward"] for m in self.metrics if "reward" in m]

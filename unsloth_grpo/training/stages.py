@@ -393,9 +393,11 @@ def evaluation_start(cfg: RecipeConfig, loaded, first: int, resume_from, log: Ca
                                        name=f"{loaded.info.model_name} (before training)")
 
 
-def evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: Callable[[str], None]) -> dict:
+def evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: Callable[[str], None], *,
+                   headroom: dict | None = None) -> dict:
     """The final adapter graded (the last stage's own after-grading when it made one) and compared with
-    the run's start: ``RUN/report.md``, one line, and the held-out summary."""
+    the run's start: ``RUN/report.md`` (with the last GRPO stage's ``headroom``), one line, and the
+    held-out summary."""
     from unsloth_grpo.evaluation.evaluate import EVAL_FILE, read_eval
     from unsloth_grpo.training.held_out import evaluate_held_out, report_before_after
 
@@ -407,7 +409,7 @@ def evaluation_end(cfg: RecipeConfig, loaded, held_out, before: dict, log: Calla
         after = evaluate_held_out(cfg, loaded.model, loaded.tokenizer, held_out, run / "eval_after",
                                   name=f"{loaded.info.model_name} + the adapter trained in {run}")
     log("evaluation of the whole run (the base model -> the last stage's adapter):")
-    return report_before_after(before, after, run, log)
+    return report_before_after(before, after, run, log, headroom=headroom)
 
 
 def read_summary(run: Path) -> list[dict]:

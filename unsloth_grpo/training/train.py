@@ -26,8 +26,8 @@ from unsloth_grpo.data import DataError
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.runs import package_versions
 from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
-from unsloth_grpo.training.held_out import (eval_kwargs, evaluate_held_out, held_out_rows, load_task_dataset,
-                                            report_before_after)
+from unsloth_grpo.training.held_out import (eval_kwargs, evaluate_held_out, headroom_end, headroom_start,
+                                            held_out_rows, load_task_dataset, report_before_after)
 from unsloth_grpo.training.loop import DISK_FULL_EXIT_CODE, REWARD_FAILED_EXIT_CODE, disk_full
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
 from unsloth_grpo.training.trainer_args import grpo_args
@@ -113,6 +113,7 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
     held_out, graded_start = st.evaluation_start(cfg, loaded, first, resume_from, log) if main else (None, None)
     summary = st.read_summary(run)[: first - 1]
     total_steps = sum(s["steps"] for s in summary)
+    headroom = None  # the last GRPO stage's, before and after
     for i in range(first, n + 1):
         stage = cfg.stages[i - 1]
         scfg = st.stage_config(cfg, i)
@@ -130,6 +131,7 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
         else:
             result = train_grpo(scfg, decision=decision, callbacks=callbacks, log=log, dataset=dataset,
                                 resume=step_resume, loaded=loaded, stage=(i, stage.name), hint=hint)
+            headroom = result.headroom or headroom
         change = st.change_l2(before, st.lora_state(loaded.model)) if step_resume is None else None
         entry = st.summarize_stage(i, stage, result, change, scfg)
         summary.append(entry)
@@ -147,10 +149,11 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
         (run / st.SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
         log("stages summary:\n" + st.describe_summary(summary))
         if graded_start is not None and first <= n:
-            evaluation = st.evaluation_end(cfg, loaded, held_out, graded_start, log)
+            evaluation = st.evaluation_end(cfg, loaded, held_out, graded_start, log, headroom=headroom)
     metrics = st.combined_metrics(cfg)
     backend = loaded.info.to_dict() if loaded is not None else {}
-    return TrainResult(run, metrics, backend, time.time() - start, total_steps, evaluation=evaluation)
+    return TrainResult(run, metrics, backend, time.time() - start, total_steps, evaluation=evaluation,
+                       headroom=headroom)
 
 
 def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callable[[str], None] = print,
@@ -195,6 +198,8 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
                                     [saver, *(callbacks or [])], resume_from, main_process, log)
     _attach_generation(cfg, trainer, loaded, health, main_process, log)
     held_out, before = _held_out_start(cfg, trainer, loaded, stage, main_process)
+    headroom = headroom_start(cfg, trainer.model, loaded.tokenizer, dataset, out, log,
+                              resumed=resume_from is not None) if main_process else None
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
         f"{cfg.training.num_generations} generations per prompt -> {out}")
     run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
@@ -202,11 +207,11 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     trainer.save_model(str(out))  # rank 0 only, inside the Trainer
     summary = None
     if trainer.is_world_process_zero():
-        summary = _finish_run(cfg, trainer, loaded, held_out, before, log)
+        summary, headroom = _finish_run(cfg, trainer, loaded, held_out, before, headroom, log)
     metrics_path = out / "metrics.jsonl"
     metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
     return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step,
-                       evaluation=summary)
+                       evaluation=summary, headroom=headroom)
 
 
 def _say_where_training_starts(cfg: RecipeConfig, resume_from, resume, log: Callable[[str], None]) -> None:
@@ -555,16 +560,19 @@ def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list)
     return watcher.wrap(reward_funcs)
 
 
-def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Callable[[str], None]) -> dict | None:
-    """Rank 0 after training: tokenizer beside the adapter, the before/after report, the plots.
-    Returns the held-out summary (:func:`~unsloth_grpo.training.results.held_out_summary`) or None."""
+def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, headroom,
+                log: Callable[[str], None]) -> tuple[dict | None, dict | None]:
+    """Rank 0 after training: tokenizer beside the adapter, the headroom sampled again, the before/after
+    report, the plots. Returns the held-out summary (:func:`~unsloth_grpo.training.results.held_out_summary`)
+    and the headroom before and after (:func:`~unsloth_grpo.training.held_out.headroom_end`), each or None."""
     out = Path(cfg.output_dir)
     loaded.tokenizer.save_pretrained(str(out))
     summary = None
+    headroom = headroom_end(cfg, trainer.model, loaded.tokenizer, headroom, out, log)
     if before is not None:
         after = evaluate_held_out(cfg, trainer.model, loaded.tokenizer, held_out, out / "eval_after",
                                   name=f"{loaded.info.model_name} + the adapter trained in {out}")
-        summary = report_before_after(before, after, out, log)
+        summary = report_before_after(before, after, out, log, headroom=headroom)
     try:
         from unsloth_grpo.evaluation.plots import plot_run
 
@@ -578,4 +586,4 @@ def _finish_run(cfg: RecipeConfig, trainer, loaded, held_out, before, log: Calla
     from unsloth_grpo.training import checkpoint as ckpt
 
     ckpt.mark_finished(out, step=trainer.state.global_step, max_steps=cfg.training.max_steps)
-    return summary
+    return summary, headroom
