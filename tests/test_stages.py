@@ -118,7 +118,7 @@ def test_sft_examples_need_worked_answers(tmp_path):
     data = tmp_path / "qa.jsonl"
     data.write_text(json.dumps({"question": "2+2?", "answer": "4"}) + "\n")
     cfg = _cfg(tmp_path, STAGES, data={"source": str(data), "max_prompt_tokens": 256})
-    with pytest.raises(DataError, match="row 0 has none"):
+    with pytest.raises(DataError, match="line 1 has none"):
         st.sft_dataset_for(st.stage_config(cfg, 1), 5)
 
 

@@ -12,6 +12,7 @@ falls back to a default), and every mistake of a file is listed in one error::
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import difflib
 import functools
@@ -30,6 +31,9 @@ BACKENDS = ("auto", "unsloth", "transformers")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 DEVICES = ("auto", "cuda", "cpu")
 FAST_INFERENCE = ("auto", "on", "off")
+#: The largest seed numpy takes (``np.random.seed``: 0 to 2**32 - 1); transformers' ``set_seed`` hands
+#: the run's seed to numpy, so a seed outside this range fails only after the model has loaded.
+SEED_MAX = 2**32 - 1
 
 
 def is_unsloth(backend: str | None) -> bool:
@@ -154,6 +158,13 @@ class DataConfig:
     question_column: str = _f("question", help="Column holding the question.")
     answer_column: str = _f("answer", help="Column holding the reference answer.")
     shuffle_seed: int | None = _f(None, help="Shuffle the rows with this seed (None keeps file order).")
+
+    def problems(self) -> list[str]:
+        if self.shuffle_seed is not None and not 0 <= self.shuffle_seed <= SEED_MAX:
+            return [f"data.shuffle_seed={self.shuffle_seed} is out of range: a shuffle seed is a whole number from 0 "
+                    f"to {SEED_MAX} (numpy's range); pick one in it, e.g. data.shuffle_seed=0, or null to keep the "
+                    "file's order"]
+        return []
 
 
 @_section
@@ -386,7 +397,10 @@ class RecipeConfig:
         p = [] if str(self.output_dir).strip() else [
             "output_dir is empty: a run needs a directory of its own for its adapter, metrics and config; give "
             "one, e.g. --output-dir outputs/my-run"]
-        for section in (self.model, self.lora, self.training, self.run, self.evaluation):
+        if not 0 <= self.seed <= SEED_MAX:
+            p.append(f"seed={self.seed} is out of range: numpy, which every run seeds, takes a whole number from 0 to "
+                     f"{SEED_MAX} (2**32 - 1); pick one in it, e.g. seed=3407")
+        for section in (self.model, self.lora, self.data, self.training, self.run, self.evaluation):
             p += section.problems()
         completion, prompt = self.training.number("max_completion_length"), self.data.max_prompt_tokens
         if completion is not None and prompt + completion > self.model.max_seq_length:
@@ -611,7 +625,10 @@ def merge_dicts(base: dict, update: dict) -> dict:
 
 
 def _is_index(key: Any) -> bool:
-    return (isinstance(key, int) and not isinstance(key, bool)) or (isinstance(key, str) and key.isdigit())
+    """Whether a key of an override names a list position: ``0``, ``12``, and ``-1`` too (refused by
+    :func:`_merge_into_list` with the fix, rather than left to read as "expected a list")."""
+    return (isinstance(key, int) and not isinstance(key, bool)) or \
+        (isinstance(key, str) and re.fullmatch(r"[-+]?[0-9]+", key) is not None)
 
 
 def _merge_into_list(key: str, items: list, update: dict) -> list:
@@ -619,6 +636,10 @@ def _merge_into_list(key: str, items: list, update: dict) -> list:
     out = list(items)
     for index, value in update.items():
         i = int(index)
+        if i < 0:
+            last = f"{key}.{len(out) - 1} for the last one, " if out else ""
+            raise ConfigError(f"{key}.{index}: a position counts from 0 (the first entry), not from the end; "
+                              f"'{key}' has {len(out)} entries, so write {last}or {key}=[...] to give the whole list")
         if i >= len(out):
             raise ConfigError(f"{key}.{index}: '{key}' has {len(out)} entries (positions 0 to {len(out) - 1}); "
                               f"to give the whole list, write {key}=[...] (e.g. '{key}=[{{name: xml_count}}]')")
@@ -644,6 +665,18 @@ def parse_override(text: str) -> dict:
     return out
 
 
+def config_text(path: Path) -> str:
+    """The text of a config file: UTF-8, with or without a byte-order mark, or UTF-16 with one (what
+    Windows Notepad saves as "Unicode"); any other encoding is a ConfigError that says to save as UTF-8."""
+    raw = path.read_bytes()
+    encoding = "utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file '{path}' is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as "
+                          "UTF-8 (in Notepad: File > Save as, Encoding: UTF-8) and try again") from None
+
+
 def load_config(
     source: str | os.PathLike | dict | None = None,
     *,
@@ -667,7 +700,7 @@ def load_config(
                                   f"itself ({hint})")
             if not path.is_file():
                 raise ConfigError(f"config file '{path}' does not exist; check the path given to --config")
-            loaded = read_yaml(path.read_text(), f"config file '{path}'") or {}
+            loaded = read_yaml(config_text(path), f"config file '{path}'") or {}
             if not isinstance(loaded, dict):
                 raise ConfigError(f"config file '{path}' must hold a mapping at the top level "
                                   "(section: {key: value}), not a single value or a list")

@@ -48,6 +48,31 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | No
                         help="Overrides such as training.max_steps=50 model.name=Qwen/Qwen2.5-0.5B-Instruct")
 
 
+def parse_train_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args`` where ``KEY=VALUE`` overrides may stand on both sides of an option.
+
+    argparse fills the ``overrides`` list from one run of words only, and calls the next run
+    (``--preset smoke a=1 --output-dir X b=2``: ``b=2``) unrecognized; those come back from
+    ``parse_known_args`` in the order typed and are overrides too. (``parse_intermixed_args`` does the
+    same for one parser, but refuses a parser with subcommands, such as ``unsloth-grpo``'s.)
+    """
+    args, extra = parser.parse_known_args(argv)
+    return with_later_overrides(parser, args, extra)
+
+
+def with_later_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                         extra: list[str]) -> argparse.Namespace:
+    """``args`` with the ``KEY=VALUE`` words of ``extra`` added to its overrides, in the order typed;
+    any other word of ``extra`` is argparse's usual "unrecognized arguments" error."""
+    later = [w for w in extra if "=" in w and not w.startswith("-")] if hasattr(args, "overrides") else []
+    rest = [w for w in extra if w not in later]
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if later:
+        args.overrides = [*args.overrides, *later]
+    return args
+
+
 def help_config_rows(cfg: RecipeConfig | None = None) -> list[tuple[str, str, str]]:
     """``--help-config``: the toolkit's keys with ``cfg``'s values (the recipe's defaults), then
     every field of the installed TRL's GRPOConfig under ``training.``, with the recipe's value where
@@ -259,7 +284,7 @@ def run_recipe(recipe: Recipe, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m unsloth_grpo.recipes.{recipe.name}",
                                      description=recipe.description)
     add_train_arguments(parser, list(recipe.presets))
-    args = parser.parse_args(argv)
+    args = parse_train_args(parser, argv)
     try:
         return run_from_args(recipe, args)
     except KeyboardInterrupt as exc:

@@ -34,13 +34,16 @@ def run(args: argparse.Namespace) -> int:
 
     name = args.recipe
     if name is None and args.config:
+        from pathlib import Path
+
         import yaml
 
+        from unsloth_grpo.config import ConfigError, config_text
+
         try:
-            with open(args.config) as fh:
-                loaded = yaml.safe_load(fh)
+            loaded = yaml.safe_load(config_text(Path(args.config)))
             name = loaded.get("task") if isinstance(loaded, dict) else None
-        except (OSError, yaml.YAMLError):
+        except (OSError, ConfigError, yaml.YAMLError):
             name = None  # the config loader reports the problem with the file
     if name is None and args.resume is not None and args.preset is None:
         # `train --resume RUN`: the recipe that made the run (its config.yaml's task), not gsm8k's

@@ -83,6 +83,7 @@ def stage_problems(cfg: RecipeConfig) -> list[str]:
 
     p: list[str] = []
     seen: set[str] = set()
+    recipe_own = set(validate(cfg))  # said once already, at the key the user wrote
     for i, stage in enumerate(cfg.stages, 1):
         where = f"stages[{i - 1}] ({stage.name})"
         if not _SAFE_NAME.match(stage.name or ""):
@@ -110,8 +111,10 @@ def stage_problems(cfg: RecipeConfig) -> list[str]:
             p.append(f"{where}: {exc}".replace("unknown config key 'training.", "unknown key 'training."))
             continue
         for q in validate(sub):
-            if stage.kind == "sft" and q.startswith("rewards:"):
+            if stage.kind == "sft" and q.startswith("rewards:") or q in recipe_own:
                 continue
+            if q.startswith(("training.max_steps=", "training.learning_rate=")):
+                continue  # the stage's own max_steps and learning_rate (checked above) or the recipe's
             p.append(f"{where}: {q}")
     return p
 
