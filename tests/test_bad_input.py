@@ -925,3 +925,21 @@ def test_a_column_of_two_types_is_named_by_its_lines(tmp_path, capsys):
                     '{"question": 5, "answer": "#### 3"}\n')
     err = _refused(capsys, "--check", f"data.source={path}")
     assert "line 3: 'question' is a list where line 1 has text" in err
+
+
+def test_eval_on_a_file_with_other_columns_suggests_what_eval_takes(scratch, capsys):
+    (scratch / "semicolon.csv").write_text("question;answer\nWhat is 1 + 1?;#### 2\n")  # Excel in a comma locale
+    (scratch / "other.csv").write_text("q,a\nWhat is 1 + 1?,#### 2\n")
+    before = _snapshot(scratch)
+    for argv in (["eval", "--model", "outputs/smoke", "--dataset", "semicolon.csv", "--output", "outputs/ev"],
+                 ["recipes.gsm8k", "--preset", "smoke", "--check", "data.source=semicolon.csv"]):
+        assert _replay(argv) == 2
+        err = capsys.readouterr().err
+        assert "its columns are separated by ';', not commas. Save it as comma-separated CSV" in err, err
+    assert _replay(["eval", "--model", "outputs/smoke", "--dataset", "other.csv", "--output", "outputs/ev"]) == 2
+    err = capsys.readouterr().err
+    # it said "set data.question_column", which eval does not take
+    assert "Rename the file's columns to question and answer" in err and "data.question_column" not in err
+    assert _replay(["recipes.gsm8k", "--preset", "smoke", "--check", "data.source=other.csv"]) == 2
+    assert "set data.question_column / data.answer_column" in capsys.readouterr().err  # a run's config does
+    assert _snapshot(scratch) == before

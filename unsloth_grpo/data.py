@@ -237,13 +237,36 @@ def _innermost(exc: BaseException) -> str:
     return messages[-1] if messages else "no reason given by the loader"
 
 
+class MissingColumns(DataError):
+    """A dataset lacks a column the task reads. How to name the columns depends on the command (a
+    training config sets ``data.question_column``; ``eval`` has no such option), so a command may
+    say its own fix: ``raise exc.with_fix("...") from None``."""
+
+    #: The fix for a run: the config names the columns.
+    CONFIG_FIX = "Rename the columns, or set data.question_column / data.answer_column to the file's names."
+
+    def __init__(self, source: str, missing: list[str], have: list[str], fix: str = CONFIG_FIX):
+        self.source, self.missing, self.have = source, missing, have
+        super().__init__(f"dataset '{source}' lacks column(s) {', '.join(missing)}; it has {', '.join(have) or 'none'}. "
+                         + fix)
+
+    def with_fix(self, fix: str) -> "MissingColumns":
+        return MissingColumns(self.source, self.missing, self.have, fix)
+
+
+#: Column separators of a CSV saved by a spreadsheet in another locale (Excel: ';' where ',' is the decimal mark).
+OTHER_SEPARATORS = (";", "\t", "|")
+
+
 def require_columns(ds, columns: list[str], source: str) -> None:
     missing = [c for c in columns if c not in ds.column_names]
+    if missing and str(source).lower().endswith(".csv") and len(ds.column_names) == 1:
+        sep = next((s for s in OTHER_SEPARATORS if s in ds.column_names[0]), None)
+        if sep is not None:
+            raise DataError(f"dataset '{source}' has one column, {ds.column_names[0]!r}: its columns are separated by "
+                            f"{sep!r}, not commas. Save it as comma-separated CSV (or as JSONL, one object per line)")
     if missing:
-        raise DataError(
-            f"dataset '{source}' lacks column(s) {', '.join(missing)}; it has {', '.join(ds.column_names) or 'none'}. "
-            "Rename the columns or set data.question_column / data.answer_column."
-        )
+        raise MissingColumns(source, missing, list(ds.column_names))
     if len(ds) == 0:
         raise DataError(f"dataset '{source}' is empty")
 
