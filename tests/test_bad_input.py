@@ -377,6 +377,10 @@ def words(prompts, completions, answer, **kwargs):
     return ["high" for _ in completions]
 
 
+def no_kwargs(completions, answer):
+    return [1.0 for _ in completions]
+
+
 def needs_tags(completions, **kwargs):
     # a copied reward that assumes the tags are there: untagged text has no <answer> to split on
     return [float(c[0]["content"].split("<answer>")[1].split("</answer>")[0].strip() == "1") for c in completions]
@@ -943,3 +947,24 @@ def test_eval_on_a_file_with_other_columns_suggests_what_eval_takes(scratch, cap
     assert _replay(["recipes.gsm8k", "--preset", "smoke", "--check", "data.source=other.csv"]) == 2
     assert "set data.question_column / data.answer_column" in capsys.readouterr().err  # a run's config does
     assert _snapshot(scratch) == before
+
+
+@pytest.mark.parametrize("on_error", ["raise", "zero"])
+def test_a_reward_without_kwargs_is_told_to_take_them_not_to_pay_zero(capsys, broken_rewards, on_error):
+    # the fix offered was params: {on_error: zero}, which would have paid 0 for every completion
+    code, _, err = _run(capsys, "--check", f"rewards=[{{name: '{broken_rewards}:no_kwargs', "
+                                           f"params: {{on_error: {on_error}}}}}]")
+    assert code == 2 and "Traceback" not in err
+    assert "no_kwargs() has no **kwargs" in err and "category, prompts, completion_ids" in err
+    assert "def no_kwargs(completions, answer, **kwargs)" in err and "on_error" not in err
+
+
+def test_a_reward_module_that_raises_on_import_says_the_import_failed(tmp_path, monkeypatch, capsys):
+    (tmp_path / "bad_import_mod.py").write_text("x = 1\nraise RuntimeError('boom at import')\n")
+    (tmp_path / "bad_dependency_mod.py").write_text("import no_such_package_zz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    err = _refused(capsys, "--check", "rewards=[{name: 'bad_import_mod:r'}]")  # was "...: boom at import"
+    assert "module 'bad_import_mod' failed to import: RuntimeError: boom at import at " in err
+    assert "bad_import_mod.py:2" in err and 'python -c "import bad_import_mod"' in err
+    err = _refused(capsys, "--check", "rewards=[{name: 'bad_dependency_mod:r'}]")
+    assert "module 'bad_dependency_mod' failed to import: ModuleNotFoundError: No module named 'no_such_package_zz'" in err
