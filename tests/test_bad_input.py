@@ -968,3 +968,26 @@ def test_a_reward_module_that_raises_on_import_says_the_import_failed(tmp_path, 
     assert "bad_import_mod.py:2" in err and 'python -c "import bad_import_mod"' in err
     err = _refused(capsys, "--check", "rewards=[{name: 'bad_dependency_mod:r'}]")
     assert "module 'bad_dependency_mod' failed to import: ModuleNotFoundError: No module named 'no_such_package_zz'" in err
+
+
+@pytest.mark.parametrize("kept", ["checkpoints", "finished", "stages"])
+def test_a_notebook_run_twice_is_told_what_to_change_in_python(tmp_path, kept):
+    # "Run all" a second time stopped at train() with "pass --resume ... or choose another --output-dir"
+    from unsloth_grpo.training.checkpoint import EarlierRun
+    from unsloth_grpo.training.train import train
+
+    out = _finished_run(tmp_path / "nb") if kept == "finished" else _run_with_checkpoint(tmp_path / "nb")
+    (tmp_path / "nb-2").mkdir()  # taken already: the next free name is offered
+    preset = "smollm2" if kept == "stages" else "smoke"  # the preset that trains in stages
+    cfg = gsm8k.RECIPE.resolve(preset=preset, output_dir=str(out),
+                               overrides=["model.name=builtin:tiny"] if kept == "stages" else [])
+    before = _snapshot(out)
+    with pytest.raises(EarlierRun) as refused:
+        train(cfg)
+    said = str(refused.value)
+    assert "--output-dir" not in said and "--resume" not in said
+    assert f"cfg.output_dir = '{tmp_path / 'nb-3'}' before train(cfg)" in said
+    assert "OUTPUT_DIR in the parameters cell" in said
+    assert ("train(cfg, resume=True)" in said) is (kept != "finished")  # a finished run has nothing to continue
+    assert "another --output-dir" in refused.value.command_line  # the command line keeps its flags
+    assert _snapshot(out) == before

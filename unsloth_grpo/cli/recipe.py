@@ -120,7 +120,7 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
     except (ConfigError, DataError, CheckpointError) as exc:
         if getattr(args, "debug", False):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {getattr(exc, 'command_line', exc)}", file=sys.stderr)  # the flags' words, where they differ
         return 2
 
 

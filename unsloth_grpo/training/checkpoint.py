@@ -65,6 +65,32 @@ class CheckpointError(ValueError):
     """A checkpoint path cannot be resumed from; the message says which one to use instead."""
 
 
+class EarlierRun(CheckpointError):
+    """The output directory holds an earlier run that a new one would overwrite. Its text is for a
+    Python caller (a notebook's second "Run all" reaches ``train(cfg)``): what to change in Python;
+    ``command_line`` is the same refusal in the flags of the recipe's command line."""
+
+    def __init__(self, python: str, command_line: str):
+        super().__init__(python)
+        self.command_line = command_line
+
+
+def free_dir_like(path: str | Path) -> Path:
+    """``path`` with the first suffix ``-2``, ``-3``, ... that names nothing yet (a directory for a new run)."""
+    path = Path(path)
+    n = 2
+    while path.with_name(f"{path.name}-{n}").exists():
+        n += 1
+    return path.with_name(f"{path.name}-{n}")
+
+
+def own_directory_hint(output_dir: str | Path) -> str:
+    """How a Python caller gives a new run a directory of its own (the fix of :class:`EarlierRun`)."""
+    free = free_dir_like(output_dir)
+    return (f"give this run a directory of its own: cfg.output_dir = '{free}' before train(cfg), or "
+            f"output_dir='{free}' in RECIPE.resolve (in this package's notebooks: OUTPUT_DIR in the parameters cell)")
+
+
 # ---------------------------------------------------------------- writing
 
 
@@ -569,7 +595,7 @@ def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
 
 
 __all__ = [
-    "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "EXIT_CODES", "CheckpointError",
+    "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "EXIT_CODES", "CheckpointError", "EarlierRun",
     "clean_staging", "finalize_checkpoint", "make_checkpoint_callback", "newest_intact", "resolve_resume",
     "resume_hint", "rotate", "set_aside_later", "trim_metrics", "write_marker",
 ]
