@@ -264,7 +264,7 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
 
     from unsloth_grpo.training import distributed
     from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
-    from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
+    from unsloth_grpo.training.progress import SampleRecorder, make_progress_callback, use_progress_line
 
     out = Path(cfg.output_dir)
     if cfg.run.samples_every and main_process:
@@ -299,7 +299,9 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
 
         loaded.info = without_vllm(loaded.info, failure, log, record=False)
         trainer = GRPOTrainer(args=build_grpo_args(cfg, loaded.info, weights=weights), **trainer_kwargs)
-    use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    # one readable line per log, in a terminal and in a notebook; the run's own closing line (the recipe's
+    # "done in", a notebook's summary of the TrainResult) says when it ended, so the callback does not
+    use_progress_line(trainer, make_progress_callback(end_line=False))
     return trainer, health
 
 
