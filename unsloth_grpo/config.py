@@ -12,7 +12,6 @@ falls back to a default), and every mistake of a file is listed in one error::
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import difflib
 import functools
@@ -20,10 +19,10 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import core_schema
 
 #: The names each choice may take: the one list every module, message and help text uses.
@@ -31,9 +30,7 @@ BACKENDS = ("auto", "unsloth", "transformers")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 DEVICES = ("auto", "cuda", "cpu")
 FAST_INFERENCE = ("auto", "on", "off")
-#: The largest seed numpy takes (``np.random.seed``: 0 to 2**32 - 1); transformers' ``set_seed`` hands
-#: the run's seed to numpy, so a seed outside this range fails only after the model has loaded.
-SEED_MAX = 2**32 - 1
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]  # what numpy takes: transformers' set_seed hands it the run's seed
 
 
 def is_unsloth(backend: str | None) -> bool:
@@ -157,14 +154,7 @@ class DataConfig:
     system_prompt: str | None = _f(None, help="Override the task's system prompt.")
     question_column: str = _f("question", help="Column holding the question.")
     answer_column: str = _f("answer", help="Column holding the reference answer.")
-    shuffle_seed: int | None = _f(None, help="Shuffle the rows with this seed (None keeps file order).")
-
-    def problems(self) -> list[str]:
-        if self.shuffle_seed is not None and not 0 <= self.shuffle_seed <= SEED_MAX:
-            return [f"data.shuffle_seed={self.shuffle_seed} is out of range: a shuffle seed is a whole number from 0 "
-                    f"to {SEED_MAX} (numpy's range); pick one in it, e.g. data.shuffle_seed=0, or null to keep the "
-                    "file's order"]
-        return []
+    shuffle_seed: Seed | None = _f(None, help="Shuffle the rows with this seed (None keeps file order).")
 
 
 @_section
@@ -368,7 +358,7 @@ class StageConfig:
 class RecipeConfig:
     task: str = _f("gsm8k", help="Task name: a module of unsloth_grpo.tasks (unsloth_grpo.tasks.available_tasks()).")
     output_dir: str = _f("outputs/gsm8k", help="Where the adapter, metrics and resolved config go.")
-    seed: int = _f(3407, help="Random seed for data order, sampling and initialisation.")
+    seed: Seed = _f(3407, help="Random seed for data order, sampling and initialisation (0 to 2**32 - 1).")
     model: ModelConfig = _f(help="Base model and how to load it.", factory=ModelConfig)
     lora: LoraSettings = _f(help="LoRA adapter settings.", factory=LoraSettings)
     data: DataConfig = _f(help="Training data.", factory=DataConfig)
@@ -397,10 +387,7 @@ class RecipeConfig:
         p = [] if str(self.output_dir).strip() else [
             "output_dir is empty: a run needs a directory of its own for its adapter, metrics and config; give "
             "one, e.g. --output-dir outputs/my-run"]
-        if not 0 <= self.seed <= SEED_MAX:
-            p.append(f"seed={self.seed} is out of range: numpy, which every run seeds, takes a whole number from 0 to "
-                     f"{SEED_MAX} (2**32 - 1); pick one in it, e.g. seed=3407")
-        for section in (self.model, self.lora, self.data, self.training, self.run, self.evaluation):
+        for section in (self.model, self.lora, self.training, self.run, self.evaluation):
             p += section.problems()
         completion, prompt = self.training.number("max_completion_length"), self.data.max_prompt_tokens
         if completion is not None and prompt + completion > self.model.max_seq_length:
@@ -491,7 +478,7 @@ def _duplicate_keys(node: Any, path: str = "", seen: set | None = None) -> list[
     return out
 
 
-def read_yaml(text: str, what: str, key: str = "") -> Any:
+def read_yaml(text: str | bytes, what: str, key: str = "") -> Any:
     """Parse YAML text (a config file or an override's value), keeping typed scalars' text.
 
     A key given twice in one mapping is an error naming the key (under ``key``, the override's), not
@@ -500,9 +487,9 @@ def read_yaml(text: str, what: str, key: str = "") -> Any:
     try:
         twice = _duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), f"{key}." if key else "")
         value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} is not valid YAML ({_yaml_error(exc)}); fix the syntax, "
-                          "or quote the value") from None
+    except yaml.YAMLError as exc:  # a ReaderError: bytes that are neither UTF-8 nor UTF-16 with a byte-order mark
+        fix = "save it as UTF-8" if isinstance(exc, yaml.reader.ReaderError) else "fix the syntax, or quote the value"
+        raise ConfigError(f"{what} is not valid YAML ({_yaml_error(exc)}); {fix}") from None
     if twice:
         raise ConfigError(f"{what} gives the same key twice: {', '.join(twice)}; YAML would keep only the "
                           "last one without a word. Keep the one you mean and delete the other")
@@ -602,8 +589,7 @@ def config_to_dict(cfg: Any) -> dict:
     """The config as plain data, as a YAML file writes it: TRL's fields directly under ``training`` by name."""
     d = dataclasses.asdict(cfg)
     if isinstance(cfg, RecipeConfig):
-        training = d["training"]
-        d["training"] = {**training.pop("trl"), **training}
+        d["training"] = {**d["training"].pop("trl"), **d["training"]}  # trl popped before the rest is read
     return d
 
 
@@ -625,10 +611,7 @@ def merge_dicts(base: dict, update: dict) -> dict:
 
 
 def _is_index(key: Any) -> bool:
-    """Whether a key of an override names a list position: ``0``, ``12``, and ``-1`` too (refused by
-    :func:`_merge_into_list` with the fix, rather than left to read as "expected a list")."""
-    return (isinstance(key, int) and not isinstance(key, bool)) or \
-        (isinstance(key, str) and re.fullmatch(r"[-+]?[0-9]+", key) is not None)
+    return (isinstance(key, int) and not isinstance(key, bool)) or (isinstance(key, str) and key.lstrip("-").isdigit())
 
 
 def _merge_into_list(key: str, items: list, update: dict) -> list:
@@ -636,11 +619,7 @@ def _merge_into_list(key: str, items: list, update: dict) -> list:
     out = list(items)
     for index, value in update.items():
         i = int(index)
-        if i < 0:
-            last = f"{key}.{len(out) - 1} for the last one, " if out else ""
-            raise ConfigError(f"{key}.{index}: a position counts from 0 (the first entry), not from the end; "
-                              f"'{key}' has {len(out)} entries, so write {last}or {key}=[...] to give the whole list")
-        if i >= len(out):
+        if not 0 <= i < len(out):  # -1 too: a position counts from the first entry, not from the end
             raise ConfigError(f"{key}.{index}: '{key}' has {len(out)} entries (positions 0 to {len(out) - 1}); "
                               f"to give the whole list, write {key}=[...] (e.g. '{key}=[{{name: xml_count}}]')")
         out[i] = merge_dicts(out[i], value) if isinstance(out[i], dict) and isinstance(value, dict) else value
@@ -663,18 +642,6 @@ def parse_override(text: str) -> dict:
         node = node.setdefault(part, {})
     node[parts[-1]] = value
     return out
-
-
-def config_text(path: Path) -> str:
-    """The text of a config file: UTF-8, with or without a byte-order mark, or UTF-16 with one (what
-    Windows Notepad saves as "Unicode"); any other encoding is a ConfigError that says to save as UTF-8."""
-    raw = path.read_bytes()
-    encoding = "utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
-    try:
-        return raw.decode(encoding)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file '{path}' is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as "
-                          "UTF-8 (in Notepad: File > Save as, Encoding: UTF-8) and try again") from None
 
 
 def load_config(
@@ -700,7 +667,7 @@ def load_config(
                                   f"itself ({hint})")
             if not path.is_file():
                 raise ConfigError(f"config file '{path}' does not exist; check the path given to --config")
-            loaded = read_yaml(config_text(path), f"config file '{path}'") or {}
+            loaded = read_yaml(path.read_bytes(), f"config file '{path}'") or {}  # YAML reads a UTF-16 BOM
             if not isinstance(loaded, dict):
                 raise ConfigError(f"config file '{path}' must hold a mapping at the top level "
                                   "(section: {key: value}), not a single value or a list")

@@ -1,8 +1,9 @@
-"""Option values with a range, checked while argparse parses them.
+"""What the command lines share in parsing: option values with a range, and overrides after options.
 
 ``type=in_range(...)`` makes a value out of range (or ``nan``, ``inf``) argparse's own usage error:
 exit code 2, ``error: argument --vram-gb: ...`` naming the option, what it takes and an example,
-before the command does anything.
+before the command does anything. :func:`with_later_overrides` takes the ``KEY=VALUE`` words that
+argparse leaves over after an option (the recipe modules and ``unsloth-grpo train``).
 """
 
 from __future__ import annotations
@@ -35,3 +36,16 @@ def in_range(kind: type, low: float, high: float | None, what: str, example: str
 
     parse.__name__ = kind.__name__  # argparse names the type by it in its own messages
     return parse
+
+
+def with_later_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                         extra: list[str]) -> argparse.Namespace:
+    """``args`` with the ``KEY=VALUE`` words of ``extra`` added to its overrides, in the order typed;
+    any other word of ``extra`` is argparse's usual "unrecognized arguments" error."""
+    later = [w for w in extra if "=" in w and not w.startswith("-")] if hasattr(args, "overrides") else []
+    rest = [w for w in extra if w not in later]
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if later:
+        args.overrides = [*args.overrides, *later]
+    return args

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:  # `train`'s KEY=VALUE overrides after an option; anything else is refused as argparse would
-        from unsloth_grpo.cli.recipe import with_later_overrides
+        from unsloth_grpo.cli.arguments import with_later_overrides
 
         args = with_later_overrides(parser, args, extra)
     if not getattr(args, "func", None):

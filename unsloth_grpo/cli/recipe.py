@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from unsloth_grpo.cli.arguments import with_later_overrides
 from unsloth_grpo.config import ConfigError, RecipeConfig, describe
 from unsloth_grpo.tasks._recipe import AUTO_PRESET, Recipe
 
@@ -58,19 +59,6 @@ def parse_train_args(parser: argparse.ArgumentParser, argv: list[str] | None = N
     """
     args, extra = parser.parse_known_args(argv)
     return with_later_overrides(parser, args, extra)
-
-
-def with_later_overrides(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                         extra: list[str]) -> argparse.Namespace:
-    """``args`` with the ``KEY=VALUE`` words of ``extra`` added to its overrides, in the order typed;
-    any other word of ``extra`` is argparse's usual "unrecognized arguments" error."""
-    later = [w for w in extra if "=" in w and not w.startswith("-")] if hasattr(args, "overrides") else []
-    rest = [w for w in extra if w not in later]
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    if later:
-        args.overrides = [*args.overrides, *later]
-    return args
 
 
 def help_config_rows(cfg: RecipeConfig | None = None) -> list[tuple[str, str, str]]:

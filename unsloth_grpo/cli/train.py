@@ -38,12 +38,10 @@ def run(args: argparse.Namespace) -> int:
 
         import yaml
 
-        from unsloth_grpo.config import ConfigError, config_text
-
         try:
-            loaded = yaml.safe_load(config_text(Path(args.config)))
+            loaded = yaml.safe_load(Path(args.config).read_bytes())  # bytes: YAML reads UTF-16 with a BOM too
             name = loaded.get("task") if isinstance(loaded, dict) else None
-        except (OSError, ConfigError, yaml.YAMLError):
+        except (OSError, yaml.YAMLError):
             name = None  # the config loader reports the problem with the file
     if name is None and args.resume is not None and args.preset is None:
         # `train --resume RUN`: the recipe that made the run (its config.yaml's task), not gsm8k's

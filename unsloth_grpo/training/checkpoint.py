@@ -27,6 +27,7 @@ checkpoint) is :mod:`unsloth_grpo.runs`'s: export and inference read runs too.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -75,18 +76,11 @@ class EarlierRun(CheckpointError):
         self.command_line = command_line
 
 
-def free_dir_like(path: str | Path) -> Path:
-    """``path`` with the first suffix ``-2``, ``-3``, ... that names nothing yet (a directory for a new run)."""
-    path = Path(path)
-    n = 2
-    while path.with_name(f"{path.name}-{n}").exists():
-        n += 1
-    return path.with_name(f"{path.name}-{n}")
-
-
 def own_directory_hint(output_dir: str | Path) -> str:
-    """How a Python caller gives a new run a directory of its own (the fix of :class:`EarlierRun`)."""
-    free = free_dir_like(output_dir)
+    """How a Python caller gives a new run a directory of its own (the fix of :class:`EarlierRun`): the
+    first of ``OUTPUT-2``, ``OUTPUT-3``, ... that names nothing yet."""
+    path = Path(output_dir)
+    free = next(p for n in itertools.count(2) if not (p := path.with_name(f"{path.name}-{n}")).exists())
     return (f"give this run a directory of its own: cfg.output_dir = '{free}' before train(cfg), or "
             f"output_dir='{free}' in RECIPE.resolve (in this package's notebooks: OUTPUT_DIR in the parameters cell)")
 
