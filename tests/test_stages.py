@@ -141,8 +141,9 @@ def test_plan_resume(tmp_path):
     assert st.plan_resume(cfg, None) == (1, None)
     assert st.plan_resume(cfg, True) == (1, None)  # nothing yet: start at the beginning
     _fake_stage(cfg, 1, complete=True, ckpt_steps=[4])
-    with pytest.raises(ck.CheckpointError, match="pass --resume"):
+    with pytest.raises(ck.CheckpointError, match=r"train\(cfg, resume=True\)") as refused:
         st.plan_resume(cfg, None)
+    assert "pass --resume" in refused.value.command_line  # what the command line says instead
     # stage 1 done, stage 2 never checkpointed: start stage 2 fresh (from stage 1's adapter)
     assert st.plan_resume(cfg, True) == (2, None)
     _fake_stage(cfg, 2, ckpt_steps=[2])
