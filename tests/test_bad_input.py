@@ -860,7 +860,8 @@ def test_overrides_may_stand_on_both_sides_of_an_option(capsys, command):
 
 def test_a_negative_list_position_gets_the_positions_there_are(capsys):
     err = _refused(capsys, "--check", "rewards.-1.weight=2")  # "rewards: expected a list"
-    assert "rewards.-1: 'rewards' has 2 entries (positions 0 to 1); to give the whole list, write rewards=[...]" in err
+    assert ("rewards.-1: 'rewards' has 2 entries (positions 0 to 1, counted from the first: none counts from the end); "
+            "to give the whole list, write rewards=[...]") in err
 
 
 def test_a_stage_with_no_steps_is_said_once_at_the_key_written(capsys):

@@ -617,11 +617,11 @@ def _is_index(key: Any) -> bool:
 def _merge_into_list(key: str, items: list, update: dict) -> list:
     """``items`` with the entries ``update`` names by position merged (mappings) or replaced."""
     out = list(items)
-    for index, value in update.items():
-        i = int(index)
-        if not 0 <= i < len(out):  # -1 too: a position counts from the first entry, not from the end
-            raise ConfigError(f"{key}.{index}: '{key}' has {len(out)} entries (positions 0 to {len(out) - 1}); "
-                              f"to give the whole list, write {key}=[...] (e.g. '{key}=[{{name: xml_count}}]')")
+    for i, value in ((int(index), value) for index, value in update.items()):
+        if not 0 <= i < len(out):
+            raise ConfigError(f"{key}.{i}: '{key}' has {len(out)} entries (positions 0 to {len(out) - 1}"
+                              + (", counted from the first: none counts from the end" if i < 0 else "")
+                              + f"); to give the whole list, write {key}=[...] (e.g. '{key}=[{{name: xml_count}}]')")
         out[i] = merge_dicts(out[i], value) if isinstance(out[i], dict) and isinstance(value, dict) else value
     return out
 
