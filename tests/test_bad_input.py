@@ -286,7 +286,7 @@ def test_a_code_row_whose_tests_do_not_parse_is_named_before_loading(capsys, tmp
     # it used to train on it: every completion, the right one too, failed that row's tests (reward 0)
     err = _recipe_refused(code.RECIPE, capsys, tmp_path / "run", *(["--check"] if check else []),
                           f"data.source={path}")
-    assert f"{path} row 1: test 2 of 2 is not valid Python (unmatched ')', line 1): 'assert double(2) == 4)'" in err
+    assert f"{path} line 2: test 2 of 2 is not valid Python (unmatched ')', line 1): 'assert double(2) == 4)'" in err
     assert "Fix or remove that row" in err
 
 
@@ -374,6 +374,10 @@ def one_value(completions, **kwargs):
 
 def words(prompts, completions, answer, **kwargs):
     return ["high" for _ in completions]
+
+
+def no_kwargs(completions, answer):
+    return [1.0 for _ in completions]
 
 
 def needs_tags(completions, **kwargs):
@@ -797,3 +801,192 @@ def test_eval_and_generate_help_list_every_built_in_model_from_the_registry(caps
             main([command, "--help"])
         text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # argparse wraps at hyphens
         assert all(name in text for name in BUILTIN_MODELS), command
+
+
+# ------------------------------------------------------------------ issue 42: the newcomer's third list
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_a_seed_numpy_cannot_take_is_refused_by_check_and_before_the_run_starts(capsys, tmp_path, seed):
+    # --check said OK, then numpy's "Seed must be between 0 and 2**32 - 1" came after the model loaded,
+    # leaving config.yaml, run_info.json and reproducibility.json behind
+    said = {"-1": "seed: Input should be greater than or equal to 0, got -1",
+            "4294967296": "seed: Input should be less than or equal to 4294967295, got 4294967296"}[seed]
+    assert said in _refused(capsys, "--check", f"seed={seed}")
+    out = tmp_path / "run"
+    assert _run_with(["--output-dir", str(out), f"seed={seed}"]) == 2  # _never_train fails the test if called
+    assert said in capsys.readouterr().err and not out.exists()
+
+
+def test_a_negative_shuffle_seed_is_refused_by_check(capsys):
+    err = _refused(capsys, "--check", "data.shuffle_seed=-3")  # a numpy traceback
+    assert "data.shuffle_seed: Input should be greater than or equal to 0, got -3" in err
+
+
+@pytest.mark.parametrize("encoding, bom", [("utf-16", b""), ("utf-8", b"\xef\xbb\xbf")], ids=["utf-16", "utf-8-bom"])
+def test_a_config_file_saved_by_notepad_is_read(tmp_path, capsys, encoding, bom):
+    # Notepad's "Unicode" is UTF-16 with a byte-order mark: a UnicodeDecodeError traceback
+    path = tmp_path / "c.yaml"
+    path.write_bytes(bom + "training:\n  max_steps: 7\n".encode(encoding))
+    code, out, err = _run(capsys, "--print-config", "--config", str(path))
+    assert code == 0, err
+    assert yaml.safe_load(out)["training"]["max_steps"] == 7
+
+
+def test_a_config_file_in_another_encoding_says_to_save_it_as_utf8(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_bytes("data:\n  system_prompt: café\n".encode("latin-1"))
+    err = _refused(capsys, "--check", "--config", str(path))
+    assert f"config file '{path}' is not valid YAML (" in err and "invalid continuation byte); save it as UTF-8" in err
+    from unsloth_grpo.cli.main import main
+
+    assert main(["train", "--check", "--config", str(path)]) == 2  # `train` reads the file for its task first
+    assert "save it as UTF-8" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["recipes.gsm8k"], ["train", "--recipe", "gsm8k"]], ids=["recipe", "train"])
+def test_overrides_may_stand_on_both_sides_of_an_option(capsys, command):
+    # `... training.max_steps=2 --output-dir X model.name=Y` ended "unrecognized arguments: model.name=Y"
+    argv = [*command, "--preset", "smoke", "training.max_steps=2", "--output-dir", "X", "model.name=Y",
+            "--print-config", "training.max_steps=4"]
+    assert _replay(argv) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert (printed["output_dir"], printed["model"]["name"], printed["training"]["max_steps"]) == ("X", "Y", 4)
+    assert _replay([*command, "--preset", "smoke", "a=1", "--output-dir", "X", "--nope"]) == 2  # still refused
+    assert "unrecognized arguments: --nope" in capsys.readouterr().err
+
+
+def test_a_negative_list_position_gets_the_positions_there_are(capsys):
+    err = _refused(capsys, "--check", "rewards.-1.weight=2")  # "rewards: expected a list"
+    assert ("rewards.-1: 'rewards' has 2 entries (positions 0 to 1, counted from the first: none counts from the end); "
+            "to give the whole list, write rewards=[...]") in err
+
+
+def test_a_stage_with_no_steps_is_said_once_at_the_key_written(capsys):
+    code, _, err = _run(capsys, "--check", "stages=[{name: a, max_steps: 0}, {name: b, learning_rate: -1}]")
+    assert code == 2 and err.count("\n  - ") == 2, err
+    # each was said twice, the second time as training.max_steps / training.learning_rate, keys never written
+    assert "stages[0] (a): max_steps=0 must be at least 1" in err and "stages[1] (b): learning_rate=-1" in err
+    assert "training.max_steps" not in err and "training.learning_rate" not in err
+
+
+#: Options of the other subcommands that took any number (issue 42): each is refused while parsing.
+RANGES = [
+    (["plan", "--model", "qwen2.5-0.5b", "--vram-gb", "nan"], "argument --vram-gb: nan is out of range"),
+    (["plan", "--model", "qwen2.5-0.5b", "--vram-gb", "inf"], "argument --vram-gb: inf is out of range"),
+    (["plan", "--model", "qwen2.5-0.5b", "--vram-gb", "1e9"], "the card's memory in GB is a number above 0, at most 1024"),
+    (["plan", "--model", "qwen2.5-0.5b", "--vram-gb", "8", "--compute-capability", "99.9"],
+     "argument --compute-capability: 99.9 is out of range: the card's CUDA compute capability is a number from 3 to 12.9"),
+    (["doctor", "--no-network", "--vllm-server-port", "99999"],
+     "argument --vllm-server-port: 99999 is out of range: the server's TCP port is a whole number from 1 to 65535"),
+    (["rewards", "check", "--model", "builtin:tiny", "--num-generations", "0"],
+     "argument --num-generations: 0 is out of range: completions per prompt is a whole number at least 2"),
+]
+
+
+@pytest.mark.parametrize("argv, said", RANGES, ids=[" ".join(argv) for argv, _ in RANGES])
+def test_an_option_out_of_range_is_refused_while_parsing(scratch, capsys, argv, said):
+    before = _snapshot(scratch)
+    assert _replay(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and "e.g. " in err and "Traceback" not in err
+    assert _snapshot(scratch) == before
+
+
+@pytest.mark.parametrize("question, kind", [(["What is 2 + 2?"], "a list"), (4, "a number")])
+def test_a_question_that_is_not_text_says_so_at_its_line(tmp_path, capsys, question, kind):
+    path = tmp_path / "rows.jsonl"
+    rows = [json.dumps({"question": f"What is {i} + 1?", "answer": f"#### {i + 1}"}) for i in range(3)]
+    rows[2] = json.dumps({"question": question, "answer": "#### 3"})
+    path.write_text("\n".join(rows) + "\n")
+    code, _, err = _run(capsys, "--check", f"data.source={path}")  # "row 2: column 'question' is empty"
+    assert code == 2 and "Traceback" not in err
+    assert f"line 3: column 'question' holds {kind}" in err and "write the question as a string" in err
+
+
+def test_a_bad_row_is_named_by_the_line_an_editor_shows(tmp_path):
+    from unsloth_grpo.data import DataError, load_qa_dataset, row_label
+
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text('{"question": "a", "answer": "1"}\n\n{"question": "", "answer": "2"}\n')
+    with pytest.raises(DataError, match="line 3: column 'question' is empty"):  # was "row 1"
+        load_qa_dataset(str(jsonl))
+    csv = tmp_path / "rows.csv"
+    csv.write_text('question,answer\n"two\nlines",1\n,2\n')  # the header is line 1; a quoted cell spans 2 and 3
+    with pytest.raises(DataError, match="line 4: column 'question' is empty"):
+        load_qa_dataset(str(csv))
+    assert row_label("synthetic", 0) == "row 1 (counting from 1)"  # no file, no lines: still from 1
+    one_document = tmp_path / "rows.json"
+    one_document.write_text('[{"question": "a", "answer": "1"}]')
+    assert row_label(str(one_document), 0) == "row 1 (counting from 1)"
+
+
+def test_a_column_of_two_types_is_named_by_its_lines(tmp_path, capsys):
+    # with a blank line among them the loader could not read such a file at all: "Expected object or value"
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"question": "a", "answer": "#### 1"}\n\n{"question": ["b"], "answer": "#### 2"}\n   \n'
+                    '{"question": 5, "answer": "#### 3"}\n')
+    err = _refused(capsys, "--check", f"data.source={path}")
+    assert "line 3: 'question' is a list where line 1 has text" in err
+
+
+def test_eval_on_a_file_with_other_columns_suggests_what_eval_takes(scratch, capsys):
+    (scratch / "semicolon.csv").write_text("question;answer\nWhat is 1 + 1?;#### 2\n")  # Excel in a comma locale
+    (scratch / "other.csv").write_text("q,a\nWhat is 1 + 1?,#### 2\n")
+    before = _snapshot(scratch)
+    for argv in (["eval", "--model", "outputs/smoke", "--dataset", "semicolon.csv", "--output", "outputs/ev"],
+                 ["recipes.gsm8k", "--preset", "smoke", "--check", "data.source=semicolon.csv"]):
+        assert _replay(argv) == 2
+        err = capsys.readouterr().err
+        assert "its columns are separated by ';', not commas. Save it as comma-separated CSV" in err, err
+    assert _replay(["eval", "--model", "outputs/smoke", "--dataset", "other.csv", "--output", "outputs/ev"]) == 2
+    err = capsys.readouterr().err
+    # it said "set data.question_column", which eval does not take
+    assert "Rename the file's columns to question and answer" in err and "data.question_column" not in err
+    assert _replay(["recipes.gsm8k", "--preset", "smoke", "--check", "data.source=other.csv"]) == 2
+    assert "set data.question_column / data.answer_column" in capsys.readouterr().err  # a run's config does
+    assert _snapshot(scratch) == before
+
+
+@pytest.mark.parametrize("on_error", ["raise", "zero"])
+def test_a_reward_without_kwargs_is_told_to_take_them_not_to_pay_zero(capsys, broken_rewards, on_error):
+    # the fix offered was params: {on_error: zero}, which would have paid 0 for every completion
+    code, _, err = _run(capsys, "--check", f"rewards=[{{name: '{broken_rewards}:no_kwargs', "
+                                           f"params: {{on_error: {on_error}}}}}]")
+    assert code == 2 and "Traceback" not in err
+    assert "no_kwargs() has no **kwargs" in err and "category, prompts, completion_ids" in err
+    assert "def no_kwargs(completions, answer, **kwargs)" in err and "on_error" not in err
+
+
+def test_a_reward_module_that_raises_on_import_says_the_import_failed(tmp_path, monkeypatch, capsys):
+    (tmp_path / "bad_import_mod.py").write_text("x = 1\nraise RuntimeError('boom at import')\n")
+    (tmp_path / "bad_dependency_mod.py").write_text("import no_such_package_zz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    err = _refused(capsys, "--check", "rewards=[{name: 'bad_import_mod:r'}]")  # was "...: boom at import"
+    assert "module 'bad_import_mod' failed to import: RuntimeError: boom at import at " in err
+    assert "bad_import_mod.py:2" in err and 'python -c "import bad_import_mod"' in err
+    err = _refused(capsys, "--check", "rewards=[{name: 'bad_dependency_mod:r'}]")
+    assert "module 'bad_dependency_mod' failed to import: ModuleNotFoundError: No module named 'no_such_package_zz'" in err
+
+
+@pytest.mark.parametrize("kept", ["checkpoints", "finished", "stages"])
+def test_a_notebook_run_twice_is_told_what_to_change_in_python(tmp_path, kept):
+    # "Run all" a second time stopped at train() with "pass --resume ... or choose another --output-dir"
+    from unsloth_grpo.training.checkpoint import EarlierRun
+    from unsloth_grpo.training.train import train
+
+    out = _finished_run(tmp_path / "nb") if kept == "finished" else _run_with_checkpoint(tmp_path / "nb")
+    (tmp_path / "nb-2").mkdir()  # taken already: the next free name is offered
+    preset = "smollm2" if kept == "stages" else "smoke"  # the preset that trains in stages
+    cfg = gsm8k.RECIPE.resolve(preset=preset, output_dir=str(out),
+                               overrides=["model.name=builtin:tiny"] if kept == "stages" else [])
+    before = _snapshot(out)
+    with pytest.raises(EarlierRun) as refused:
+        train(cfg)
+    said = str(refused.value)
+    assert "--output-dir" not in said and "--resume" not in said
+    assert f"cfg.output_dir = '{tmp_path / 'nb-3'}' before train(cfg)" in said
+    assert "OUTPUT_DIR in the parameters cell" in said
+    assert ("train(cfg, resume=True)" in said) is (kept != "finished")  # a finished run has nothing to continue
+    assert "another --output-dir" in refused.value.command_line  # the command line keeps its flags
+    assert _snapshot(out) == before

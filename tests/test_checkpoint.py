@@ -161,8 +161,9 @@ def test_a_finished_run_is_never_overwritten(tmp_path):
     run.mkdir()
     (run / "adapter_model.safetensors").write_bytes(b"final")
     (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward": 0.1}) + "\n" for s in range(1, 101)))
-    with pytest.raises(ck.CheckpointError, match="finished at step 100.*another --output-dir"):
+    with pytest.raises(ck.CheckpointError, match="finished at step 100.*a directory of its own") as refused:
         train(_smoke(run))
+    assert "another --output-dir" in refused.value.command_line
     with pytest.raises(ck.CheckpointError, match="finished at step 100 and has no checkpoint"):
         train(_smoke(run), resume=True)
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 100  # untouched

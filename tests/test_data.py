@@ -84,7 +84,7 @@ def test_missing_column_names_the_column_and_what_exists(tmp_path):
 def test_unparseable_gold_names_the_row(tmp_path):
     rows = make_synthetic_problems(5) + [{"question": "How many?", "answer": "#### many"}]
     path = _write_jsonl(tmp_path / "bad.jsonl", rows)
-    with pytest.raises(DataError, match=r"(?s)1 malformed row.*row 5: cannot read a reference answer"):
+    with pytest.raises(DataError, match=r"(?s)1 malformed row.*line 6: cannot read a reference answer"):
         load_gsm8k(str(path))
 
 

@@ -147,7 +147,7 @@ def test_malformed_dataset_fails_before_the_model(tmp_path):
     proc = _run(["-m", "unsloth_grpo.recipes.gsm8k", "--preset", "smoke", "--output-dir", str(tmp_path / "o"),
                  f"data.source={data}"], cwd=REPO)
     assert proc.returncode == 2
-    assert "row 0: cannot read a reference answer" in proc.stderr
+    assert "line 1: cannot read a reference answer" in proc.stderr
     assert "Loading weights" not in proc.stderr + proc.stdout
 
 

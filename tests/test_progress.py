@@ -184,3 +184,30 @@ def test_progress_callback_prints_train_eval_and_end_lines():
     assert lines[2] == "eval at step 2: accuracy 0.500, format_compliance 1.000"
     assert lines[3].startswith("done: 2 steps in ")
     assert len(lines) == 4
+
+
+@pytest.mark.slow  # a model: the integration tier
+def test_the_toolkit_run_ends_with_one_done_line(tmp_path, capsys):
+    # the gsm8k smoke run ended "done: 4 steps in 2s" and then "done in 7.5s: 4 steps, ..."
+    from unsloth_grpo.cli.recipe import run_recipe
+    from unsloth_grpo.recipes import gsm8k
+
+    code = run_recipe(gsm8k.RECIPE, ["--preset", "smoke", "--output-dir", str(tmp_path / "run"),
+                                     "training.max_steps=2", "evaluation.before_after=false"])
+    out = capsys.readouterr().out
+    assert code == 0
+    done = [line for line in out.splitlines() if line.startswith("done")]
+    assert len(done) == 1 and done[0].startswith("done in ") and "2 steps" in done[0], done
+
+
+def test_the_progress_callback_can_leave_the_end_line_to_its_caller():
+    from transformers import TrainerControl, TrainerState
+
+    from unsloth_grpo.training.progress import make_progress_callback
+
+    buf = io.StringIO()
+    cb = make_progress_callback(file=buf, end_line=False)
+    state, control = TrainerState(), TrainerControl()
+    cb.on_train_begin(None, state, control)
+    cb.on_train_end(None, state, control)
+    assert buf.getvalue() == ""

@@ -118,7 +118,7 @@ def test_sft_examples_need_worked_answers(tmp_path):
     data = tmp_path / "qa.jsonl"
     data.write_text(json.dumps({"question": "2+2?", "answer": "4"}) + "\n")
     cfg = _cfg(tmp_path, STAGES, data={"source": str(data), "max_prompt_tokens": 256})
-    with pytest.raises(DataError, match="row 0 has none"):
+    with pytest.raises(DataError, match="line 1 has none"):
         st.sft_dataset_for(st.stage_config(cfg, 1), 5)
 
 
@@ -141,8 +141,9 @@ def test_plan_resume(tmp_path):
     assert st.plan_resume(cfg, None) == (1, None)
     assert st.plan_resume(cfg, True) == (1, None)  # nothing yet: start at the beginning
     _fake_stage(cfg, 1, complete=True, ckpt_steps=[4])
-    with pytest.raises(ck.CheckpointError, match="pass --resume"):
+    with pytest.raises(ck.CheckpointError, match=r"train\(cfg, resume=True\)") as refused:
         st.plan_resume(cfg, None)
+    assert "pass --resume" in refused.value.command_line  # what the command line says instead
     # stage 1 done, stage 2 never checkpointed: start stage 2 fresh (from stage 1's adapter)
     assert st.plan_resume(cfg, True) == (2, None)
     _fake_stage(cfg, 2, ckpt_steps=[2])

@@ -193,7 +193,7 @@ def test_loader_reads_tinyzero_shaped_files(tmp_path):
     assert ds["answer"] == [GOLD, encode_gold([10, 5], 2)]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"nums": [3], "target": 3}\n')
-    with pytest.raises(DataError, match=r"row 0: needs at least two numbers"):
+    with pytest.raises(DataError, match=r"line 1: needs at least two numbers"):
         countdown.load_countdown(str(bad))
     wrong = tmp_path / "wrong.jsonl"
     wrong.write_text('{"numbers_list": [3, 4], "goal": 7}\n')

@@ -122,7 +122,7 @@ def test_loads_the_example_csv_with_renamed_columns():
 
 
 def test_numeric_mode_reports_text_answers_before_training():
-    expected = r"mode 'numeric'.*5 are not:\n  row 2: 'the finance team'\n  row 4: 'Harbor Guest'"
+    expected = r"mode 'numeric'.*5 are not:\n  line 4: 'the finance team'\n  line 6: 'Harbor Guest'"
     # "form HR-12" is a name that holds a number, not a number: the strict reader refuses it
     with pytest.raises(DataError, match=expected):
         task.load_custom(str(CSV), answer_column="expert_answer", mode="numeric")
@@ -131,7 +131,7 @@ def test_numeric_mode_reports_text_answers_before_training():
 def test_loads_jsonl_and_reports_bad_rows(tmp_path):
     path = tmp_path / "kb.jsonl"
     path.write_text(json.dumps({"q": "Who signs?", "a": "the lead"}) + "\n" + json.dumps({"q": "", "a": "x"}) + "\n")
-    with pytest.raises(DataError, match="row 1: column 'q' is empty"):
+    with pytest.raises(DataError, match="line 2: column 'q' is empty"):
         task.load_custom(str(path), question_column="q", answer_column="a")
     with pytest.raises(DataError, match="does not exist"):
         task.load_custom(str(tmp_path / "missing.csv"))

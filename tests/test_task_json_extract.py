@@ -179,7 +179,7 @@ def test_loader_synthetic_and_files(tmp_path):
         task.load_json_extract(str(nested))
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps({"question": "q", "answer": "{name: Ada}"}) + "\n")
-    with pytest.raises(DataError, match="row 0: cannot read a reference answer"):
+    with pytest.raises(DataError, match="line 1: cannot read a reference answer"):
         task.load_json_extract(str(broken))
 
 

@@ -19,10 +19,10 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import core_schema
 
 #: The names each choice may take: the one list every module, message and help text uses.
@@ -30,6 +30,7 @@ BACKENDS = ("auto", "unsloth", "transformers")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
 DEVICES = ("auto", "cuda", "cpu")
 FAST_INFERENCE = ("auto", "on", "off")
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]  # what numpy takes: transformers' set_seed hands it the run's seed
 
 
 def is_unsloth(backend: str | None) -> bool:
@@ -152,7 +153,7 @@ class DataConfig:
     system_prompt: str | None = _f(None, help="Override the task's system prompt.")
     question_column: str = _f("question", help="Column holding the question.")
     answer_column: str = _f("answer", help="Column holding the reference answer.")
-    shuffle_seed: int | None = _f(None, help="Shuffle the rows with this seed (None keeps file order).")
+    shuffle_seed: Seed | None = _f(None, help="Shuffle the rows with this seed (None keeps file order).")
 
 
 @_section
@@ -359,7 +360,7 @@ class StageConfig:
 class RecipeConfig:
     task: str = _f("gsm8k", help="Task name: a module of unsloth_grpo.tasks (unsloth_grpo.tasks.available_tasks()).")
     output_dir: str = _f("outputs/gsm8k", help="Where the adapter, metrics and resolved config go.")
-    seed: int = _f(3407, help="Random seed for data order, sampling and initialisation.")
+    seed: Seed = _f(3407, help="Random seed for data order, sampling and initialisation (0 to 2**32 - 1).")
     model: ModelConfig = _f(help="Base model and how to load it.", factory=ModelConfig)
     lora: LoraSettings = _f(help="LoRA adapter settings.", factory=LoraSettings)
     data: DataConfig = _f(help="Training data.", factory=DataConfig)
@@ -477,7 +478,7 @@ def _duplicate_keys(node: Any, path: str = "", seen: set | None = None) -> list[
     return out
 
 
-def read_yaml(text: str, what: str, key: str = "") -> Any:
+def read_yaml(text: str | bytes, what: str, key: str = "") -> Any:
     """Parse YAML text (a config file or an override's value), keeping typed scalars' text.
 
     A key given twice in one mapping is an error naming the key (under ``key``, the override's), not
@@ -486,9 +487,9 @@ def read_yaml(text: str, what: str, key: str = "") -> Any:
     try:
         twice = _duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader), f"{key}." if key else "")
         value = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} is not valid YAML ({_yaml_error(exc)}); fix the syntax, "
-                          "or quote the value") from None
+    except yaml.YAMLError as exc:  # a ReaderError: bytes that are neither UTF-8 nor UTF-16 with a byte-order mark
+        fix = "save it as UTF-8" if isinstance(exc, yaml.reader.ReaderError) else "fix the syntax, or quote the value"
+        raise ConfigError(f"{what} is not valid YAML ({_yaml_error(exc)}); {fix}") from None
     if twice:
         raise ConfigError(f"{what} gives the same key twice: {', '.join(twice)}; YAML would keep only the "
                           "last one without a word. Keep the one you mean and delete the other")
@@ -588,8 +589,7 @@ def config_to_dict(cfg: Any) -> dict:
     """The config as plain data, as a YAML file writes it: TRL's fields directly under ``training`` by name."""
     d = dataclasses.asdict(cfg)
     if isinstance(cfg, RecipeConfig):
-        training = d["training"]
-        d["training"] = {**training.pop("trl"), **training}
+        d["training"] = {**d["training"].pop("trl"), **d["training"]}  # trl popped before the rest is read
     return d
 
 
@@ -611,17 +611,17 @@ def merge_dicts(base: dict, update: dict) -> dict:
 
 
 def _is_index(key: Any) -> bool:
-    return (isinstance(key, int) and not isinstance(key, bool)) or (isinstance(key, str) and key.isdigit())
+    return (isinstance(key, int) and not isinstance(key, bool)) or (isinstance(key, str) and key.lstrip("-").isdigit())
 
 
 def _merge_into_list(key: str, items: list, update: dict) -> list:
     """``items`` with the entries ``update`` names by position merged (mappings) or replaced."""
     out = list(items)
-    for index, value in update.items():
-        i = int(index)
-        if i >= len(out):
-            raise ConfigError(f"{key}.{index}: '{key}' has {len(out)} entries (positions 0 to {len(out) - 1}); "
-                              f"to give the whole list, write {key}=[...] (e.g. '{key}=[{{name: xml_count}}]')")
+    for i, value in ((int(index), value) for index, value in update.items()):
+        if not 0 <= i < len(out):
+            raise ConfigError(f"{key}.{i}: '{key}' has {len(out)} entries (positions 0 to {len(out) - 1}"
+                              + (", counted from the first: none counts from the end" if i < 0 else "")
+                              + f"); to give the whole list, write {key}=[...] (e.g. '{key}=[{{name: xml_count}}]')")
         out[i] = merge_dicts(out[i], value) if isinstance(out[i], dict) and isinstance(value, dict) else value
     return out
 
@@ -667,7 +667,7 @@ def load_config(
                                   f"itself ({hint})")
             if not path.is_file():
                 raise ConfigError(f"config file '{path}' does not exist; check the path given to --config")
-            loaded = read_yaml(path.read_text(), f"config file '{path}'") or {}
+            loaded = read_yaml(path.read_bytes(), f"config file '{path}'") or {}  # YAML reads a UTF-16 BOM
             if not isinstance(loaded, dict):
                 raise ConfigError(f"config file '{path}' must hold a mapping at the top level "
                                   "(section: {key: value}), not a single value or a list")

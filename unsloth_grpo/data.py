@@ -13,6 +13,7 @@ Example (the knowledge-base case: a CSV with ``question`` and ``expert_answer``)
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -139,7 +140,8 @@ def _why_unreadable(path: Path, builder: str) -> str | None:
             return None  # one JSON document: the builder's own message says what it disliked
         except ValueError:
             pass  # perhaps JSON lines in a .json file: find the line
-    for number, line in enumerate(text.splitlines(), 1):
+    rows = []
+    for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -149,7 +151,80 @@ def _why_unreadable(path: Path, builder: str) -> str | None:
                    "fix or remove that line"
         if not isinstance(row, dict):
             return f"line {number} is a JSON {type(row).__name__}, not an object; write each row as {{\"question\": ..., \"answer\": ...}}"
+        rows.append((number, row))
+    return _mixed_types(rows)
+
+
+def _json_kind(value: Any) -> str:
+    """A JSON value's type in the words of a message: 'text', 'a list', 'a number', ..."""
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, bool):
+        return "true/false"
+    return {int: "a number", float: "a number", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _mixed_types(lines: list[tuple[int, dict]]) -> str | None:
+    """The first line whose value of a key has another JSON type than the first line that has that key
+    (the loader cannot make one column of both), or None."""
+    first: dict[str, tuple[int, str]] = {}
+    for number, row in lines:
+        for key, value in row.items():
+            if value is None:
+                continue
+            kind = _json_kind(value)
+            seen = first.setdefault(key, (number, kind))
+            if seen[1] != kind:
+                return (f"line {number}: '{key}' is {kind} where line {seen[0]} has {seen[1]}; give '{key}' one type "
+                        f"in every row (a question and its answer as text)")
     return None
+
+
+def row_label(source: str, i: int) -> str:
+    """How a data error names the row at (0-based) position ``i`` of ``source``, in the one numbering
+    of every data error: the line the row is on, as an editor numbers it (from 1), for a JSON-lines or
+    CSV file (blank lines and a CSV's header counted); otherwise the row counted from 1."""
+    lines = _row_lines(source)
+    if lines is not None and i < len(lines):
+        return f"line {lines[i]}"
+    return f"row {i + 1} (counting from 1)"
+
+
+def _row_lines(source: str) -> list[int] | None:
+    """The line (from 1) each row of a local JSON-lines or CSV file starts on, or None for any other source."""
+    path = Path(str(source)).expanduser()
+    if path.suffix.lower() not in (".jsonl", ".json", ".csv") or not looks_like_path(str(source)) or not path.is_file():
+        return None
+    stat = path.stat()
+    return _line_starts(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _line_starts(path: str, mtime_ns: int, size: int) -> list[int] | None:
+    """:func:`_row_lines` of one version of a file (read once for all the rows an error names)."""
+    import csv
+    import io
+    import json
+
+    path, suffix = Path(path), Path(path).suffix.lower()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if suffix == ".csv":
+        reader, starts, start = csv.reader(io.StringIO(text, newline="")), [], 1
+        for record in reader:
+            if any(cell.strip() for cell in record):  # the loader skips blank lines
+                starts.append(start)
+            start = reader.line_num + 1
+        return starts[1:]  # the first record is the header
+    if suffix == ".json":
+        try:
+            json.loads(text)
+            return None  # one JSON document: its rows are not lines
+        except ValueError:
+            pass
+    return [number for number, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 
 def _innermost(exc: BaseException) -> str:
@@ -162,13 +237,36 @@ def _innermost(exc: BaseException) -> str:
     return messages[-1] if messages else "no reason given by the loader"
 
 
+class MissingColumns(DataError):
+    """A dataset lacks a column the task reads. How to name the columns depends on the command (a
+    training config sets ``data.question_column``; ``eval`` has no such option), so a command may
+    say its own fix: ``raise exc.with_fix("...") from None``."""
+
+    #: The fix for a run: the config names the columns.
+    CONFIG_FIX = "Rename the columns, or set data.question_column / data.answer_column to the file's names."
+
+    def __init__(self, source: str, missing: list[str], have: list[str], fix: str = CONFIG_FIX):
+        self.source, self.missing, self.have = source, missing, have
+        super().__init__(f"dataset '{source}' lacks column(s) {', '.join(missing)}; it has {', '.join(have) or 'none'}. "
+                         + fix)
+
+    def with_fix(self, fix: str) -> "MissingColumns":
+        return MissingColumns(self.source, self.missing, self.have, fix)
+
+
+#: Column separators of a CSV saved by a spreadsheet in another locale (Excel: ';' where ',' is the decimal mark).
+OTHER_SEPARATORS = (";", "\t", "|")
+
+
 def require_columns(ds, columns: list[str], source: str) -> None:
     missing = [c for c in columns if c not in ds.column_names]
+    if missing and str(source).lower().endswith(".csv") and len(ds.column_names) == 1:
+        sep = next((s for s in OTHER_SEPARATORS if s in ds.column_names[0]), None)
+        if sep is not None:
+            raise DataError(f"dataset '{source}' has one column, {ds.column_names[0]!r}: its columns are separated by "
+                            f"{sep!r}, not commas. Save it as comma-separated CSV (or as JSONL, one object per line)")
     if missing:
-        raise DataError(
-            f"dataset '{source}' lacks column(s) {', '.join(missing)}; it has {', '.join(ds.column_names) or 'none'}. "
-            "Rename the columns or set data.question_column / data.answer_column."
-        )
+        raise MissingColumns(source, missing, list(ds.column_names))
     if len(ds) == 0:
         raise DataError(f"dataset '{source}' is empty")
 
@@ -244,12 +342,17 @@ def to_prompt_dataset(
     bad = []
     out: dict[str, list[Any]] = {"prompt": [], "answer": []}
     for i, (q, g) in enumerate(zip(questions, golds)):
-        if not isinstance(q, str) or not q.strip():
-            bad.append(f"row {i}: column '{question_column}' is empty")
+        if q is not None and not isinstance(q, str):
+            bad.append(f"{row_label(source, i)}: column '{question_column}' holds {_json_kind(q)} ({str(q)[:60]}), "
+                       "not text; write the question as a string")
+            continue
+        if q is None or not q.strip():
+            bad.append(f"{row_label(source, i)}: column '{question_column}' is empty")
             continue
         gold = gold_parser(str(g)) if gold_parser is not None else (None if g is None else str(g).strip())
         if gold is None or gold == "":
-            bad.append(f"row {i}: cannot read a reference answer from column '{answer_column}': {str(g)[-80:]!r}")
+            bad.append(f"{row_label(source, i)}: cannot read a reference answer from column '{answer_column}': "
+                       f"{str(g)[-80:]!r}")
             continue
         out["prompt"].append(chat_prompt(q.strip(), system_prompt))
         out["answer"].append(gold)

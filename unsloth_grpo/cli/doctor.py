@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Sequence
 
+from unsloth_grpo.cli.arguments import in_range
 from unsloth_grpo.config import BACKENDS, FAST_INFERENCE
 from unsloth_grpo.hardware.doctor.checks import ERROR, run_checks
 from unsloth_grpo.hardware.doctor.probes import DEFAULT_VLLM_PORT
@@ -42,7 +43,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--cache-dir", help="Hugging Face cache folder (default: from HF_HUB_CACHE / HF_HOME).")
     p.add_argument("--no-network", action="store_true", help="Skip the hub reachability probe.")
     p.add_argument("--vllm-server-host", help="Check a vLLM server (TRL vllm_mode='server') on this host.")
-    p.add_argument("--vllm-server-port", type=int, help=f"Its port (default {DEFAULT_VLLM_PORT}).")
+    p.add_argument("--vllm-server-port", type=in_range(int, 1, 65535, "the server's TCP port", str(DEFAULT_VLLM_PORT)),
+                   help=f"Its port (default {DEFAULT_VLLM_PORT}).")
     p.add_argument("--json", action="store_true", help="Print the report and problems as JSON instead.")
     p.set_defaults(func=run)
 

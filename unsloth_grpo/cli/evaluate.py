@@ -54,6 +54,7 @@ def _task_setup(args):
     of the run being evaluated unless a flag gives its own; fills in ``args`` with what was chosen."""
     from unsloth_grpo.cli.train import load_recipe
     from unsloth_grpo.config import config_to_dict, load_config
+    from unsloth_grpo.data import MissingColumns
     from unsloth_grpo.tasks import get_task
 
     run, where = _run_config(args)
@@ -89,7 +90,12 @@ def _task_setup(args):
               f"seed {seed}, completions of at most {args.max_new_tokens} tokens; flags override each", file=sys.stderr)
     task = get_task(task_name)
     args.system_prompt_used = task.system_prompt if cfg.data.system_prompt is None else cfg.data.system_prompt
-    return task.load(cfg), task.grading(cfg)
+    try:
+        rows = task.load(cfg)
+    except MissingColumns as exc:  # eval has no option naming the columns: the file's names must change
+        raise exc.with_fix(f"Rename the file's columns to {cfg.data.question_column} and {cfg.data.answer_column} "
+                           "(eval reads the columns that the run's config.yaml names, else the task's)") from None
+    return rows, task.grading(cfg)
 
 
 def _grpo_temperature(run) -> float:

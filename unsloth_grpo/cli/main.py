@@ -59,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     importable_cwd()
     quiet_third_party()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # `train`'s KEY=VALUE overrides after an option; anything else is refused as argparse would
+        from unsloth_grpo.cli.arguments import with_later_overrides
+
+        args = with_later_overrides(parser, args, extra)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -17,6 +17,7 @@ from typing import Any
 import json
 import sys
 
+from unsloth_grpo.cli.arguments import in_range
 from unsloth_grpo.config import BACKENDS
 from unsloth_grpo.hardware import architecture, memory, planner, profiles
 from unsloth_grpo.hardware.architecture import BUILTIN_CONFIGS
@@ -41,11 +42,15 @@ def add_parser(subparsers) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="Built-in name (" + ", ".join(sorted(architecture.BUILTIN_CONFIGS)) + "), a hub id "
                    "of one of them, or a local model directory / config.json.")
-    p.add_argument("--vram-gb", type=float, default=None, help="Card memory in GB (GiB). Default: the detected GPU.")
+    p.add_argument("--vram-gb", type=in_range(float, 0, 1024, "the card's memory in GB", "8 for an 8 GB card",
+                                              above_low=True),
+                   default=None, help="Card memory in GB (GiB). Default: the detected GPU.")
     card = p.add_argument("--card", choices=list(profiles.PROFILES)[1:], default=None,
                           help="A shipped card profile (its memory and compute capability): "
                                + ", ".join(list(profiles.PROFILES)[1:]) + ".")
-    capability = p.add_argument("--compute-capability", type=float, default=None,
+    capability = p.add_argument("--compute-capability", default=None,
+                                type=in_range(float, 3.0, 12.9, "the card's CUDA compute capability",
+                                              "7.5 for a T4, 8.6 for an RTX 3090, 12.0 for an RTX 5090"),
                                 help="e.g. 7.5 for a T4 (fp16), 8.6 for an RTX 3090 (bf16). Default: the detected GPU's.")
     # the advice printed with a plan names the flags as this parser spells them
     p.set_defaults(capability_hint=f"pass {capability.option_strings[0]} 7.5 for a T4, or {card.option_strings[0]} t4")

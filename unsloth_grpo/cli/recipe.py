@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from unsloth_grpo.cli.arguments import with_later_overrides
 from unsloth_grpo.config import ConfigError, RecipeConfig, describe
 from unsloth_grpo.tasks._recipe import AUTO_PRESET, Recipe
 
@@ -46,6 +47,18 @@ def add_train_arguments(parser: argparse.ArgumentParser, presets: list[str] | No
     parser.add_argument("--debug", action="store_true", help="Show the full traceback of an error.")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="Overrides such as training.max_steps=50 model.name=Qwen/Qwen2.5-0.5B-Instruct")
+
+
+def parse_train_args(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args`` where ``KEY=VALUE`` overrides may stand on both sides of an option.
+
+    argparse fills the ``overrides`` list from one run of words only, and calls the next run
+    (``--preset smoke a=1 --output-dir X b=2``: ``b=2``) unrecognized; those come back from
+    ``parse_known_args`` in the order typed and are overrides too. (``parse_intermixed_args`` does the
+    same for one parser, but refuses a parser with subcommands, such as ``unsloth-grpo``'s.)
+    """
+    args, extra = parser.parse_known_args(argv)
+    return with_later_overrides(parser, args, extra)
 
 
 def help_config_rows(cfg: RecipeConfig | None = None) -> list[tuple[str, str, str]]:
@@ -95,7 +108,7 @@ def run_from_args(recipe: Recipe, args: argparse.Namespace,
     except (ConfigError, DataError, CheckpointError) as exc:
         if getattr(args, "debug", False):
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {getattr(exc, 'command_line', exc)}", file=sys.stderr)  # the flags' words, where they differ
         return 2
 
 
@@ -284,7 +297,7 @@ def run_recipe(recipe: Recipe, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m unsloth_grpo.recipes.{recipe.name}",
                                      description=recipe.description)
     add_train_arguments(parser, list(recipe.presets))
-    args = parser.parse_args(argv)
+    args = parse_train_args(parser, argv)
     try:
         return run_from_args(recipe, args)
     except KeyboardInterrupt as exc:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from unsloth_grpo.cli.arguments import in_range
 from unsloth_grpo.rewards import lab
 from unsloth_grpo.rewards.lab import LabError, analyse, print_report, read_completions, write_completions
 from unsloth_grpo.runs import output_problem
@@ -133,11 +134,16 @@ def add_parser(subparsers) -> None:
     src.add_argument("--model", help="Generate with this model instead (path, adapter dir, hub id, builtin:tiny).")
     c.add_argument("--dataset", help="Data source for generation (overrides the recipe's data.source).")
     c.add_argument("--split", help="Dataset split for generation (overrides data.split).")
-    c.add_argument("--num-generations", type=int, help="Completions per prompt (default: the recipe's).")
-    c.add_argument("--limit", type=int, default=8, help="Prompts to generate for (default 8).")
-    c.add_argument("--max-new-tokens", type=int, help="Default: the recipe's training.max_completion_length.")
+    c.add_argument("--num-generations", help="Completions per prompt (default: the recipe's).",
+                   type=in_range(int, 2, None, "completions per prompt", "8",
+                                 why="GRPO compares the completions of a group"))
+    c.add_argument("--limit", type=in_range(int, 1, None, "prompts to generate for", "8"), default=8,
+                   help="Prompts to generate for (default 8).")
+    c.add_argument("--max-new-tokens", type=in_range(int, 1, None, "tokens in a completion", "256"),
+                   help="Default: the recipe's training.max_completion_length.")
     c.add_argument("--temperature", type=float, help="Default: the recipe's training.temperature.")
-    c.add_argument("--batch-size", type=int, default=16, help="Sequences generated together (default 16).")
+    c.add_argument("--batch-size", type=in_range(int, 1, None, "sequences generated together", "16"), default=16,
+                   help="Sequences generated together (default 16).")
     c.add_argument("--seed", type=int, help="Sampling seed (default: the recipe's).")
     c.add_argument("--save-completions", metavar="FILE.jsonl", help="Write the scored completions here.")
     c.add_argument("--json", metavar="FILE", help="Also write the report as JSON.")

@@ -34,11 +34,12 @@ def run(args: argparse.Namespace) -> int:
 
     name = args.recipe
     if name is None and args.config:
+        from pathlib import Path
+
         import yaml
 
         try:
-            with open(args.config) as fh:
-                loaded = yaml.safe_load(fh)
+            loaded = yaml.safe_load(Path(args.config).read_bytes())  # bytes: YAML reads UTF-16 with a BOM too
             name = loaded.get("task") if isinstance(loaded, dict) else None
         except (OSError, yaml.YAMLError):
             name = None  # the config loader reports the problem with the file

@@ -98,11 +98,15 @@ def _import_custom(path: str) -> Callable:
         )
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise ValueError(_failed_import(path, module_name, exc)) from exc  # a module it imports is missing
         raise ValueError(
             f"custom reward {path!r}: cannot import module {module_name!r} ({exc}). Check the path "
             f"and that the module is on PYTHONPATH. Built-in rewards: {', '.join(available_rewards())}"
         ) from exc
+    except Exception as exc:  # noqa: BLE001 - whatever the module's own code raises while it is imported
+        raise ValueError(_failed_import(path, module_name, exc)) from exc
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -111,6 +115,42 @@ def _import_custom(path: str) -> Callable:
     if not callable(obj):
         raise ValueError(f"custom reward {path!r} is a {type(obj).__name__}, not a function")
     return obj
+
+
+def _failed_import(path: str, module_name: str, exc: BaseException) -> str:
+    """The module of a custom reward was found, and raised while it was imported: say so, where, and how
+    to see the whole traceback."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames and not isinstance(exc, SyntaxError) else ""
+    return (f"custom reward {path!r}: module {module_name!r} failed to import: {type(exc).__name__}: {exc}{where}. "
+            f"Fix the module; `python -c \"import {module_name}\"` shows the whole traceback")
+
+
+def keyword_problem(name: str, keywords: Iterable[str]) -> str | None:
+    """Why the custom reward ``name`` cannot be called as TRL calls it, with ``completions`` and
+    ``keywords`` (TRL's own and the data's columns), all by keyword; None when it can (or for a
+    built-in). A reward without ``**kwargs`` fails on every call, so ``on_error: zero`` would only
+    make it pay 0 for everything."""
+    if name in REGISTRY or not _is_import_path(name):
+        return None
+    target = _import_custom(name)
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C function: its call says what it refuses
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    refused = [k for k in dict.fromkeys(["completions", *keywords]) if k not in named]
+    if not refused:
+        return None
+    own = ", ".join(p.name for p in parameters if p.kind is not p.VAR_POSITIONAL) or "completions"
+    function = getattr(target, "__name__", "reward")
+    return (f"{function}() has no **kwargs, and TRL calls every reward with keywords it does not name: "
+            f"{', '.join(refused)} (TRL's own and the data's columns). Add **kwargs to its signature, e.g. "
+            f"def {function}({own}, **kwargs), and read what it needs by name")
 
 
 def get_reward(name: str, **params: Any) -> Callable[..., list]:

@@ -99,7 +99,7 @@ class Task:
         """
         import datasets
 
-        from unsloth_grpo.data import DataError, chat_prompt
+        from unsloth_grpo.data import DataError, chat_prompt, row_label
 
         d = cfg.data
         raw, qcol, acol = self.worked_rows(cfg, n)
@@ -109,7 +109,7 @@ class Task:
             answer = str(row.get(acol, ""))
             if "####" not in answer:
                 raise DataError(f"an sft stage needs worked answers ('reasoning #### answer', GSM8K's form) in "
-                                f"column '{acol}'; row {i} has none: {answer[-80:]!r}. Give the task an "
+                                f"column '{acol}'; {row_label(d.source, i)} has none: {answer[-80:]!r}. Give the task an "
                                 "sft_examples() method or drop the sft stage")
             reasoning, final = answer.rsplit("####", 1)
             final = self.final_answer(answer) or final.strip()

@@ -41,7 +41,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from unsloth_grpo.config import merge_dicts
-from unsloth_grpo.data import DataError, chat_prompt, load_table, looks_like_path
+from unsloth_grpo.data import DataError, chat_prompt, load_table, looks_like_path, row_label
 from unsloth_grpo.grading import Verdict, completion_text
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.tasks._recipe import Recipe, smoke_preset
@@ -342,7 +342,7 @@ def _must_parse(code: str, source: str, i: int, where: str) -> None:
         ast.parse(code)
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None)
-        raise DataError(f"{source} row {i}: {where} is not valid Python ({getattr(exc, 'msg', exc)}"
+        raise DataError(f"{source} {row_label(source, i)}: {where} is not valid Python ({getattr(exc, 'msg', exc)}"
                         + (f", line {line}" if line else "") + f"): {code.strip()[:120]!r}; every completion "
                         "would fail it. Fix or remove that row") from None
 
@@ -363,13 +363,13 @@ def _row_of_record(rec: dict[str, Any], i: int, source: str) -> dict[str, Any]:
     if "test_list" in rec:  # MBPP
         tests = [t for t in rec["test_list"] if isinstance(t, str) and t.strip()]
         if not tests:
-            raise DataError(f"{source} row {i}: 'test_list' is empty")
+            raise DataError(f"{source} {row_label(source, i)}: 'test_list' is empty")
         entry = rec.get("entry_point") or next((m.group(1) for t in tests if (m := _CALL.match(t))), None)
         if not entry:
-            raise DataError(f"{source} row {i}: cannot tell the function name from test_list; add 'entry_point'")
+            raise DataError(f"{source} {row_label(source, i)}: cannot tell the function name from test_list; add 'entry_point'")
         text = rec.get("text") or rec.get("prompt")
         if not text:
-            raise DataError(f"{source} row {i}: an MBPP row needs a 'text' (or 'prompt') describing the function")
+            raise DataError(f"{source} {row_label(source, i)}: an MBPP row needs a 'text' (or 'prompt') describing the function")
         setup = "\n".join(rec.get("test_imports") or []) + "\n" + (rec.get("test_setup_code") or "")
         return {"question": f"{text}\nYour function must pass this test:\n{tests[0]}", "entry_point": entry,
                 "solution": _fenced(rec["code"]) if rec.get("code") else "",
@@ -379,7 +379,7 @@ def _row_of_record(rec: dict[str, Any], i: int, source: str) -> dict[str, Any]:
                 "solution": _fenced(rec["prompt"] + rec["canonical_solution"]) if rec.get("canonical_solution") else "",
                 "answer": encode_gold(rec["entry_point"], ["check(candidate)"], setup=rec["test"],
                                       context=rec["prompt"], candidate_name="candidate")}
-    raise DataError(f"{source} row {i} has columns {sorted(rec)}: a code dataset needs HumanEval's "
+    raise DataError(f"{source} {row_label(source, i)} has columns {sorted(rec)}: a code dataset needs HumanEval's "
                     "'prompt', 'entry_point', 'test' or MBPP's 'text', 'test_list' (and optionally 'entry_point')")
 
 

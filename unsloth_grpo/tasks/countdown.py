@@ -36,7 +36,7 @@ import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
-from unsloth_grpo.data import DataError, chat_prompt, load_table, synthetic_dataset
+from unsloth_grpo.data import DataError, chat_prompt, load_table, row_label, synthetic_dataset
 from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, find_answer, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.rewards.correctness import below_reward
@@ -331,10 +331,10 @@ def _rows_from_table(table, source: str, limit: int | None) -> list[dict[str, An
             numbers = [int(n) for n in numbers]
             target = int(target)
         except (TypeError, ValueError):
-            bad.append(f"row {i}: numbers={numbers!r}, target={target!r} are not integers")
+            bad.append(f"{row_label(source, i)}: numbers={numbers!r}, target={target!r} are not integers")
             continue
         if len(numbers) < 2:
-            bad.append(f"row {i}: needs at least two numbers, got {numbers!r}")
+            bad.append(f"{row_label(source, i)}: needs at least two numbers, got {numbers!r}")
             continue
         question = (f"Using the numbers {numbers}, write an equation that equals {target}. "
                     "Use + - * / and each number exactly once.")

@@ -30,7 +30,7 @@ import string
 from collections import Counter
 from typing import Any, Sequence
 
-from unsloth_grpo.data import DataError, load_qa_dataset, synthetic_dataset
+from unsloth_grpo.data import DataError, load_qa_dataset, row_label, synthetic_dataset
 from unsloth_grpo.grading import (
     DEFAULT_IGNORE_INSIDE,
     Verdict,
@@ -231,7 +231,7 @@ def load_custom(
                              answer_column=answer_column, split=split, subset=subset, limit=limit,
                              keep_columns=True)
     if mode == "numeric":
-        bad = [f"row {i}: {a!r}" for i, a in enumerate(ds["answer"]) if parse_number(a) is None]
+        bad = [f"{row_label(source, i)}: {a!r}" for i, a in enumerate(ds["answer"]) if parse_number(a) is None]
         if bad:
             more = f"\n  ... and {len(bad) - 5} more" if len(bad) > 5 else ""
             raise DataError(f"dataset '{source}': qa_correctness mode 'numeric' needs a number in every reference "

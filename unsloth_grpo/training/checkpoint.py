@@ -27,6 +27,7 @@ checkpoint) is :mod:`unsloth_grpo.runs`'s: export and inference read runs too.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -61,6 +62,25 @@ EXIT_CODES = {"SIGINT": 130, "SIGTERM": 143}
 
 class CheckpointError(ValueError):
     """A checkpoint path cannot be resumed from; the message says which one to use instead."""
+
+
+class EarlierRun(CheckpointError):
+    """The output directory holds an earlier run that a new one would overwrite. Its text is for a
+    Python caller (a notebook's second "Run all" reaches ``train(cfg)``): what to change in Python;
+    ``command_line`` is the same refusal in the flags of the recipe's command line."""
+
+    def __init__(self, python: str, command_line: str):
+        super().__init__(python)
+        self.command_line = command_line
+
+
+def own_directory_hint(output_dir: str | Path) -> str:
+    """How a Python caller gives a new run a directory of its own (the fix of :class:`EarlierRun`): the
+    first of ``OUTPUT-2``, ``OUTPUT-3``, ... that names nothing yet."""
+    path = Path(output_dir)
+    free = next(p for n in itertools.count(2) if not (p := path.with_name(f"{path.name}-{n}")).exists())
+    return (f"give this run a directory of its own: cfg.output_dir = '{free}' before train(cfg), or "
+            f"output_dir='{free}' in RECIPE.resolve (in this package's notebooks: OUTPUT_DIR in the parameters cell)")
 
 
 # ---------------------------------------------------------------- writing
@@ -579,7 +599,7 @@ def clean_staging(run_dir: str | os.PathLike) -> list[Path]:
 
 
 __all__ = [
-    "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "EXIT_CODES", "CheckpointError",
+    "RUN_COMPLETE", "RunLock", "RunLocked", "finished_run", "mark_finished", "EXIT_CODES", "CheckpointError", "EarlierRun",
     "clean_staging", "finalize_checkpoint", "make_checkpoint_callback", "newest_intact", "resolve_resume",
     "resume_hint", "rotate", "set_aside_later", "trim_metrics", "write_marker",
 ]

@@ -249,7 +249,7 @@ def reward_trial_problems(cfg: RecipeConfig, dataset) -> list[str]:
     import io
 
     import unsloth_grpo.tasks  # noqa: F401 - the task registry, through which a task's reward name is found
-    from unsloth_grpo.rewards import RewardError, build_reward_functions
+    from unsloth_grpo.rewards import RewardError, build_reward_functions, keyword_problem
     from unsloth_grpo.rewards.calling import call_reward
 
     batch = _probe_batch(cfg, dataset)
@@ -268,6 +268,10 @@ def reward_trial_problems(cfg: RecipeConfig, dataset) -> list[str]:
         except Exception:  # noqa: BLE001 - a reward that does not build is reported by config_problems
             continue
         for i, (fn, spec) in enumerate(zip(funcs, specs)):
+            refused = keyword_problem(spec.name, kwargs)
+            if refused is not None:  # on every call, so not a case for on_error: zero
+                out.append(f"{where}[{i}] ({spec.name}): {refused}")
+                continue
             try:
                 with contextlib.redirect_stdout(io.StringIO()):  # a copied reward may print every call
                     call_reward(fn, completions, **kwargs)

@@ -118,11 +118,12 @@ def _eval_line(step: int, logs: dict[str, Any]) -> str:
     return f"eval at step {step}: {shown}"
 
 
-def make_progress_callback(max_steps: int | None = None, *, file=None):
+def make_progress_callback(max_steps: int | None = None, *, file=None, end_line: bool = True):
     """A ``TrainerCallback`` printing one :class:`ProgressLine` per training log.
 
     ``max_steps`` defaults to the trainer's ``state.max_steps``. Evaluation logs (``eval/...``
-    keys) get their own line, and the end of training prints the total time. Only the main
+    keys) get their own line, and the end of training prints the total time (unless ``end_line``
+    is False: the toolkit's own runs end with one closing line of their own). Only the main
     process prints. Pair it with ``disable_tqdm=True`` and :func:`use_progress_line`, which removes
     transformers' own printer so the logs are not printed twice.
     """
@@ -152,7 +153,7 @@ def make_progress_callback(max_steps: int | None = None, *, file=None):
                 self._print(_eval_line(state.global_step, logs))
 
         def on_train_end(self, args, state, control, **kwargs):
-            if state.is_world_process_zero and self._t0 is not None:
+            if end_line and state.is_world_process_zero and self._t0 is not None:
                 self._print(f"done: {state.global_step} steps in {format_duration(time.monotonic() - self._t0)}")
 
     return ProgressLineCallback()

@@ -83,6 +83,7 @@ def stage_problems(cfg: RecipeConfig) -> list[str]:
 
     p: list[str] = []
     seen: set[str] = set()
+    recipe_own = set(validate(cfg))  # said once already, at the key the user wrote
     for i, stage in enumerate(cfg.stages, 1):
         where = f"stages[{i - 1}] ({stage.name})"
         if not _SAFE_NAME.match(stage.name or ""):
@@ -110,8 +111,10 @@ def stage_problems(cfg: RecipeConfig) -> list[str]:
             p.append(f"{where}: {exc}".replace("unknown config key 'training.", "unknown key 'training."))
             continue
         for q in validate(sub):
-            if stage.kind == "sft" and q.startswith("rewards:"):
+            if stage.kind == "sft" and q.startswith("rewards:") or q in recipe_own:
                 continue
+            if q.startswith(("training.max_steps=", "training.learning_rate=")):
+                continue  # the stage's own max_steps and learning_rate (checked above) or the recipe's
             p.append(f"{where}: {q}")
     return p
 
@@ -257,9 +260,12 @@ def plan_resume(cfg: RecipeConfig, resume) -> tuple[int, ckpt.CheckpointInfo | N
     done = [_complete(stage_dir(cfg, i)) is not None for i in range(1, n + 1)]
     if resume is None or resume is False:
         if any(done) or ckpt.list_checkpoints(cfg.output_dir):
-            raise ckpt.CheckpointError(
-                f"{cfg.output_dir} holds stages or checkpoints of an earlier run; pass --resume to continue it, "
-                "or choose another --output-dir (or delete that directory) to start over")
+            earlier = f"{cfg.output_dir} holds stages or checkpoints of an earlier run; "
+            raise ckpt.EarlierRun(
+                earlier + "nothing was changed. Continue that run with train(cfg, resume=True), or "
+                + ckpt.own_directory_hint(cfg.output_dir),
+                earlier + "pass --resume to continue it, or choose another --output-dir (or delete that directory) "
+                          "to start over")
         return 1, None
     info = ckpt.resolve_resume(resume, cfg.output_dir)
     first_open = next((i for i in range(1, n + 1) if not done[i - 1]), n + 1)

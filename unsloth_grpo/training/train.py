@@ -296,7 +296,7 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
 
     from unsloth_grpo.training import distributed
     from unsloth_grpo.training.monitor import HealthThresholds, make_health_callback
-    from unsloth_grpo.training.progress import SampleRecorder, use_progress_line
+    from unsloth_grpo.training.progress import SampleRecorder, make_progress_callback, use_progress_line
 
     out = Path(cfg.output_dir)
     if cfg.run.samples_every and main_process:
@@ -331,7 +331,9 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
 
         loaded.info = without_vllm(loaded.info, failure, log, record=False)
         trainer = GRPOTrainer(args=build_grpo_args(cfg, loaded.info, weights=weights), **trainer_kwargs)
-    use_progress_line(trainer)  # one readable line per log, in a terminal and in a notebook
+    # one readable line per log, in a terminal and in a notebook; the run's own closing line (the recipe's
+    # "done in", a notebook's summary of the TrainResult) says when it ended, so the callback does not
+    use_progress_line(trainer, make_progress_callback(end_line=False))
     return trainer, health
 
 
@@ -441,9 +443,12 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
             f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "
             f"run's config, which lists the stages ({ckpt.resume_hint(ckpt.run_dir_of(resume_from.path))})")
     if resume_from is None and not resume and ckpt.list_checkpoints(cfg.output_dir):
-        raise ckpt.CheckpointError(
-            f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
-            "pass --resume to continue it, or choose another --output-dir (or delete that directory) to start over")
+        earlier = f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
+        raise ckpt.EarlierRun(
+            earlier + "nothing was changed. Continue that run with train(cfg, resume=True), or "
+            + ckpt.own_directory_hint(cfg.output_dir),
+            earlier + "pass --resume to continue it, or choose another --output-dir (or delete that directory) to "
+                      "start over")
     round_steps = generation_round_steps(cfg)
     if resume_from is not None and resume_from.step % round_steps:
         aligned = [c for c in ckpt.list_checkpoints(ckpt.run_dir_of(resume_from.path))
@@ -466,10 +471,10 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
     if finished is not None:  # a stage directory is rewritten by the stage runner on purpose
         if resume:
             raise ckpt.CheckpointError(ckpt.finished_without_checkpoint(cfg.output_dir, finished["step"]))
-        raise ckpt.CheckpointError(
-            f"{cfg.output_dir} holds a run that finished at step {finished['step']} (adapter, metrics.jsonl); "
-            "a new run there would overwrite it. Nothing was changed: choose another --output-dir, or move "
-            "that directory away to start over")
+        earlier = (f"{cfg.output_dir} holds a run that finished at step {finished['step']} (adapter, metrics.jsonl); "
+                   "a new run there would overwrite it. Nothing was changed: ")
+        raise ckpt.EarlierRun(earlier + ckpt.own_directory_hint(cfg.output_dir) + ", or move that directory away",
+                              earlier + "choose another --output-dir, or move that directory away to start over")
     return resume_from
 
 
