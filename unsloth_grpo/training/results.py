@@ -21,10 +21,16 @@ class TrainResult:
     global_step: int = 0
     #: The before/after evaluation on held-out problems (:func:`held_out_summary`), when the run made one.
     evaluation: dict | None = None
+    #: A multi-stage run's summary, one entry per stage (what it changed; ``stages_summary.json``).
+    stages: list[dict] = field(default_factory=list)
 
     def evaluation_line(self) -> str | None:
-        """``held-out (64 problems): strict 0.000 -> 0.594, lenient 0.172 -> 0.594``, or None."""
-        return None if self.evaluation is None else held_out_line(self.evaluation)
+        """``held-out (64 problems): strict 0.000 -> 0.594, lenient 0.172 -> 0.594``, or None; for a
+        multi-stage run it says that the change is the whole run's, from the base model to the last stage."""
+        if self.evaluation is None:
+            return None
+        line = held_out_line(self.evaluation)
+        return f"whole run (base model -> last stage), {line}" if self.stages else line
 
     def mean_reward(self, first: int | None = None, last: int | None = None) -> float:
         rows = [m["reward"] for m in self.metrics if "reward" in m]

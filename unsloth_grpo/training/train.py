@@ -148,9 +148,10 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
         log("stages summary:\n" + st.describe_summary(summary))
         if graded_start is not None and first <= n:
             evaluation = st.evaluation_end(cfg, loaded, held_out, graded_start, log)
+        (run / st.SUMMARY_FILE).write_text(json.dumps(st.add_held_out(cfg, summary), indent=2))
     metrics = st.combined_metrics(cfg)
     backend = loaded.info.to_dict() if loaded is not None else {}
-    return TrainResult(run, metrics, backend, time.time() - start, total_steps, evaluation=evaluation)
+    return TrainResult(run, metrics, backend, time.time() - start, total_steps, evaluation=evaluation, stages=summary)
 
 
 def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callable[[str], None] = print,
