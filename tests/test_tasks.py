@@ -105,6 +105,23 @@ def test_check_refuses_rewards_that_grade_another_tasks_answers(capsys):
                 if "another task" in p]
 
 
+@pytest.mark.parametrize("name", TASKS)
+def test_a_smoke_preset_keeps_every_one_of_its_own_prompts(name):
+    # the code preset's prompt limit dropped 17 of its own 256 problems as too long for it
+    from transformers import AutoTokenizer
+
+    from unsloth_grpo.data import prompt_lengths
+    from unsloth_grpo.models.ref import model_ref
+    from unsloth_grpo.training.held_out import load_task_dataset
+
+    cfg = _smoke(name)
+    tokenizer = AutoTokenizer.from_pretrained(model_ref(cfg.model.name).path(log=lambda _m: None))
+    lengths = prompt_lengths(load_task_dataset(cfg), tokenizer)
+    too_long = sum(n > cfg.data.max_prompt_tokens for n in lengths)
+    assert too_long == 0, (f"{name} smoke: {too_long} of {len(lengths)} prompts longer than data.max_prompt_tokens="
+                           f"{cfg.data.max_prompt_tokens} (longest {max(lengths)})")
+
+
 @pytest.mark.parametrize("name", ["", "._task", *(f".{t}" for t in TASKS)])
 def test_module_doctests(name):
     import doctest

@@ -523,7 +523,8 @@ def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list)
     from unsloth_grpo.tasks import get_task
     from unsloth_grpo.training.tricks import TrickWatcher
 
-    watcher = TrickWatcher(health.report, grading=get_task(cfg.task).grading_rewards,
+    task = get_task(cfg.task)
+    watcher = TrickWatcher(health.report, grading=task.grading_rewards, fixes=task.trick_fixes,
                            category_column=thresholds.category_column, window=max(1, thresholds.trick_window // 2),
                            ignore=thresholds.ignore)
     return watcher.wrap(reward_funcs)
