@@ -263,5 +263,6 @@ def test_smoke_preset_reward_rises_over_seeds(tmp_path, capsys):
         print(f"\ncode smoke preset, rise of the mean reward (first 5 -> last 5 steps) by seed: {rises}")
     # the rise is the fenced-block format: one opening fence with text after it, then a closing fence (fence
     # after fence pays nothing); the tiny model writes no working code. Where one seed lands is chaotic (one
-    # machine: 0.48, 0.33, 0.08), so the mean of three seeds and the middle one are held
-    assert sum(rises.values()) / len(rises) >= 0.15 and sorted(rises.values())[1] > 0.1, rises
+    # machine: 0.47, 0.33, 0.08, mean 0.30): the mean at about half of that, each seed only not falling
+    # (docs/development.md, how the learning tests' margins were chosen)
+    assert sum(rises.values()) / len(rises) >= 0.15 and min(rises.values()) > 0, rises

@@ -512,7 +512,7 @@ PRESETS = {
     # than the four answer tags of the other smoke presets: each step samples 16 completions of 16
     # tokens. At the shared smoke rate (2e-2) the fence grew so likely that completions became fence
     # after fence, paid 0, and the run stalled there (seed 0: 0.5 by step 24, 0.0 from step 30 on);
-    # at 1e-2 seeds 0/1/2 rose 0.01 -> 0.49, 0.01 -> 0.34, 0.01 -> 0.09 (first 5 -> last 5 steps).
+    # at 1e-2 seeds 0/1/2 rose 0.01 -> 0.49, 0.01 -> 0.34, 0.01 -> 0.09 (first 5 -> last 5 steps, transformers).
     # A code problem's prompt is longer than the other tasks' (its example test): up to 257 tokens of
     # the tiny tokenizer, so the prompt limit is 320 and the preset keeps all of its own 256 problems.
     "smoke": merge_dicts(
