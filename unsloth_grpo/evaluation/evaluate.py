@@ -186,20 +186,17 @@ def evaluate(
 
 
 def _refuse_to_guess(golds: list[Any]) -> None:
-    """The default grader reads a number (or compares text); a gold answer that is a JSON object or list
-    (countdown's numbers and target, code's tests, json_extract's fields) is another task's, which that
-    grader would score 0 whatever the completion: refuse, saying how to grade with the task's own grader."""
+    """Refuse gold answers that are a JSON object or list (countdown's numbers and target, code's tests,
+    json_extract's fields): another task's, which the default grader would score 0 whatever was written."""
     for gold in golds:
-        structured = isinstance(gold, (dict, list))
-        if isinstance(gold, str) and gold.lstrip()[:1] in ("{", "["):
-            try:
-                structured = isinstance(json.loads(gold), (dict, list))
-            except ValueError:
-                structured = False
+        text = gold if isinstance(gold, str) else json.dumps(gold) if isinstance(gold, (dict, list)) else ""
+        try:
+            structured = text.lstrip()[:1] in ("{", "[") and isinstance(json.loads(text), (dict, list))
+        except ValueError:
+            structured = False
         if structured:
-            shown = gold if isinstance(gold, str) else json.dumps(gold)
             raise ValueError(
-                f"evaluate() was given no grader, and the rows' gold answers are structured ({shown[:80]!r}): a "
+                f"evaluate() was given no grader, and the rows' gold answers are structured ({text[:80]!r}): a "
                 "task's answers that the default grader (GSM8K's: one number, or text) would score 0 whatever the "
                 "completion. Grade them as their task does: evaluate_task(get_task(NAME), model, tokenizer, rows, "
                 "cfg), or evaluate(model, tokenizer, rows, **get_task(NAME).grading(cfg)) "
