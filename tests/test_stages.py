@@ -340,7 +340,13 @@ def test_a_run_with_stages_is_graded_from_its_base_to_its_last_stage(tmp_path):
         "addition", "subtraction", "multiplication", "two-step"}
     assert (run / "stages" / "02-format" / "report.md").is_file()  # the GRPO stage's own start and end
     assert result.evaluation["strict"][0] == before["accuracy"]
-    assert result.evaluation_line().startswith("held-out (4 problems): strict ")
+    assert result.evaluation_line().startswith("whole run (base model -> last stage), held-out (4 problems): strict ")
+    # each stage's own held-out change: the SFT stage between the base and the GRPO stage's start, the GRPO
+    # stage from its start to its end, both read back from the run's gradings
+    assert [s["held_out"]["n"] for s in result.stages] == [4, 4]
+    assert result.stages[0]["held_out"]["strict"][0] == before["accuracy"]
+    assert result.stages[1]["held_out"]["strict"][1] == result.evaluation["strict"][1]
+    assert json.loads((run / st.SUMMARY_FILE).read_text())[1]["held_out"] == result.stages[1]["held_out"]
 
     off = _cfg(tmp_path / "off", STAGES, "evaluation.before_after=false")
     result = train(off, log=lambda _m: None)
