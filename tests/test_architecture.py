@@ -119,7 +119,8 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 #: found through the task registry (``get_task``), never by ``import_module(f"...tasks.{name}")``.
 RUN_TIME_IMPORTS = {
     f"{PACKAGE}.tasks": "the task registry: a task by its name",
-    f"{PACKAGE}.rewards._registry": "the reward registry: the library's reward families",
+    f"{PACKAGE}.rewards._registry": "the reward registry: the library's reward families, and the task registry "
+                                    "for a task's reward name (TASK_REWARDS)",
     f"{PACKAGE}.rewards": "a custom reward named by its import path",
     f"{PACKAGE}.tools": "a custom tool named by its import path",
     f"{PACKAGE}.cli.main": "the modules that contribute a subcommand",
