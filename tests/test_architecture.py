@@ -119,7 +119,8 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 #: found through the task registry (``get_task``), never by ``import_module(f"...tasks.{name}")``.
 RUN_TIME_IMPORTS = {
     f"{PACKAGE}.tasks": "the task registry: a task by its name",
-    f"{PACKAGE}.rewards._registry": "the reward registry: the library's reward families",
+    f"{PACKAGE}.rewards._registry": "the reward registry: the library's reward families, and the task registry "
+                                    "for a task's reward name (TASK_REWARDS)",
     f"{PACKAGE}.rewards": "a custom reward named by its import path",
     f"{PACKAGE}.tools": "a custom tool named by its import path",
     f"{PACKAGE}.cli.main": "the modules that contribute a subcommand",
@@ -451,22 +452,45 @@ def test_importing_rewards_imports_no_task_and_a_task_reward_loads_its_module_on
     assert _fresh(code) == "['unsloth_grpo.tasks._task'] True"
 
 
-def test_the_reward_registry_alone_loads_no_task_even_for_a_name_it_does_not_know():
-    # the rewards package sits below the tasks: a task's reward is found through the task registry only
+def test_the_reward_registry_alone_loads_no_task_for_a_name_no_task_declares():
+    # the rewards package sits below the tasks: importing it, or asking it for a name no task declares,
+    # loads no task
     code = ("import sys\n"
             "from unsloth_grpo.rewards import REGISTRY, get_reward\n"
-            "get_reward('correctness'); names = sorted(REGISTRY); known = 'countdown_equation' in REGISTRY\n"
-            "print(known, 'correctness' in names, any(m.startswith('unsloth_grpo.tasks') for m in sys.modules))")
-    assert _fresh(code) == "False True False"
+            "get_reward('correctness'); known = 'no_such_reward' in REGISTRY\n"
+            "print(known, any(m.startswith('unsloth_grpo.tasks') for m in sys.modules))")
+    assert _fresh(code) == "False False"
 
 
-def test_a_task_reward_asked_of_the_rewards_alone_says_to_load_the_task_registry():
+def test_a_task_reward_is_found_by_name_whatever_was_imported_first():
+    # docs/rewards.md lists countdown_equation beside correctness; a user should not need to know that the
+    # task registry had to be imported first. Only the task that declares it is loaded.
+    code = ("import sys\n"
+            "from unsloth_grpo.rewards import available_rewards, get_reward\n"
+            "fn = get_reward('countdown_equation')\n"
+            "tasks = sorted(m for m in sys.modules if m.startswith('unsloth_grpo.tasks.'))\n"
+            "print(fn(['<answer>(3 + 4) * 2</answer>'], answer=['{\"numbers\": [3, 4, 2], \"target\": 14}']), tasks)")
+    assert _fresh(code) == "[1.0] ['unsloth_grpo.tasks._recipe', 'unsloth_grpo.tasks._task', 'unsloth_grpo.tasks.countdown']"
+    # and the catalogue holds every task's rewards, the same whether the task registry was imported or not
+    listed = "from unsloth_grpo.rewards import available_rewards\nprint(available_rewards())"
+    assert _fresh(listed) == _fresh("import unsloth_grpo.tasks\n" + listed)
+    assert "'countdown_equation'" in _fresh(listed) and "'tests_passed'" in _fresh(listed)
     code = ("from unsloth_grpo.rewards import get_reward\n"
-            "try:\n    get_reward('countdown_equation')\nexcept (KeyError, ValueError) as exc:\n    print(exc)\n")
-    assert "import unsloth_grpo.tasks first" in _fresh(code)
-    code = ("import unsloth_grpo.tasks\nfrom unsloth_grpo.rewards import get_reward\n"
             "try:\n    get_reward('no_such_reward')\nexcept (KeyError, ValueError) as exc:\n    print(exc)\n")
     assert "unknown reward 'no_such_reward'" in _fresh(code) and "unsloth_grpo.tasks" not in _fresh(code)
+
+
+def test_the_table_of_task_rewards_is_what_the_task_modules_declare():
+    # the reward registry loads a task's module by this table; a reward a task declares and the table
+    # leaves out would be unknown by name until something imported the task
+    import importlib
+
+    from unsloth_grpo.rewards._registry import TASK_REWARDS, declared_rewards
+    from unsloth_grpo.tasks import available_tasks
+
+    declared = {reward: task for task in available_tasks()
+                for reward in declared_rewards(importlib.import_module(f"unsloth_grpo.tasks.{task}"))}
+    assert TASK_REWARDS == declared
 
 
 # ------------------------------------------------------------------ each decision once per run

@@ -495,6 +495,39 @@ def test_compare_grades_the_base_model_with_the_trained_runs_prompt(tiny, tmp_pa
     assert [row["category"] for row in report["by_category"]] == ["addition", "subtraction"]
 
 
+def test_evaluate_without_a_grader_refuses_another_tasks_rows_rather_than_grading_them_as_gsm8k():
+    # countdown's known solutions scored 0.0 graded as GSM8K, and 1.0 with evaluate_task
+    from unsloth_grpo.evaluation.evaluate import evaluate_task
+    from unsloth_grpo.tasks import get_recipe, get_task
+
+    task, cfg = get_task("countdown"), get_recipe("countdown").resolve(preset="smoke")
+    rows = [dict(task.load(cfg)[i]) for i in range(4)]
+    solved = {str(r["prompt"]): task.gold_completion(r) for r in rows}
+    generate = lambda prompts, **kw: [[solved[str(p)]] for p in prompts]  # noqa: E731
+    with pytest.raises(ValueError, match=r"no grader.*evaluate_task\(get_task\(NAME\)"):
+        evaluate(None, None, rows, generate_fn=generate)
+    assert evaluate_task(task, None, None, rows, cfg, generate_fn=generate)["accuracy"] == 1.0
+    # rows whose answers are numbers are still graded by the default grader, as before
+    assert evaluate(None, None, DATASET, generate_fn=Scripted())["n"] == len(DATASET)
+
+
+def test_compare_refuses_two_runs_of_different_tasks(tmp_path, capsys):
+    # it graded the gsm8k run as countdown, with countdown's system prompt, and said nothing
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.tasks import get_recipe
+
+    runs = {}
+    for task in ("gsm8k", "countdown"):
+        runs[task] = tmp_path / task
+        runs[task].mkdir()
+        dump_config(get_recipe(task).resolve(preset="smoke"), runs[task] / "config.yaml")
+    out = tmp_path / "cmp"
+    assert _cli(["compare", str(runs["gsm8k"]), str(runs["countdown"]), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "run of the gsm8k task" in err and "run of the countdown task" in err and "--task countdown" in err
+    assert "Traceback" not in err and not out.exists()
+
+
 def test_eval_of_a_model_that_is_no_run_still_needs_a_dataset(tmp_path, capsys):
     assert _cli(["eval", "--model", "builtin:tiny", "--output", str(tmp_path / "o")]) == 2
     assert "--dataset is needed" in capsys.readouterr().err

@@ -223,19 +223,23 @@ def test_export_of_a_smoke_run_loads_with_plain_transformers(smoke_run, tmp_path
     from unsloth_grpo.cli import main
 
     run, _ = smoke_run  # the README's smoke run (tests/conftest.py); export only reads it
-    # the default: the smoke run trained in fp32, so it is merged in fp32 and compares exactly
+    # the default: the smoke run trained in fp32, so it is merged in fp32 and compares within fp32's tolerance
     assert main(["export", "--model", str(run), "--merged", str(tmp_path / "merged"), "--verify"]) == 0
     model = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "merged"))
     ids = tok.apply_chat_template([{"role": "user", "content": "What is 15 + 27?"}], add_generation_prompt=True,
                                   return_tensors="pt", return_dict=True)
-    import torch
-
     from unsloth_grpo.hardware.backend import load_for_inference
 
     adapter = load_for_inference(str(run), backend="transformers", device="cpu").model
-    with torch.no_grad():  # the merged model computes what the base model with the adapter computes
-        assert torch.allclose(model(**ids).logits, adapter(**ids).logits, atol=1e-4)
+    # the merged model computes what the base model with the adapter computes, within what the export
+    # guarantees (its --verify tolerance for fp32 merges): a fixed atol of 1e-4 failed on another CPU
+    # whose float sums differ (max abs diff 1.48e-04, --verify's tolerance 2.80e-04)
+    text = tok.apply_chat_template([{"role": "user", "content": "What is 15 + 27?"}], add_generation_prompt=True,
+                                   tokenize=False)
+    diff, largest = ex.compare_logits(adapter, model, tok, [text], scale=True)
+    check = ex.Verification("fp32", diff, largest)
+    assert check.ok, check.summary()
     out = model.generate(**ids, max_new_tokens=4, min_new_tokens=4, do_sample=False)
     assert out.shape[1] == ids["input_ids"].shape[1] + 4
     bundle = json.loads((tmp_path / "merged" / "reproducibility.json").read_text())

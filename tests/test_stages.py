@@ -165,6 +165,52 @@ def test_summary_text():
         "stage 1 fmt (grpo, 10 steps, lr 0.01, 3s): reward 0.05 -> 0.4; adapter moved 1.5 (L2)"
 
 
+def _graded_as(where: Path, right: list[bool]) -> None:
+    """An evaluation of 4 sums written at ``where``: the i-th right when ``right[i]``."""
+    from unsloth_grpo.evaluation.evaluate import evaluate, write_eval
+
+    rows = [{"prompt": f"q{i}", "answer": str(i)} for i in range(len(right))]
+    answers = {f"q{i}": f"<answer>{i if ok else 99}</answer>" for i, ok in enumerate(right)}
+    write_eval(evaluate(None, None, rows, generate_fn=lambda p, **k: [[answers[q]] for q in p]), where)
+
+
+def test_a_multi_stage_runs_closing_lines_say_what_each_stage_changed(tmp_path, capsys):
+    # the arith smoke run's GRPO stage lowered reward and accuracy, and its closing line spoke only of the
+    # base model -> the last stage, so the stage that hurt was not named
+    from unsloth_grpo.cli.recipe import _report
+    from unsloth_grpo.training.results import TrainResult
+
+    cfg = _cfg(tmp_path, [*STAGES, {"name": "more", "max_steps": 4}])
+    run = Path(cfg.output_dir)
+    _graded_as(run / "eval_before", [False] * 4)                        # the base model
+    _graded_as(st.stage_dir(cfg, 2) / "eval_before", [True] * 3 + [False])  # after the SFT stage
+    _graded_as(st.stage_dir(cfg, 2) / "eval_after", [True, True, False, False])
+    summary = [
+        {"stage": 1, "name": "preformat", "kind": "sft", "steps": 4,
+         "metrics": {"loss": {"first5": 2.5, "last5": 0.9, "delta": -1.6}}},
+        {"stage": 2, "name": "format", "kind": "grpo", "steps": 4,
+         "metrics": {"reward": {"first5": 0.053, "last5": 0.013, "delta": -0.04}}},
+        {"stage": 3, "name": "more", "kind": "grpo", "steps": 4, "metrics": {}},  # nothing graded around it
+    ]
+    st.add_held_out(cfg, summary)
+    assert summary[0]["held_out"]["strict"] == [0.0, 0.75] and summary[0]["held_out"]["fixed"] == 3
+    assert summary[1]["held_out"]["strict"] == [0.75, 0.5] and summary[1]["held_out"]["broken"] == 1
+    assert "held_out" not in summary[2]
+    result = TrainResult(run, seconds=1.0, global_step=12, stages=summary,
+                         evaluation={"n": 4, "strict": [0.0, 0.5], "lenient": [None, None]})
+    assert _report(result) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:4] == [
+        "  stage 1 preformat (sft, 4 steps): loss 2.500 -> 0.900; held-out strict 0.000 -> 0.750 (3 fixed, 0 broken: "
+        "within noise, sign test p=0.25)",
+        "  stage 2 format (grpo, 4 steps): reward 0.053 -> 0.013; held-out strict 0.750 -> 0.500 (0 fixed, 1 broken: "
+        "within noise, sign test p=1)",
+        "  stage 3 more (grpo, 4 steps): no metrics logged"]
+    assert out[4].startswith("  note: stage 2 format lowered its reward (0.053 -> 0.013) and held-out accuracy "
+                             "(0.750 -> 0.500)")
+    assert out[5] == "whole run (base model -> last stage), held-out (4 problems): strict 0.000 -> 0.500"
+
+
 class _Recorder:
     """Records the LoRA weights each stage starts from."""
 
@@ -295,7 +341,13 @@ def test_a_run_with_stages_is_graded_from_its_base_to_its_last_stage(tmp_path):
         "addition", "subtraction", "multiplication", "two-step"}
     assert (run / "stages" / "02-format" / "report.md").is_file()  # the GRPO stage's own start and end
     assert result.evaluation["strict"][0] == before["accuracy"]
-    assert result.evaluation_line().startswith("held-out (4 problems): strict ")
+    assert result.evaluation_line().startswith("whole run (base model -> last stage), held-out (4 problems): strict ")
+    # each stage's own held-out change: the SFT stage between the base and the GRPO stage's start, the GRPO
+    # stage from its start to its end, both read back from the run's gradings
+    assert [s["held_out"]["n"] for s in result.stages] == [4, 4]
+    assert result.stages[0]["held_out"]["strict"][0] == before["accuracy"]
+    assert result.stages[1]["held_out"]["strict"][1] == result.evaluation["strict"][1]
+    assert json.loads((run / st.SUMMARY_FILE).read_text())[1]["held_out"] == result.stages[1]["held_out"]
 
     off = _cfg(tmp_path / "off", STAGES, "evaluation.before_after=false")
     result = train(off, log=lambda _m: None)

@@ -84,6 +84,20 @@ def test_code_compiles_and_block_format():
     assert get_reward("code_block_format", per_fence=0.25)(completions[3:4]) == [0.25]
 
 
+#: Completions that hold fences and no code: what the smoke run learned to write when fences alone paid.
+FENCES_ONLY = ["```python\n```python\n```python", "```python\n```", "```python\n\n```\n", "```\n```",
+               "```python\n```python\ndef add(a, b):\n    return a + b\n```", "```python\n"]
+
+
+def test_block_format_pays_nothing_for_an_empty_or_repeated_fence():
+    assert get_reward("code_block_format")(FENCES_ONLY) == [0.0] * len(FENCES_ONLY)
+    # a real block still pays in full, also among other text and after an earlier block with code
+    good = [RIGHT, "```python\ndef add(a, b):\n    return a + b\n```", fenced("x = 1\n") + fenced("y = 2\n")]
+    assert get_reward("code_block_format")(good) == [1.0, 1.0, 1.0]
+    # evaluation's format check agrees: fences without code are not the format
+    assert [code.matches_format(c) for c in FENCES_ONLY + good] == [False] * len(FENCES_ONLY) + [True] * 3
+
+
 def test_rewards_report_a_missing_answer_column():
     with pytest.raises(ValueError, match="needs the 'answer' column"):
         get_reward("tests_passed")([RIGHT])
@@ -247,5 +261,8 @@ def test_smoke_preset_reward_rises_over_seeds(tmp_path, capsys):
         rises[seed] = last - first
     with capsys.disabled():
         print(f"\ncode smoke preset, rise of the mean reward (first 5 -> last 5 steps) by seed: {rises}")
-    # the rise is the fenced-block format; the tiny model writes no working code
-    assert sum(rises.values()) / len(rises) >= 0.2 and min(rises.values()) > 0.1, rises
+    # the rise is the fenced-block format: one opening fence with text after it, then a closing fence (fence
+    # after fence pays nothing); the tiny model writes no working code. Where one seed lands is chaotic (one
+    # machine: 0.47, 0.33, 0.08, mean 0.30): the mean at about half of that, each seed only not falling
+    # (docs/development.md, how the learning tests' margins were chosen)
+    assert sum(rises.values()) / len(rises) >= 0.15 and min(rises.values()) > 0, rises

@@ -86,6 +86,42 @@ def test_evaluation_grades_with_what_the_task_says():
         assert (kwargs["lenient_correct"] is None) == (task.lenient(cfg) is None)
 
 
+def test_check_refuses_rewards_that_grade_another_tasks_answers(capsys):
+    # gsm8k's recipe on countdown's problems would pay gsm8k's numeric correctness: the gold JSON of the
+    # numbers, and 0 for a right equation
+    from unsloth_grpo.recipes import gsm8k
+    from unsloth_grpo.training.checks import config_problems
+
+    assert gsm8k.main(["--preset", "smoke", "task=countdown", "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "rewards[1] (correctness): grades another task's answers" in err and "countdown_equation" in err
+    assert "Traceback" not in err
+    # a stage's own rewards are held to the same rule; the task's own grading reward and a shaping reward
+    # that reads no gold answer (integer_answer) are fine
+    staged = _smoke("arith", "stages=[{name: g, max_steps: 2, rewards: [{name: correctness}]}]")
+    assert any(p.startswith("stages[0] (g): rewards[0] (correctness): grades another task's answers")
+               for p in config_problems(staged))
+    assert not [p for p in config_problems(_smoke("gsm8k", "rewards=[{name: correctness}, {name: integer_answer}]"))
+                if "another task" in p]
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_a_smoke_preset_keeps_every_one_of_its_own_prompts(name):
+    # the code preset's prompt limit dropped 17 of its own 256 problems as too long for it
+    from transformers import AutoTokenizer
+
+    from unsloth_grpo.data import prompt_lengths
+    from unsloth_grpo.models.ref import model_ref
+    from unsloth_grpo.training.held_out import load_task_dataset
+
+    cfg = _smoke(name)
+    tokenizer = AutoTokenizer.from_pretrained(model_ref(cfg.model.name).path(log=lambda _m: None))
+    lengths = prompt_lengths(load_task_dataset(cfg), tokenizer)
+    too_long = sum(n > cfg.data.max_prompt_tokens for n in lengths)
+    assert too_long == 0, (f"{name} smoke: {too_long} of {len(lengths)} prompts longer than data.max_prompt_tokens="
+                           f"{cfg.data.max_prompt_tokens} (longest {max(lengths)})")
+
+
 @pytest.mark.parametrize("name", ["", "._task", *(f".{t}" for t in TASKS)])
 def test_module_doctests(name):
     import doctest

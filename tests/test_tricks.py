@@ -244,3 +244,28 @@ def test_format_without_answers_stays_quiet_while_answers_come_in():
                "rewards/xml_count/mean": min(1.0, 0.1 * s), "rewards/correctness/mean": 0.0 if s < 12 else 0.4}
               for s in range(1, 40)]
     assert [w.name for w in HealthChecker(HealthThresholds()).feed(stream)] == []
+
+
+def test_the_fix_for_a_copied_prompt_speaks_of_the_task_at_hand():
+    # the code smoke run learned to repeat the system prompt's fence line; the fix it was given spoke of
+    # answer tags and 'the final number', which the code task does not have
+    from unsloth_grpo.rewards import get_reward
+    from unsloth_grpo.tasks import code
+    from unsloth_grpo.training.train import _watch_for_tricks
+
+    cfg = code.RECIPE.resolve(preset="smoke")
+    heard = []
+    health = type("Health", (), {"report": staticmethod(heard.append)})()
+    thresholds = HealthThresholds.from_dict(cfg.monitor)
+    funcs = _watch_for_tricks(cfg, thresholds, health, [get_reward("code_block_format")])
+    rows = code.TASK.load(cfg)
+    fences = "```python\n" * 12
+    for step in range(thresholds.trick_window):
+        batch = [rows[i] for i in range(step * 4, step * 4 + 4)]
+        funcs[0](prompts=[r["prompt"] for r in batch], completions=[fences] * 4, answer=[r["answer"] for r in batch])
+    [warning] = [w for w in heard if w.name == "copies_prompt"]
+    assert "```python" in warning.fix and "answer tags" not in warning.fix and "final number" not in warning.fix
+    # a task with answer tags keeps its own words
+    from unsloth_grpo.tasks import get_task
+
+    assert "answer tags" in get_task("gsm8k").trick_fixes["copies_prompt"]

@@ -319,8 +319,31 @@ def run(args) -> int:
     return 0
 
 
+def _one_task(args) -> None:
+    """``compare`` grades both models on one task's problems with that task's grader and prompt: two runs
+    of different tasks have no problems in common, so without ``--task`` they are refused (grading the
+    baseline as the trained model's task would score it on problems, a prompt and a grader it never saw)."""
+    from unsloth_grpo.runs import recorded_task, run_config_path
+
+    if args.task is not None:
+        return
+    tasks = {}
+    for role, model in (("baseline", args.baseline), ("trained", args.trained)):
+        path = run_config_path(model)
+        task = recorded_task(path.parent) if path is not None else None
+        if task is not None:
+            tasks[role] = (model, task)
+    if len({task for _, task in tasks.values()}) > 1:
+        (b, bt), (t, tt) = tasks["baseline"], tasks["trained"]
+        raise ValueError(f"{b} is a run of the {bt} task and {t} a run of the {tt} task: compare grades both "
+                         "models on the same problems with one task's grader, and these have no problems in "
+                         f"common. Grade each on its own task (unsloth-grpo eval --model {b} ..., then --model {t}), "
+                         f"or pass --task {tt} (or --task {bt}) to grade both as that task")
+
+
 @_reported
 def run_compare(args) -> int:
+    _one_task(args)
     check_arguments(args, [args.baseline, args.trained])
     problems, grading = _task_setup(args)
     _some_problems(problems, args)

@@ -260,9 +260,18 @@ def _report(result) -> int:
 
     if not detect().is_main:
         return 0
-    first, last = result.mean_reward(first=5), result.mean_reward(last=5)
-    print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
-          f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")
+    stages = getattr(result, "stages", None)
+    if stages:  # each stage's own change: a run's first and last steps would mix the stages' rewards
+        from unsloth_grpo.training.stages import closing_lines
+
+        print(f"done in {result.seconds:.1f}s: {result.global_step} steps in {len(stages)} stages; outputs in "
+              f"{result.output_dir}")
+        for line in closing_lines(stages):
+            print(f"  {line}")
+    else:
+        first, last = result.mean_reward(first=5), result.mean_reward(last=5)
+        print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
+              f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")
     headroom = getattr(result, "headroom_line", lambda: None)()
     if headroom:  # pass@1 after GRPO against the pass@K it started from, on training prompts
         print(headroom)

@@ -131,7 +131,9 @@ def evaluate(
     ``tokenizer`` to count tokens when one is given.
 
     ``accuracy`` is strict: ``is_correct`` (the task's grader, the one its reward pays on; by default
-    :func:`unsloth_grpo.grading.grade`). ``lenient_accuracy`` counts a problem right when the strict
+    :func:`unsloth_grpo.grading.grade`, GSM8K's, for rows whose gold answers are numbers or text: rows
+    whose answers are JSON, another task's, are refused without a grader rather than graded as GSM8K;
+    :func:`evaluate_task` grades with the task's own). ``lenient_accuracy`` counts a problem right when the strict
     grader does or ``lenient_correct`` does (by default, with the default grader,
     :func:`unsloth_grpo.grading.lenient`: the last number anywhere in the completion); it is None
     for a task with no lenient reading (pass ``lenient_correct`` for one that has it).
@@ -152,12 +154,14 @@ def evaluate(
     if by is not None and by != CATEGORY_COLUMN and len(dataset) and by not in dataset[0]:
         raise ValueError(f"--by {by}: the evaluation rows have no column '{by}'; "
                          f"they have: {', '.join(sorted(dataset[0]))}")
-    is_correct, matches_format, lenient_correct = _graders(is_correct, matches_format, lenient_correct)
-    generate_fn, phase_progress = _generator(model, tokenizer, generate_fn, progress)
-
     rows = _rows(dataset, limit)
     prompts = [r["prompt"] for r in rows]
     golds = [r["answer"] for r in rows]
+    if is_correct is None:
+        _refuse_to_guess(golds)
+    is_correct, matches_format, lenient_correct = _graders(is_correct, matches_format, lenient_correct)
+    generate_fn, phase_progress = _generator(model, tokenizer, generate_fn, progress)
+
     common = dict(max_new_tokens=max_new_tokens, batch_size=batch_size)
     t0 = time.perf_counter()
     greedy = generate_fn(prompts, num_samples=1, temperature=0.0, top_p=1.0, seed=seed, **common,
@@ -182,6 +186,24 @@ def evaluate(
     result["seconds"] = round(seconds, 3)
     result["records"] = records
     return result
+
+
+def _refuse_to_guess(golds: list[Any]) -> None:
+    """Refuse gold answers that are a JSON object or list (countdown's numbers and target, code's tests,
+    json_extract's fields): another task's, which the default grader would score 0 whatever was written."""
+    for gold in golds:
+        text = gold if isinstance(gold, str) else json.dumps(gold) if isinstance(gold, (dict, list)) else ""
+        try:
+            structured = text.lstrip()[:1] in ("{", "[") and isinstance(json.loads(text), (dict, list))
+        except ValueError:
+            structured = False
+        if structured:
+            raise ValueError(
+                f"evaluate() was given no grader, and the rows' gold answers are structured ({text[:80]!r}): a "
+                "task's answers that the default grader (GSM8K's: one number, or text) would score 0 whatever the "
+                "completion. Grade them as their task does: evaluate_task(get_task(NAME), model, tokenizer, rows, "
+                "cfg), or evaluate(model, tokenizer, rows, **get_task(NAME).grading(cfg)) "
+                "(from unsloth_grpo.tasks import get_task)")
 
 
 def _graders(is_correct: Callable[[str, Any], bool] | None, matches_format: Callable[[str], bool] | None,

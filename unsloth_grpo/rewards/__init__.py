@@ -60,8 +60,7 @@ WRAPPER_KEYS = ("on_error", "adaptive", "timeout_s")
 
 
 def available_rewards() -> list[str]:
-    """Names of the built-in rewards (the library's, and the task modules' once :mod:`unsloth_grpo.tasks`
-    is imported), sorted."""
+    """Names of the built-in rewards (the library's and the task modules'), sorted."""
     return sorted(REGISTRY)
 
 
@@ -71,8 +70,6 @@ def _unknown_name_message(name: str) -> str:
     return (
         f"unknown reward {name!r}.{hint} Built-in rewards: {', '.join(available_rewards())}. "
         "A custom reward is given by its import path, e.g. 'mypkg.rewards:my_reward'."
-        + ("" if REGISTRY.sees_tasks else " A task's own rewards (countdown_equation, tests_passed...) are "
-           "known once the task registry is loaded: import unsloth_grpo.tasks first.")
     )
 
 

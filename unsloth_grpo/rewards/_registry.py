@@ -10,8 +10,10 @@ factory's own); importing a module changes no global table.
 families (the modules of this package) first, then those of the modules a higher floor hands it
 (:meth:`_Registry.add_finder`): the task registry (:mod:`unsloth_grpo.tasks`) hands it each task
 module it loads, so a task keeps its rewards beside its grader while the rewards package names no
-task and imports none. A lookup of a task's reward therefore goes through the task registry, which
-is connected as soon as ``unsloth_grpo.tasks`` is imported (every config names its task).
+task module in an import. A lookup of a task's reward goes through the task registry: it is connected
+as soon as ``unsloth_grpo.tasks`` is imported, and a lookup of a name of :data:`TASK_REWARDS` (or of
+every name, for the catalogue) loads it when nothing has yet, so a task's reward is found by name
+whatever was imported first (``get_reward("countdown_equation")`` in a fresh interpreter).
 """
 
 from __future__ import annotations
@@ -108,6 +110,22 @@ def _library_modules() -> Iterator[Any]:
             yield importlib.import_module(f"{LIBRARY_PACKAGE}.{m.name}")
 
 
+#: The rewards the tasks declare, each by the task whose module declares it: on a lookup of one of
+#: these names the registry loads the task registry (:data:`TASK_REGISTRY`) if nothing has yet, which
+#: hands in the module. Names only, so that the rewards package imports nothing above it when it is
+#: imported; tests/test_architecture.py holds this table equal to what the task modules declare.
+TASK_REWARDS = {
+    "arith_correct": "arith",
+    "code_block_format": "code", "code_compiles": "code", "tests_passed": "code",
+    "countdown_equation": "countdown",
+    "qa_correctness": "custom",
+    "tool_call_budget": "gsm8k_tools", "tool_call_format": "gsm8k_tools",
+    "guess_solved": "guess_number",
+    "json_extract_keys": "json_extract", "json_extract_valid": "json_extract", "json_extract_values": "json_extract",
+}
+#: The higher floor that declares :data:`TASK_REWARDS` and hands its modules in (a finder) when imported.
+TASK_REGISTRY = "unsloth_grpo.tasks"
+
 #: ``finder(name)``: the modules that may declare reward ``name`` (every one for None), loaded by
 #: the floor that owns them; a generator, so that a lookup stops loading at the module that declares it.
 Finder = Callable[[Any], Iterator[Any]]
@@ -126,11 +144,6 @@ class _Registry(Mapping):
         self._found: dict[str, RewardInfo] = {}
         self._read: set[str] = set()
         self._finders: list[Finder] = []
-
-    @property
-    def sees_tasks(self) -> bool:
-        """Whether a higher floor has handed in its modules (the task registry, once imported)."""
-        return bool(self._finders)
 
     def add_finder(self, finder: Finder) -> None:
         """Let ``finder`` hand in more modules that declare rewards (added once)."""
@@ -151,6 +164,8 @@ class _Registry(Mapping):
 
     def _modules(self, name: str | None) -> Iterator[Any]:
         yield from _library_modules()
+        if not self._finders and (name is None or name in TASK_REWARDS):
+            importlib.import_module(TASK_REGISTRY)  # a task's reward: its registry hands in its module
         for finder in list(self._finders):
             yield from finder(name)
 
@@ -185,7 +200,7 @@ class _Registry(Mapping):
 
 
 #: Every declared reward by name: the library's families and those of the modules the finders hand in
-#: (the task modules, once :mod:`unsloth_grpo.tasks` is imported), found on demand.
+#: (the task modules: :data:`TASK_REWARDS`), found on demand.
 REGISTRY = _Registry()
 
 

@@ -2,8 +2,10 @@
 
 The registry is the package itself: every public module is a task named after it, holding its
 :class:`Task` as ``TASK`` and its recipe (defaults and presets) as ``RECIPE``. The rewards a task
-module declares join the reward registry when this registry loads the module; importing this package
-is what lets a reward name of a task (``countdown_equation``) be looked up anywhere.
+module declares join the reward registry when this registry loads the module; the reward registry
+knows which task declares which reward name (:data:`unsloth_grpo.rewards._registry.TASK_REWARDS`) and
+loads this package for one of them, so a reward name of a task (``countdown_equation``) is looked up
+anywhere, whatever was imported first.
 :func:`get_task` is the one way to find a task by name (a module is imported only when its task is
 asked for), and every list of task names, in help text, CLI choices or errors, is
 :func:`available_tasks`.
@@ -20,7 +22,7 @@ import difflib
 import importlib
 import pkgutil
 
-from unsloth_grpo.rewards._registry import REGISTRY
+from unsloth_grpo.rewards._registry import REGISTRY, TASK_REWARDS
 from unsloth_grpo.tasks._task import Grader, Task, reasoned_completion
 
 
@@ -59,15 +61,17 @@ def get_recipe(name: str):
 
 
 def _task_modules(reward: str | None):
-    """The reward registry's finder: each task module, loaded by this registry, for a reward name the
-    library does not declare (``reward``; None: every task, for the whole list)."""
-    for name in available_tasks():
+    """The reward registry's finder: the task module that declares ``reward``, loaded by this registry
+    (:data:`~unsloth_grpo.rewards._registry.TASK_REWARDS` says which; none for a name no task declares),
+    or every task module for None (the whole list)."""
+    owner = TASK_REWARDS.get(reward) if reward is not None else None
+    for name in available_tasks() if reward is None else [owner] if owner in available_tasks() else []:
         get_task(name)
         yield importlib.import_module(f"{__name__}.{name}")
 
 
 # A task's reward (countdown_equation, tests_passed, ...) is found through this registry: the rewards
-# package sits below the tasks and names none of them.
+# package sits below the tasks and imports none of their modules (it loads this package by name, on demand).
 REGISTRY.add_finder(_task_modules)
 
 __all__ = ["Grader", "Task", "available_tasks", "get_recipe", "get_task", "reasoned_completion",

@@ -58,6 +58,16 @@ class Task:
     loader: Callable | None = None
     #: Whether the loader also takes ``question_column`` and ``answer_column`` (a task that reads files).
     named_columns: bool = False
+    #: The fix the trick watcher (:mod:`unsloth_grpo.training.tricks`) gives for a trick it names, by the
+    #: warning's name, in the task's own words (its answer format, its placeholders, its format reward);
+    #: a warning not listed gets the watcher's general fix. A task whose answer is not in the answer
+    #: tags says its own.
+    trick_fixes: dict[str, str] = {
+        "copies_prompt": "Show the format with worked examples instead of a template with placeholders (text such as "
+                         "'the final number' inside the answer tags is something to copy), keep the format rewards' "
+                         "require_answer on, and score the prompt in the reward lab (unsloth-grpo rewards check): it "
+                         "warns when the template is paid.",
+    }
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"

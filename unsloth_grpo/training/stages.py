@@ -334,6 +334,75 @@ def describe_summary(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: Where a stage's held-out grading is kept, as the run writes it: the run's start and end, each stage's own.
+_EVAL_BEFORE, _EVAL_AFTER = "eval_before", "eval_after"
+
+
+def _graded(*places: Path) -> dict | None:
+    """The first of ``places`` that holds an evaluation (:func:`~unsloth_grpo.evaluation.evaluate.write_eval`)."""
+    from unsloth_grpo.evaluation.evaluate import EVAL_FILE, read_eval
+
+    for place in places:
+        if (place / EVAL_FILE).is_file():
+            return read_eval(place)
+    return None
+
+
+def add_held_out(cfg: RecipeConfig, summary: list[dict]) -> list[dict]:
+    """Each stage's held-out change, where it was measured, added to its summary entry as ``held_out``:
+    strict accuracy at the stage's start and end, and the problems it fixed and broke with the sign
+    test's p. A stage's start is its own before-grading, else the previous stage's end (the run's
+    start for the first); its end is its own after-grading, else the next stage's start (the run's end
+    for the last). An SFT stage grades nothing itself, so its change is read between its neighbours'."""
+    from unsloth_grpo.evaluation.evaluate import compare, sign_test
+
+    run, n = Path(cfg.output_dir), len(cfg.stages)
+    for entry in summary:
+        i = entry["stage"]
+        here = stage_dir(cfg, i)
+        start = _graded(here / _EVAL_BEFORE, stage_dir(cfg, i - 1) / _EVAL_AFTER if i > 1 else run / _EVAL_BEFORE)
+        end = _graded(here / _EVAL_AFTER, stage_dir(cfg, i + 1) / _EVAL_BEFORE if i < n else run / _EVAL_AFTER)
+        if start is None or end is None:
+            continue
+        try:
+            report = compare(start, end)
+        except ValueError:  # graded on other problems (the evaluation settings changed on a resume)
+            continue
+        fixed, broken = len(report["fixed"]), len(report["broken"])
+        entry["held_out"] = {"n": report["n"], "strict": [start["accuracy"], end["accuracy"]], "fixed": fixed,
+                             "broken": broken, "p": sign_test(fixed, broken)}
+    return summary
+
+
+def closing_lines(summary: list[dict]) -> list[str]:
+    """What each stage changed, one line each, for the run's last words: the reward (GRPO) or the loss
+    (SFT) over its first and last 5 logged steps, and held-out accuracy from its start to its end
+    where measured (:func:`add_held_out`); then one line naming each stage that lowered either."""
+    lines, lowered = [], []
+    for s in summary:
+        key = "loss" if s["kind"] == "sft" else "reward"
+        parts, fell = [], []
+        m = s["metrics"].get(key)
+        if m is not None:
+            parts.append(f"{key} {m['first5']:.3f} -> {m['last5']:.3f}")
+            if key == "reward" and m["last5"] < m["first5"]:
+                fell.append(f"its reward ({m['first5']:.3f} -> {m['last5']:.3f})")
+        h = s.get("held_out")
+        if h is not None:
+            a, b = h["strict"]
+            verdict = "within noise" if h["p"] >= 0.05 else "more than chance flips"
+            parts.append(f"held-out strict {a:.3f} -> {b:.3f} ({h['fixed']} fixed, {h['broken']} broken: {verdict}, "
+                         f"sign test p={h['p']:.2g})")
+            if b < a:
+                fell.append(f"held-out accuracy ({a:.3f} -> {b:.3f})")
+        label = f"stage {s['stage']} {s['name']} ({s['kind']}, {s['steps']} steps)"
+        lines.append(f"{label}: " + ("; ".join(parts) or "no metrics logged"))
+        if fell:
+            lowered.append(f"stage {s['stage']} {s['name']} lowered " + " and ".join(fell)
+                           + f" (its samples and report: {ckpt.STAGES_DIR}/{s['stage']:02d}-{s['name']}/)")
+    return lines + [f"note: {line}" for line in lowered]
+
+
 def prepare_stages(cfg: RecipeConfig, resume=None, *, dataset=None, lock=None,
                    log: Callable[[str], None] = print) -> tuple[int, ckpt.CheckpointInfo | None]:
     """Where a multi-stage run starts (:func:`plan_resume`), and its directory laid out for it: the
@@ -431,7 +500,8 @@ def write_combined(cfg: RecipeConfig) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-__all__ = ["STAGE_COMPLETE", "SUMMARY_FILE", "change_l2", "combined_metrics", "copy_adapter", "describe_summary",
+__all__ = ["STAGE_COMPLETE", "SUMMARY_FILE", "add_held_out", "change_l2", "closing_lines", "combined_metrics",
+           "copy_adapter", "describe_summary",
            "evaluation_end", "evaluation_start", "load_adapter_weights", "lora_state", "plan_resume", "prepare_stages",
            "read_summary", "sft_dataset_for", "stage_config", "stage_dir", "stage_problems", "summarize_stage",
            "train_sft", "write_combined"]

@@ -150,10 +150,11 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
         log("stages summary:\n" + st.describe_summary(summary))
         if graded_start is not None and first <= n:
             evaluation = st.evaluation_end(cfg, loaded, held_out, graded_start, log, headroom=headroom)
+        (run / st.SUMMARY_FILE).write_text(json.dumps(st.add_held_out(cfg, summary), indent=2))
     metrics = st.combined_metrics(cfg)
     backend = loaded.info.to_dict() if loaded is not None else {}
     return TrainResult(run, metrics, backend, time.time() - start, total_steps, evaluation=evaluation,
-                       headroom=headroom)
+                       headroom=headroom, stages=summary)
 
 
 def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callable[[str], None] = print,
@@ -559,7 +560,8 @@ def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list)
     from unsloth_grpo.tasks import get_task
     from unsloth_grpo.training.tricks import TrickWatcher
 
-    watcher = TrickWatcher(health.report, grading=get_task(cfg.task).grading_rewards,
+    task = get_task(cfg.task)
+    watcher = TrickWatcher(health.report, grading=task.grading_rewards, fixes=task.trick_fixes,
                            category_column=thresholds.category_column, window=max(1, thresholds.trick_window // 2),
                            ignore=thresholds.ignore)
     return watcher.wrap(reward_funcs)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter, deque
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from unsloth_grpo.grading.copying import answer_shape, copied_share, prompt_texts
 from unsloth_grpo.grading.locate import completion_text, extract_answer
@@ -52,7 +52,9 @@ class TrickWatcher:
     """Watches the completions of the last ``window`` scored batches for the tricks above.
 
     ``grading`` names the task's grading rewards (the one whose verdict is the task's answer check);
-    ``report(warning)`` receives each warning once (the health monitor's ``report``). Thresholds:
+    ``fixes`` are the task's own fixes by warning name, in its words (:attr:`unsloth_grpo.tasks.Task.trick_fixes`),
+    used instead of the general ones; ``report(warning)`` receives each warning once (the health monitor's
+    ``report``). Thresholds:
     ``copy_share`` of a completion's words copied makes it a copy, ``copy_frac`` of the window's
     completions copying fires ``copies_prompt``; ``pattern_frac``: the share of each category's
     completions that one pattern must hold for ``one_pattern``; ``gap``: the grading reward's mean on
@@ -70,8 +72,9 @@ class TrickWatcher:
                  category_column: str = "category", window: int = 5, copy_share: float = 0.5,
                  copy_frac: float = 0.5, pattern_frac: float = 0.75, gap: float = 0.3,
                  min_per_category: int = 8, min_prompts_per_category: int = 4, window_prompts: int = 16,
-                 ignore: Sequence[str] = ()) -> None:
+                 ignore: Sequence[str] = (), fixes: Mapping[str, str] | None = None) -> None:
         self.report = report
+        self.fixes = dict(fixes or {})
         self.grading = tuple(grading)
         self.category_column = category_column
         self.copy_share, self.copy_frac = copy_share, copy_frac
@@ -178,9 +181,9 @@ class TrickWatcher:
             step, "copies_prompt",
             f"{share:.0%} of the last {len(rows)} completions repeat the system prompt's own text instead of "
             f"working on their problem, e.g. {_short(example)!r}: the rewards pay a copy of the prompt.",
-            "Show the format with worked examples instead of a template with placeholders (text such as 'the final "
-            "number' inside the answer tags is something to copy), keep the format rewards' require_answer on, and "
-            "score the prompt in the reward lab (unsloth-grpo rewards check): it warns when the template is paid.",
+            self.fixes.get("copies_prompt") or
+            "Show the format with worked examples instead of a template with placeholders, make the format rewards "
+            "pay only for a completion with an answer of its own in it, and read the completions (samples.jsonl).",
             {"copy_share": share, "window_completions": len(rows), "example": example[:300]})
 
     def _by_category(self, rows: list[dict]) -> dict[str, list[dict]]:
