@@ -535,7 +535,46 @@ def _free_beside(path: Path, file: bool) -> Path:
         n += 1
 
 
-__all__ = ["BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "HEALTH_FILE", "LOCK_FILE", "MARKER", "RUN_COMPLETE",
+# ---------------------------------------------------------------- the metrics file
+
+
+def trim_metrics(path: str | os.PathLike, last_step: int) -> int:
+    """Keep only rows with ``step <= last_step`` in a metrics.jsonl (a resumed run re-logs the rest).
+
+    Returns the number of rows kept. A torn last line (the run died mid-write) is dropped.
+    """
+    path = Path(path)
+    if not path.exists():
+        return 0
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if int(row.get("step", 0)) <= last_step:
+            kept.append(json.dumps(row))
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
+    return len(kept)
+
+
+def last_logged_step(run_dir: str | os.PathLike) -> int:
+    """The highest ``step`` in ``run_dir/metrics.jsonl`` (0 when none is logged; a torn line is skipped)."""
+    step = 0
+    try:
+        for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
+            try:
+                step = max(step, int(json.loads(line).get("step", 0)))
+            except (ValueError, TypeError, AttributeError):
+                continue
+    except OSError:
+        pass
+    return step
+
+
+__all__ = ["last_logged_step", "trim_metrics", "BUNDLE_FILE", "CHECKPOINT_NAME", "CHECKPOINTS_DIR", "HEALTH_FILE", "LOCK_FILE", "MARKER", "RUN_COMPLETE",
            "RUN_CONFIG", "STAGES_DIR", "CheckpointInfo", "check_checkpoint", "checkpoint_info", "checkpoints_root",
            "collect_bundle", "dataset_fingerprint", "git_info", "is_checkpoint_dir", "is_run_dir", "latest_checkpoint",
            "list_checkpoints", "not_a_run", "other_task", "output_problem", "package_versions", "read_bundle",

@@ -50,10 +50,12 @@ from unsloth_grpo.runs import (
     checkpoint_info,
     checkpoints_root,
     is_checkpoint_dir,
+    last_logged_step,
     latest_checkpoint,
     list_checkpoints,
     run_dir_of,
     sha256_of,
+    trim_metrics,
 )
 
 #: Exit codes a shell expects after SIGINT / SIGTERM (128 + signal number).
@@ -324,28 +326,6 @@ def _newest_or_refuse(run_dir: Path, log: Callable[[str], None], *, missing_ok: 
     return info
 
 
-def trim_metrics(path: str | os.PathLike, last_step: int) -> int:
-    """Keep only rows with ``step <= last_step`` in a metrics.jsonl (a resumed run re-logs the rest).
-
-    Returns the number of rows kept. A torn last line (the run died mid-write) is dropped.
-    """
-    path = Path(path)
-    if not path.exists():
-        return 0
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if int(row.get("step", 0)) <= last_step:
-            kept.append(json.dumps(row))
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
-    return len(kept)
-
-
 # ---------------------------------------------------------------- finished runs and the run lock
 
 
@@ -356,20 +336,6 @@ def mark_finished(run_dir: str | os.PathLike, *, step: int, max_steps: int) -> P
     tmp.write_text(json.dumps({"step": int(step), "max_steps": int(max_steps), "finished": time.time()}) + "\n")
     os.replace(tmp, path)
     return path
-
-
-def last_logged_step(run_dir: str | os.PathLike) -> int:
-    """The highest ``step`` in ``run_dir/metrics.jsonl`` (0 when none is logged; a torn line is skipped)."""
-    step = 0
-    try:
-        for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines():
-            try:
-                step = max(step, int(json.loads(line).get("step", 0)))
-            except (ValueError, TypeError, AttributeError):
-                continue
-    except OSError:
-        pass
-    return step
 
 
 def finished_run(run_dir: str | os.PathLike) -> dict | None:
