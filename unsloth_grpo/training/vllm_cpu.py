@@ -232,7 +232,7 @@ class SyncCheck:
             pass
 
     def _fail(self, result: dict) -> None:
-        message = (f"after the weight sync of step {result['step']}, vLLM scores the probe completions "
+        message = (f"after the weight sync for step {result['step']}, vLLM scores the probe completions "
                    f"{result['max_diff']:.3g} away from the trained policy (per token, at most; tolerance "
                    f"{self.tolerance:g}): the rollouts come from other weights than the ones being trained")
         if self.strict:
@@ -253,6 +253,7 @@ def watch_sync(trainer, health_callback=None, *, log: Callable[[str], None] = pr
         return None
     metrics = getattr(trainer, "_metrics", {}).get("train")
     check = SyncCheck(trainer.model, trainer.processing_class, report=getattr(health_callback, "report", None),
-                      metrics=metrics, step=lambda: trainer.state.global_step, log=log, **kwargs)
+                      metrics=metrics, step=lambda: trainer.state.global_step + 1,  # the step these rollouts train
+                      log=log, **kwargs)
     generation.after_sync.append(check)
     return check
