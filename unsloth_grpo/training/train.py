@@ -305,8 +305,8 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
 
 def _attach_generation(cfg: RecipeConfig, trainer, loaded, health, main_process: bool,
                        log: Callable[[str], None]) -> None:
-    """What watches and shapes generation: the rollout check, the shared prefill (HF generate) and
-    dynamic sampling when the config asks for it."""
+    """What watches and shapes generation: the rollout check, the shared prefill (HF generate) and its
+    twin in the loss (each group's prompt run once), and dynamic sampling when the config asks for it."""
     from unsloth_grpo.training.rollouts import watch_rollouts
 
     watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
@@ -314,6 +314,9 @@ def _attach_generation(cfg: RecipeConfig, trainer, loaded, health, main_process:
         from unsloth_grpo.training import shared_prefill
 
         shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions
+        from unsloth_grpo.training import shared_prompt_loss
+
+        shared_prompt_loss.attach(trainer, log=log)  # one prompt forward per group in the loss; same log-probs
     if cfg.training.dynamic_sampling != "off":
         from unsloth_grpo.training import dynamic_sampling
 
