@@ -57,8 +57,11 @@ LABELS = {
 class StepTimer:
     """Times the parts of each optimizer step of a built GRPOTrainer (methods wrapped on the instance)."""
 
-    def __init__(self, trainer, *, shared_prefill: bool = True, shared_prompt_loss: bool = True) -> None:
+    def __init__(self, trainer, *, shared_prefill: bool = True, shared_prompt_loss: bool = True,
+                 merged_generation: bool = True, clock=time.perf_counter) -> None:
         self.trainer = trainer
+        self.merged_generation = merged_generation
+        self.clock = clock
         self.shared_prefill = shared_prefill
         self.shared_prompt_loss = shared_prompt_loss
         self.current: dict[str, float] = defaultdict(float)
@@ -102,11 +105,11 @@ class StepTimer:
         inner = getattr(self.trainer, name)
 
         def timed(*args, **kwargs):
-            t0 = time.perf_counter()
+            t0 = self.clock()
             try:
                 return inner(*args, **kwargs)
             finally:
-                self.current[name] += time.perf_counter() - t0
+                self.current[name] += self.clock() - t0
 
         setattr(self.trainer, name, timed)
 
@@ -121,20 +124,24 @@ class StepTimer:
                     timer.trainer.shared_prefill.enabled = timer.shared_prefill
                 if getattr(timer.trainer, "shared_prompt_loss", None) is not None:
                     timer.trainer.shared_prompt_loss.enabled = timer.shared_prompt_loss
+                if getattr(timer.trainer, "merged_generation", None) is not None:
+                    timer.trainer.merged_generation.enabled = timer.merged_generation
 
             def on_step_begin(self, args, state, control, **kwargs):
                 timer.current.clear()
-                timer.current["_start"] = time.perf_counter()
+                timer.current["_start"] = timer.clock()
+                timer.current["_cpu_start"] = time.process_time()
 
             def on_pre_optimizer_step(self, args, state, control, **kwargs):
-                timer.current["_opt"] = time.perf_counter()
+                timer.current["_opt"] = timer.clock()
 
             def on_optimizer_step(self, args, state, control, **kwargs):
-                timer.current["optimizer"] += time.perf_counter() - timer.current.pop("_opt")
+                timer.current["optimizer"] += timer.clock() - timer.current.pop("_opt")
 
             def on_step_end(self, args, state, control, **kwargs):
                 c = timer.current
-                total = time.perf_counter() - c.pop("_start")
+                total = timer.clock() - c.pop("_start")
+                cpu = time.process_time() - c.pop("_cpu_start")
                 parts = {
                     "generate": c["_generate_single_turn"],
                     "generate_other": c["_generate"] - c["_generate_single_turn"],
@@ -146,6 +153,7 @@ class StepTimer:
                 }
                 parts["other"] = total - sum(parts.values())
                 parts["total"] = total
+                parts["cpu"] = cpu
                 parts.update({k: c[k] for k in COUNTS})
                 timer.steps.append(parts)
 
@@ -154,7 +162,7 @@ class StepTimer:
     def summary(self, warmup: int) -> dict[str, float]:
         """Mean seconds per step of each part, the first ``warmup`` steps left out."""
         kept = self.steps[warmup:] or self.steps
-        return {k: statistics.fmean(s.get(k, 0.0) for s in kept) for k in (*PARTS, "other", "total", *COUNTS)}
+        return {k: statistics.fmean(s.get(k, 0.0) for s in kept) for k in (*PARTS, "other", "total", "cpu", *COUNTS)}
 
 
 def config_for(run: str, backend: str, overrides: list[str]):
@@ -184,8 +192,9 @@ def real_start(backend: str, overrides: list[str], out: Path, log=print):
     from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
     from unsloth_grpo.training.train import load_task_dataset
 
-    cfg = RECIPE.resolve(preset="smollm2", output_dir=str(out / "real"),
-                         overrides=[f"model.backend={backend}", "run.samples_every=0", *overrides])
+    cfg = RECIPE.resolve(preset="smollm2", output_dir=str(out / "real"),  # steps only: no held-out grading
+                         overrides=[f"model.backend={backend}", "run.samples_every=0", "evaluation.before_after=false",
+                                    *overrides])
     sft_stage = cfg.stages[0]
     sft_cfg, grpo_cfg = stage_config(cfg, 1), stage_config(cfg, 2)
     decision = prepare_backend(cfg.model)
@@ -233,7 +242,8 @@ def ab_generation(trainer, reps: int) -> dict:
 
 
 def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str], *, shared_prefill: bool = True,
-            shared_prompt_loss: bool = True, ab_reps: int = 0, out: str = "outputs/step-time") -> dict:
+            shared_prompt_loss: bool = True, merged_generation: bool = True, ab_reps: int = 0,
+            out: str = "outputs/step-time", clock: str = "wall") -> dict:
     import dataclasses
     import shutil
 
@@ -254,7 +264,9 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
 
     def init(self, *a, **kw):  # the trainer train() builds, timed from its first step
         original(self, *a, **kw)
-        timers.append(StepTimer(self, shared_prefill=shared_prefill, shared_prompt_loss=shared_prompt_loss))
+        timers.append(StepTimer(self, shared_prefill=shared_prefill, shared_prompt_loss=shared_prompt_loss,
+                                merged_generation=merged_generation,
+                                clock=time.process_time if clock == "cpu" else time.perf_counter))
 
     trl.GRPOTrainer.__init__ = init
     try:
@@ -269,8 +281,10 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
     return {"run": run, "backend": backend,
             "steps": len(timer.steps), "warmup": warmup, "seconds": timer.summary(warmup),
             "mean_completion_length": statistics.fmean(lengths[warmup:] or lengths),
-            "shared_prefill": shared_prefill, "shared_prompt_loss": shared_prompt_loss,
+            "shared_prefill": shared_prefill, "shared_prompt_loss": shared_prompt_loss, "clock": clock,
             "shared_prompt_loss_served": getattr(getattr(timer.trainer, "shared_prompt_loss", None), "served", None),
+            "merged_generation": merged_generation,
+            "merged_generations": getattr(getattr(timer.trainer, "merged_generation", None), "merges", None),
             "generate_ab": ab, "model": model_info(timer.trainer.model),
             "reward_first_last": [statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])] if rewards else None,
             "per_step": timer.steps}
@@ -323,9 +337,11 @@ def table(results: list[dict], limits: dict | None = None) -> str:
     lines = []
     for r in results:
         s = r["seconds"]
-        lines.append(f"{r['run']} ({r['backend']}, shared prefill {'on' if r['shared_prefill'] else 'off'}, "
-                     f"shared prompt in the loss {'on' if r.get('shared_prompt_loss', False) else 'off'}): "
-                     f"{1000 * s['total']:.0f} ms a step over {r['steps'] - r['warmup']} steps "
+        lines.append(f"{r['run']} ({r['backend']}, {r.get('clock', 'wall')} clock, shared prefill {'on' if r['shared_prefill'] else 'off'}, "
+                     f"shared prompt in the loss {'on' if r.get('shared_prompt_loss', False) else 'off'}, "
+                     f"merged generation {'on' if r.get('merged_generation', False) else 'off'}): "
+                     f"{1000 * s['total']:.0f} ms a step ({1000 * s['cpu']:.0f} ms of CPU time) over "
+                     f"{r['steps'] - r['warmup']} steps "
                      f"(mean completion {r['mean_completion_length']:.1f} tokens)")
         for k in (*PARTS, "other"):
             lines.append(f"  {LABELS.get(k, 'other (callbacks, logging, data)'):46s} {1000 * s[k]:8.1f} ms "
@@ -353,12 +369,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="off: generate as TRL does, every row's prompt prefilled (to measure what sharing saves).")
     p.add_argument("--shared-prompt-loss", choices=("on", "off"), default="on",
                    help="off: the loss runs every row's prompt, as TRL does (to measure what sharing it saves).")
+    p.add_argument("--merged-generation", choices=("on", "off"), default="on",
+                   help="off: generate with the LoRA adapter unmerged, as TRL does (on: merged while generating, CPU).")
     p.add_argument("--ab-reps", type=int, default=10,
                    help="After training, time model.generate on one batch this many times with the shared prefill "
                         "and as many without, in turn (0: skip).")
     p.add_argument("--profile", action="store_true",
                    help="Measure this machine's matmul throughput and memory bandwidth first, and set each part's "
                         "tokens and FLOPs against them.")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="cpu: time every part in this process's CPU time (with OMP_NUM_THREADS=1, what a step costs "
+                        "whatever else runs on the machine); wall: seconds as they pass.")
     p.add_argument("--out", default="outputs/step-time", help="Where results.json goes.")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Config overrides for every run.")
     args = p.parse_args(argv)
@@ -379,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
             results.append(measure(run, backend, args.steps, args.warmup, args.overrides,
                                    shared_prefill=args.shared_prefill == "on",
-                                   shared_prompt_loss=args.shared_prompt_loss == "on", ab_reps=args.ab_reps,
+                                   shared_prompt_loss=args.shared_prompt_loss == "on",
+                                   merged_generation=args.merged_generation == "on", ab_reps=args.ab_reps,
+                                   clock=args.clock,
                                    out=args.out))
             print(table(results[-1:], limits), flush=True)
     out = Path(args.out)

@@ -125,3 +125,82 @@ def test_grpo_training_with_the_shared_prompt_is_the_training_without_it(tiny_mo
     for a, b in zip(plain, shared, strict=True):
         for key in ("reward", "reward_std", "completions/mean_length", "loss", "grad_norm", "entropy"):
             assert b[key] == pytest.approx(a[key], rel=1e-3, abs=1e-5), key
+
+
+# ---------------------------------------------------------------- the adapter merged for generation
+
+
+class _Turn:
+    """A trainer stand-in: ``_generate_single_turn`` returns the logits of its prompt (what generation samples from)."""
+
+    def __init__(self, model, ids):
+        self.model, self.ids = model, ids
+
+    def _generate_single_turn(self, *args, **kwargs):
+        import torch
+
+        with torch.no_grad():
+            return self.model(input_ids=self.ids).logits
+
+
+def test_merged_generation_samples_the_same_logits_and_gives_the_weights_back(tiny):
+    import torch
+
+    from unsloth_grpo.training import merged_generation
+
+    model, tokenizer = tiny
+    ids = tokenizer(["What is 2 + 3? Answer in tags"], return_tensors="pt")["input_ids"]
+    trainer = _Turn(model, ids)
+    layers = merged_generation.lora_layers(model)
+    assert layers  # every linear layer of the tiny model carries an adapter
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with torch.no_grad():
+        unmerged = model(input_ids=ids).logits
+    calls = []
+    hook = layers[0].lora_A["default"].register_forward_hook(lambda *a: calls.append(1))
+    try:
+        handle = merged_generation.MergedGeneration(trainer, layers, log=None)
+        merged = trainer._generate_single_turn()
+        assert calls == []  # generation ran on merged weights: no adapter product
+        torch.testing.assert_close(merged, unmerged, rtol=1e-4, atol=1e-4)  # sums taken in another order
+        assert handle.merges == 1 and not any(layer.merged for layer in layers)
+        for n, p in model.named_parameters():
+            assert torch.equal(p, before[n]), n  # the frozen weights exactly as they were, the adapter untouched
+        with torch.no_grad():
+            assert torch.equal(model(input_ids=ids).logits, unmerged)
+        assert calls  # the training forward uses the adapter again
+        handle.enabled = False
+        calls.clear()
+        trainer._generate_single_turn()
+        assert calls and handle.merges == 1
+    finally:
+        hook.remove()
+
+
+def test_merged_generation_gives_the_weights_back_when_generation_fails(tiny):
+    import torch
+
+    from unsloth_grpo.training import merged_generation
+
+    model, _ = tiny
+
+    class Failing:
+        def _generate_single_turn(self):
+            raise RuntimeError("out of memory in generation")
+
+    trainer = Failing()
+    layers = merged_generation.lora_layers(model)
+    before = [layer.get_base_layer().weight.detach().clone() for layer in layers]
+    merged_generation.MergedGeneration(trainer, layers, log=None)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        trainer._generate_single_turn()
+    assert not any(layer.merged for layer in layers)
+    assert all(torch.equal(layer.get_base_layer().weight, w) for layer, w in zip(layers, before))
+
+
+def test_merged_generation_applies_only_to_plain_lora_layers(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from unsloth_grpo.training import merged_generation
+
+    assert merged_generation.lora_layers(AutoModelForCausalLM.from_pretrained(tiny_model_dir)) == []
