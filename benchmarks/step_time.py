@@ -58,9 +58,8 @@ class StepTimer:
     """Times the parts of each optimizer step of a built GRPOTrainer (methods wrapped on the instance)."""
 
     def __init__(self, trainer, *, shared_prefill: bool = True, shared_prompt_loss: bool = True,
-                 merged_generation: bool = True, clock=time.perf_counter) -> None:
+                 clock=time.perf_counter) -> None:
         self.trainer = trainer
-        self.merged_generation = merged_generation
         self.clock = clock
         self.shared_prefill = shared_prefill
         self.shared_prompt_loss = shared_prompt_loss
@@ -124,8 +123,6 @@ class StepTimer:
                     timer.trainer.shared_prefill.enabled = timer.shared_prefill
                 if getattr(timer.trainer, "shared_prompt_loss", None) is not None:
                     timer.trainer.shared_prompt_loss.enabled = timer.shared_prompt_loss
-                if getattr(timer.trainer, "merged_generation", None) is not None:
-                    timer.trainer.merged_generation.enabled = timer.merged_generation
 
             def on_step_begin(self, args, state, control, **kwargs):
                 timer.current.clear()
@@ -242,8 +239,8 @@ def ab_generation(trainer, reps: int) -> dict:
 
 
 def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str], *, shared_prefill: bool = True,
-            shared_prompt_loss: bool = True, merged_generation: bool = True, ab_reps: int = 0,
-            out: str = "outputs/step-time", clock: str = "wall") -> dict:
+            shared_prompt_loss: bool = True, ab_reps: int = 0, out: str = "outputs/step-time",
+            clock: str = "wall") -> dict:
     import dataclasses
     import shutil
 
@@ -265,7 +262,6 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
     def init(self, *a, **kw):  # the trainer train() builds, timed from its first step
         original(self, *a, **kw)
         timers.append(StepTimer(self, shared_prefill=shared_prefill, shared_prompt_loss=shared_prompt_loss,
-                                merged_generation=merged_generation,
                                 clock=time.process_time if clock == "cpu" else time.perf_counter))
 
     trl.GRPOTrainer.__init__ = init
@@ -283,8 +279,6 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
             "mean_completion_length": statistics.fmean(lengths[warmup:] or lengths),
             "shared_prefill": shared_prefill, "shared_prompt_loss": shared_prompt_loss, "clock": clock,
             "shared_prompt_loss_served": getattr(getattr(timer.trainer, "shared_prompt_loss", None), "served", None),
-            "merged_generation": merged_generation,
-            "merged_generations": getattr(getattr(timer.trainer, "merged_generation", None), "merges", None),
             "generate_ab": ab, "model": model_info(timer.trainer.model),
             "reward_first_last": [statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])] if rewards else None,
             "per_step": timer.steps}
@@ -338,8 +332,7 @@ def table(results: list[dict], limits: dict | None = None) -> str:
     for r in results:
         s = r["seconds"]
         lines.append(f"{r['run']} ({r['backend']}, {r.get('clock', 'wall')} clock, shared prefill {'on' if r['shared_prefill'] else 'off'}, "
-                     f"shared prompt in the loss {'on' if r.get('shared_prompt_loss', False) else 'off'}, "
-                     f"merged generation {'on' if r.get('merged_generation', False) else 'off'}): "
+                     f"shared prompt in the loss {'on' if r.get('shared_prompt_loss', False) else 'off'}): "
                      f"{1000 * s['total']:.0f} ms a step ({1000 * s['cpu']:.0f} ms of CPU time) over "
                      f"{r['steps'] - r['warmup']} steps "
                      f"(mean completion {r['mean_completion_length']:.1f} tokens)")
@@ -369,8 +362,6 @@ def main(argv: list[str] | None = None) -> int:
                    help="off: generate as TRL does, every row's prompt prefilled (to measure what sharing saves).")
     p.add_argument("--shared-prompt-loss", choices=("on", "off"), default="on",
                    help="off: the loss runs every row's prompt, as TRL does (to measure what sharing it saves).")
-    p.add_argument("--merged-generation", choices=("on", "off"), default="on",
-                   help="off: generate with the LoRA adapter unmerged, as TRL does (on: merged while generating, CPU).")
     p.add_argument("--ab-reps", type=int, default=10,
                    help="After training, time model.generate on one batch this many times with the shared prefill "
                         "and as many without, in turn (0: skip).")
@@ -401,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(measure(run, backend, args.steps, args.warmup, args.overrides,
                                    shared_prefill=args.shared_prefill == "on",
                                    shared_prompt_loss=args.shared_prompt_loss == "on",
-                                   merged_generation=args.merged_generation == "on", ab_reps=args.ab_reps,
+                                   ab_reps=args.ab_reps,
                                    clock=args.clock,
                                    out=args.out))
             print(table(results[-1:], limits), flush=True)

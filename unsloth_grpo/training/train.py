@@ -317,10 +317,6 @@ def _attach_generation(cfg: RecipeConfig, trainer, loaded, health, main_process:
         from unsloth_grpo.training import shared_prompt_loss
 
         shared_prompt_loss.attach(trainer, log=log)  # one prompt forward per group in the loss; same log-probs
-    if loaded.info.device == "cpu":
-        from unsloth_grpo.training import merged_generation
-
-        merged_generation.attach(trainer, log=log)  # the adapter merged while generating; same distribution
     if cfg.training.dynamic_sampling != "off":
         from unsloth_grpo.training import dynamic_sampling
 
