@@ -286,25 +286,31 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
 
 def model_info(model) -> dict:
     """The frozen matrix-multiply weights of ``model`` (every ``nn.Linear`` that is not trained: the layers
-    and the LM head, not LoRA's matrices): their parameters (a token's forward costs twice that in FLOPs)
-    and bytes (what a decode step reads), and the trained parameters."""
+    and the LM head, not LoRA's matrices): their parameters (a token's forward costs twice that in FLOPs),
+    the LM head's share of them (applied only where logits are needed) and their bytes (what a decode step
+    reads), and the trained parameters."""
     import torch
 
     frozen = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear) and not m.weight.requires_grad]
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     return {"matmul_params": sum(w.numel() for w in frozen),
+            "head_params": head.weight.numel() if head is not None else 0,
             "matmul_bytes": sum(w.numel() * w.element_size() for w in frozen),
             "trained_params": sum(p.numel() for p in model.parameters() if p.requires_grad)}
 
 
 def profile(r: dict, limits: dict) -> str:
     """Tokens and FLOPs of each part of ``r``'s mean step against ``limits`` (benchmarks/machine_limits.py).
-    FLOPs count the frozen matrix multiplies only (2 per weight per token; a LoRA backward computes the
-    input's gradient through them, about as many again; attention's scores and LoRA's own are left out)."""
+    FLOPs count the frozen matrix multiplies of the plain computation (TRL's: every row's prompt in the loss)
+    only: 2 per weight per token, the LM head only where logits are taken; a LoRA backward computes the
+    input's gradient through them, about as many again. Attention's scores and LoRA's own products are left
+    out. With the shared prompt in the loss the same work takes less time: a higher GFLOP/s."""
     s, m = r["seconds"], r["model"]
     peak = limits["matmul_gflops"]["square 2048"]
     bw = limits["memory_gbps"]["read"]
-    per_token = 2 * m["matmul_params"]
+    body, head = 2 * (m["matmul_params"] - m.get("head_params", 0)), 2 * m.get("head_params", 0)
     prefill = s["distinct_prompt_tokens"] if r["shared_prefill"] else s["prompt_tokens"]
+    logits = s["loss_completion_tokens"] + s["loss_rows"]  # the loss's logits: each row's completion, and one more
     rows = [
         ("generation (prefill + decode)", s["generate"], prefill + s["decode_row_tokens"],
          f"{s['gen_calls']:.1f} calls, {s['gen_rows']:.0f} rows, {prefill:.0f} prompt tokens prefilled, "
@@ -321,7 +327,9 @@ def profile(r: dict, limits: dict) -> str:
              f"{m['trained_params'] / 1e6:.1f}M trained",
              f"  {'part':32s} {'ms':>8s} {'tokens':>8s} {'GFLOP':>8s} {'GFLOP/s':>8s} {'of peak':>8s}  what"]
     for name, sec, tokens, what in rows:
-        gflop = per_token * tokens / 1e9
+        # a prefill needs only its last token's logits; a decoded token and a loss position need theirs
+        gflop = (body * tokens + head * (s["decode_row_tokens"] + s["gen_calls"] if name.startswith("generation")
+                                         else logits)) / 1e9
         rate = gflop / sec if sec else float("nan")
         lines.append(f"  {name:32s} {1000 * sec:8.0f} {tokens:8.0f} {gflop:8.1f} {rate:8.1f} {100 * rate / peak:7.0f}%  {what}")
     return "\n".join(lines)
