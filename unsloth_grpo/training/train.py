@@ -355,7 +355,8 @@ def _engine_for(info, log: Callable[[str], None]):
 def _attach_generation(cfg: RecipeConfig, trainer, loaded, health, main_process: bool,
                        log: Callable[[str], None]) -> None:
     """What watches and shapes generation: the rollout checks (the first rounds; after every weight sync
-    of vLLM's CPU engine), the shared prefill (HF generate) and dynamic sampling when the config asks for it."""
+    of vLLM's CPU engine), the shared prefill (HF generate) and its twin in the loss (each group's prompt
+    run once), and dynamic sampling when the config asks for it."""
     from unsloth_grpo.training.rollouts import watch_rollouts
     from unsloth_grpo.training.vllm_cpu import watch_sync
 
@@ -365,6 +366,9 @@ def _attach_generation(cfg: RecipeConfig, trainer, loaded, health, main_process:
         from unsloth_grpo.training import shared_prefill
 
         shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions
+        from unsloth_grpo.training import shared_prompt_loss
+
+        shared_prompt_loss.attach(trainer, log=log)  # one prompt forward per group in the loss; same log-probs
     if cfg.training.dynamic_sampling != "off":
         from unsloth_grpo.training import dynamic_sampling
 
