@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config, is_transformers
+from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
 from unsloth_grpo.data import DataError
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.runs import package_versions
+from unsloth_grpo.training import generation_hooks
 from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.training.held_out import (eval_kwargs, evaluate_held_out, headroom_end, headroom_start,
                                             held_out_rows, load_task_dataset, report_before_after)
@@ -197,7 +198,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
                                           round_steps=generation_round_steps(cfg))
     trainer, health = _make_trainer(cfg, loaded, args, dataset, reward_funcs, weights, tool_kwargs,
                                     [saver, *(callbacks or [])], resume_from, main_process, log)
-    _attach_generation(cfg, trainer, loaded, health, main_process, log)
+    generation_hooks.attach(cfg, trainer, loaded, health, main_process, log)
     held_out, before = _held_out_start(cfg, trainer, loaded, stage, main_process)
     headroom = headroom_start(cfg, trainer.model, loaded.tokenizer, dataset, out, log,
                               resumed=resume_from is not None) if main_process else None
@@ -322,7 +323,7 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
     )
     trainer, failure = None, None
     try:
-        with _engine_for(loaded.info, log):
+        with generation_hooks.engine_for(loaded.info, log):
             trainer = GRPOTrainer(args=args, **trainer_kwargs)
     except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
         if not _may_fall_back(cfg, args):
@@ -337,49 +338,6 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
     # "done in", a notebook's summary of the TrainResult) says when it ended, so the callback does not
     use_progress_line(trainer, make_progress_callback(end_line=False))
     return trainer, health
-
-
-def _engine_for(info, log: Callable[[str], None]):
-    """Where TRL's colocated vLLM is built for the decided device: on a CPU (vLLM's CPU build, decided in
-    :func:`unsloth_grpo.hardware.profiles.vllm_choice`) float32, eager and the whole-model weight sync of
-    :mod:`unsloth_grpo.training.vllm_cpu`; elsewhere TRL's own."""
-    import contextlib
-
-    if info.use_vllm and info.device == "cpu":
-        from unsloth_grpo.training.vllm_cpu import colocated_on_cpu
-
-        return colocated_on_cpu(log)
-    return contextlib.nullcontext()
-
-
-def _attach_generation(cfg: RecipeConfig, trainer, loaded, health, main_process: bool,
-                       log: Callable[[str], None]) -> None:
-    """What watches and shapes generation: the rollout checks (the first rounds; after every weight sync
-    of vLLM's CPU engine), the shared prefill (HF generate) and its twin in the loss (each group's prompt
-    run once), and dynamic sampling when the config asks for it."""
-    from unsloth_grpo.training.rollouts import watch_rollouts
-    from unsloth_grpo.training.vllm_cpu import watch_sync
-
-    watch_rollouts(trainer, health, log=log)  # the first rounds' completions must come from the trained weights
-    watch_sync(trainer, health, log=log)  # vLLM's CPU engine scores fixed completions as the policy does
-    if is_transformers(loaded.info.backend) or loaded.info.device == "cpu":  # HF generate, not Unsloth's GPU path
-        from unsloth_grpo.training import shared_prefill
-
-        shared_prefill.attach(trainer, log=log)  # one prompt prefill per group; same completions
-        from unsloth_grpo.training import shared_prompt_loss
-
-        shared_prompt_loss.attach(trainer, log=log)  # one prompt forward per group in the loss; same log-probs
-    if cfg.training.dynamic_sampling != "off":
-        from unsloth_grpo.training import dynamic_sampling
-
-        try:
-            dynamic_sampling.attach(trainer, cfg.training.dynamic_sampling, max_rounds=cfg.training.max_sampling_rounds,
-                                    log=log)
-            if main_process:
-                log(dynamic_sampling.describe(cfg.training.dynamic_sampling, cfg.training.max_sampling_rounds))
-        except dynamic_sampling.DynamicSamplingError as exc:  # a trainer class without TRL's methods
-            if main_process:
-                log(f"dynamic sampling: off for this run ({exc})")
 
 
 def _held_out_start(cfg: RecipeConfig, trainer, loaded, stage: tuple[int, str | None], main_process: bool):
