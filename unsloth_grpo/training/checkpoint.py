@@ -75,6 +75,15 @@ class EarlierRun(CheckpointError):
         super().__init__(python)
         self.command_line = command_line
 
+    @classmethod
+    def over(cls, output_dir: str | Path, what: str) -> "EarlierRun":
+        """The refusal of a new run into ``output_dir``, which holds ``what`` (its first words say what)."""
+        earlier = f"{output_dir} holds {what}; "
+        return cls(earlier + "nothing was changed. Continue that run with train(cfg, resume=True), or "
+                   + own_directory_hint(output_dir),
+                   earlier + "pass --resume to continue it, or choose another --output-dir (or delete that directory) "
+                             "to start over")
+
 
 def own_directory_hint(output_dir: str | Path) -> str:
     """How a Python caller gives a new run a directory of its own (the fix of :class:`EarlierRun`): the

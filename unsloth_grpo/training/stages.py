@@ -260,12 +260,7 @@ def plan_resume(cfg: RecipeConfig, resume) -> tuple[int, ckpt.CheckpointInfo | N
     done = [_complete(stage_dir(cfg, i)) is not None for i in range(1, n + 1)]
     if resume is None or resume is False:
         if any(done) or ckpt.list_checkpoints(cfg.output_dir):
-            earlier = f"{cfg.output_dir} holds stages or checkpoints of an earlier run; "
-            raise ckpt.EarlierRun(
-                earlier + "nothing was changed. Continue that run with train(cfg, resume=True), or "
-                + ckpt.own_directory_hint(cfg.output_dir),
-                earlier + "pass --resume to continue it, or choose another --output-dir (or delete that directory) "
-                          "to start over")
+            raise ckpt.EarlierRun.over(cfg.output_dir, "stages or checkpoints of an earlier run")
         return 1, None
     info = ckpt.resolve_resume(resume, cfg.output_dir)
     first_open = next((i for i in range(1, n + 1) if not done[i - 1]), n + 1)

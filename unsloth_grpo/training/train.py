@@ -422,12 +422,8 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
             f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "
             f"run's config, which lists the stages ({ckpt.resume_hint(ckpt.run_dir_of(resume_from.path))})")
     if resume_from is None and not resume and ckpt.list_checkpoints(cfg.output_dir):
-        earlier = f"{cfg.output_dir} holds checkpoints of an earlier run (latest: {ckpt.latest_checkpoint(cfg.output_dir)}); "
-        raise ckpt.EarlierRun(
-            earlier + "nothing was changed. Continue that run with train(cfg, resume=True), or "
-            + ckpt.own_directory_hint(cfg.output_dir),
-            earlier + "pass --resume to continue it, or choose another --output-dir (or delete that directory) to "
-                      "start over")
+        raise ckpt.EarlierRun.over(cfg.output_dir, "checkpoints of an earlier run (latest: "
+                                   f"{ckpt.latest_checkpoint(cfg.output_dir)})")
     round_steps = generation_round_steps(cfg)
     if resume_from is not None and resume_from.step % round_steps:
         aligned = [c for c in ckpt.list_checkpoints(ckpt.run_dir_of(resume_from.path))
