@@ -13,6 +13,7 @@ import json
 
 import pytest
 import yaml
+from cli_replay import no_model_loads, replay, snapshot
 
 from unsloth_grpo.cli.recipe import add_train_arguments, run_from_args, run_recipe
 from unsloth_grpo.recipes import gsm8k
@@ -182,20 +183,11 @@ def test_a_start_that_fails_to_load_the_model_leaves_no_output_folder(tmp_path):
 # ------------------------------------------------------------------ issue 28: bad inputs that used to pass
 
 
-def _snapshot(path) -> dict:
-    """Every file under ``path`` with its bytes (empty for a directory that does not exist)."""
-    from pathlib import Path
-
-    root = Path(path)
-    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()} \
-        if root.is_dir() else {}
-
-
 def _refused_leaving(capsys, out, *argv: str) -> str:
     """Refused with exit 2 and no traceback, and the output directory exactly as it was before."""
-    before, existed = _snapshot(out), out.exists()
+    before, existed = snapshot(out), out.exists()
     err = _refused(capsys, "--output-dir", str(out), *argv)
-    assert out.exists() == existed and _snapshot(out) == before
+    assert out.exists() == existed and snapshot(out) == before
     return err
 
 
@@ -242,12 +234,12 @@ def test_a_hub_dataset_with_the_hub_unreachable_fails_at_once_and_suggests_the_s
 
 def _recipe_refused(recipe, capsys, out, *argv: str) -> str:
     """Another recipe's answer to bad input, checked like :func:`_refused_leaving`."""
-    before, existed = _snapshot(out), out.exists()
+    before, existed = snapshot(out), out.exists()
     code = run_recipe(recipe, ["--preset", "smoke", "--output-dir", str(out), *argv])
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err
-    assert out.exists() == existed and _snapshot(out) == before
+    assert out.exists() == existed and snapshot(out) == before
     (message,) = [line for line in err.splitlines() if line.startswith("error: ")]
     return message
 
@@ -332,7 +324,7 @@ def test_resume_of_a_finished_run_gives_advice_the_refusal_without_resume_agrees
     from unsloth_grpo.cli.main import main
 
     run = _finished_run(tmp_path / "run")
-    before = _snapshot(run)
+    before = snapshot(run)
     answers = []
     for argv in (["--output-dir", str(run), "--resume"], ["--resume", str(run)]):  # both forms of --resume
         assert main(["train", *argv]) == 2
@@ -344,7 +336,7 @@ def test_resume_of_a_finished_run_gives_advice_the_refusal_without_resume_agrees
         assert "finished at step 40" in err and "another --output-dir" in err
         assert "start without --resume" not in err  # the advice it used to give, which is refused
     assert "--resume training.max_steps=N" in answers[0]
-    assert _snapshot(run) == before
+    assert snapshot(run) == before
 
 
 def test_an_empty_or_damaged_parquet_says_so_not_utf8(capsys, tmp_path):
@@ -460,17 +452,6 @@ def test_a_list_position_past_the_end_says_how_to_give_the_whole_list(capsys):
 # nothing written outside the run's own directory.
 
 
-def _no_model_loads(monkeypatch):
-    """Every way a command loads a model fails the test: the checks must come first."""
-    from unsloth_grpo.hardware import backend
-
-    def loaded(*args, **kwargs):
-        raise AssertionError("a model was loaded although the input was bad")
-
-    monkeypatch.setattr(backend, "load_for_inference", loaded)
-    monkeypatch.setattr(backend, "load_model", loaded)
-
-
 @pytest.fixture
 def scratch(tmp_path, monkeypatch):
     """A working directory holding one finished run (``outputs/smoke``, as the Quick start leaves it),
@@ -487,23 +468,8 @@ def scratch(tmp_path, monkeypatch):
     (tmp_path / "damaged").mkdir()
     (tmp_path / "damaged" / "config.json").write_text("{model_type: llama")
     (tmp_path / "a-file").write_text("mine")
-    _no_model_loads(monkeypatch)
+    no_model_loads(monkeypatch)
     return tmp_path
-
-
-def _replay(argv: list[str]) -> int:
-    """``unsloth-grpo ARGV`` or, for ``recipes.NAME ARGV``, ``python -m unsloth_grpo.recipes.NAME ARGV``;
-    argparse's own refusals (SystemExit) count as the command's exit code."""
-    from unsloth_grpo.cli.main import main
-
-    try:
-        if argv[0].startswith("recipes."):
-            from unsloth_grpo.cli.train import load_recipe
-
-            return run_recipe(load_recipe(argv[0].split(".", 1)[1]), argv[1:])
-        return main(argv)
-    except SystemExit as exc:
-        return exc.code
 
 
 #: (the command, words its message must hold). Each was a traceback, a silent choice, a hub lookup of a
@@ -562,14 +528,14 @@ REPLAY = [
 
 @pytest.mark.parametrize("argv, said", REPLAY, ids=[" ".join(argv) for argv, _ in REPLAY])
 def test_the_second_newcomer_list_is_refused_cleanly(scratch, capsys, argv, said):
-    before = _snapshot(scratch)
-    code = _replay(argv)
+    before = snapshot(scratch)
+    code = replay(argv)
     out, err = capsys.readouterr()
     assert code == 2, out + err
     assert "Traceback" not in out + err
     message = err[err.index("error: "):] if "error: " in err else err
     assert all(words in message for words in said), message
-    assert _snapshot(scratch) == before  # nothing written: not in the run's directory, not beside it
+    assert snapshot(scratch) == before  # nothing written: not in the run's directory, not beside it
 
 
 def test_a_key_given_twice_in_a_config_file_is_named_with_its_lines(tmp_path, capsys):
@@ -595,12 +561,12 @@ def test_a_read_only_output_directory_is_refused_before_anything_is_written(scra
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if os.path.abspath(p) == str(ro) and mode & os.W_OK
                         else real_access(p, mode, **kw))
-    before = _snapshot(scratch)
+    before = snapshot(scratch)
     code = _run_with(["--output-dir", "outputs/new-run"])  # _never_train fails the test if the run starts
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert "output_dir 'outputs/new-run' cannot be written (it would be made in outputs" in err
-    assert _snapshot(scratch) == before
+    assert snapshot(scratch) == before
 
 
 def test_a_missing_local_model_path_is_never_looked_up_on_the_hub(tmp_path, monkeypatch):
@@ -667,7 +633,7 @@ def test_resume_with_another_recipe_is_refused(tmp_path, capsys):
     from unsloth_grpo.recipes import countdown
 
     run = _run_with_checkpoint(tmp_path / "gsm8k-run")
-    before = _snapshot(run)
+    before = snapshot(run)
     for argv in (["--preset", "smoke", "--output-dir", str(run), "--resume"], ["--resume", str(run)],
                  ["--preset", "smoke", "--resume", str(run / "checkpoints" / "checkpoint-10")]):
         parser = argparse.ArgumentParser()
@@ -678,7 +644,7 @@ def test_resume_with_another_recipe_is_refused(tmp_path, capsys):
         assert "Traceback" not in err
         assert f"--resume: {run} holds a run of the gsm8k task" in err and "continue it as countdown" in err
         assert f"unsloth-grpo train --resume {run}" in err
-    assert _snapshot(run) == before
+    assert snapshot(run) == before
 
 
 def test_the_library_refuses_a_checkpoint_of_another_task(tmp_path):
@@ -849,10 +815,10 @@ def test_overrides_may_stand_on_both_sides_of_an_option(capsys, command):
     # `... training.max_steps=2 --output-dir X model.name=Y` ended "unrecognized arguments: model.name=Y"
     argv = [*command, "--preset", "smoke", "training.max_steps=2", "--output-dir", "X", "model.name=Y",
             "--print-config", "training.max_steps=4"]
-    assert _replay(argv) == 0
+    assert replay(argv) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert (printed["output_dir"], printed["model"]["name"], printed["training"]["max_steps"]) == ("X", "Y", 4)
-    assert _replay([*command, "--preset", "smoke", "a=1", "--output-dir", "X", "--nope"]) == 2  # still refused
+    assert replay([*command, "--preset", "smoke", "a=1", "--output-dir", "X", "--nope"]) == 2  # still refused
     assert "unrecognized arguments: --nope" in capsys.readouterr().err
 
 
@@ -886,11 +852,11 @@ RANGES = [
 
 @pytest.mark.parametrize("argv, said", RANGES, ids=[" ".join(argv) for argv, _ in RANGES])
 def test_an_option_out_of_range_is_refused_while_parsing(scratch, capsys, argv, said):
-    before = _snapshot(scratch)
-    assert _replay(argv) == 2
+    before = snapshot(scratch)
+    assert replay(argv) == 2
     err = capsys.readouterr().err
     assert said in err and "e.g. " in err and "Traceback" not in err
-    assert _snapshot(scratch) == before
+    assert snapshot(scratch) == before
 
 
 @pytest.mark.parametrize("question, kind", [(["What is 2 + 2?"], "a list"), (4, "a number")])
@@ -933,19 +899,19 @@ def test_a_column_of_two_types_is_named_by_its_lines(tmp_path, capsys):
 def test_eval_on_a_file_with_other_columns_suggests_what_eval_takes(scratch, capsys):
     (scratch / "semicolon.csv").write_text("question;answer\nWhat is 1 + 1?;#### 2\n")  # Excel in a comma locale
     (scratch / "other.csv").write_text("q,a\nWhat is 1 + 1?,#### 2\n")
-    before = _snapshot(scratch)
+    before = snapshot(scratch)
     for argv in (["eval", "--model", "outputs/smoke", "--dataset", "semicolon.csv", "--output", "outputs/ev"],
                  ["recipes.gsm8k", "--preset", "smoke", "--check", "data.source=semicolon.csv"]):
-        assert _replay(argv) == 2
+        assert replay(argv) == 2
         err = capsys.readouterr().err
         assert "its columns are separated by ';', not commas. Save it as comma-separated CSV" in err, err
-    assert _replay(["eval", "--model", "outputs/smoke", "--dataset", "other.csv", "--output", "outputs/ev"]) == 2
+    assert replay(["eval", "--model", "outputs/smoke", "--dataset", "other.csv", "--output", "outputs/ev"]) == 2
     err = capsys.readouterr().err
     # it said "set data.question_column", which eval does not take
     assert "Rename the file's columns to question and answer" in err and "data.question_column" not in err
-    assert _replay(["recipes.gsm8k", "--preset", "smoke", "--check", "data.source=other.csv"]) == 2
+    assert replay(["recipes.gsm8k", "--preset", "smoke", "--check", "data.source=other.csv"]) == 2
     assert "set data.question_column / data.answer_column" in capsys.readouterr().err  # a run's config does
-    assert _snapshot(scratch) == before
+    assert snapshot(scratch) == before
 
 
 @pytest.mark.parametrize("on_error", ["raise", "zero"])
@@ -980,7 +946,7 @@ def test_a_notebook_run_twice_is_told_what_to_change_in_python(tmp_path, kept):
     preset = "smollm2" if kept == "stages" else "smoke"  # the preset that trains in stages
     cfg = gsm8k.RECIPE.resolve(preset=preset, output_dir=str(out),
                                overrides=["model.name=builtin:tiny"] if kept == "stages" else [])
-    before = _snapshot(out)
+    before = snapshot(out)
     with pytest.raises(EarlierRun) as refused:
         train(cfg)
     said = str(refused.value)
@@ -989,4 +955,4 @@ def test_a_notebook_run_twice_is_told_what_to_change_in_python(tmp_path, kept):
     assert "OUTPUT_DIR in the parameters cell" in said
     assert ("train(cfg, resume=True)" in said) is (kept != "finished")  # a finished run has nothing to continue
     assert "another --output-dir" in refused.value.command_line  # the command line keeps its flags
-    assert _snapshot(out) == before
+    assert snapshot(out) == before

@@ -15,22 +15,9 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_replay import no_model_loads, replay, snapshot
 
 from unsloth_grpo.recipes import gsm8k
-
-
-def _snapshot(root: Path) -> dict:
-    return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.is_file()}
-
-
-def _no_model_loads(monkeypatch):
-    from unsloth_grpo.hardware import backend
-
-    def loaded(*args, **kwargs):
-        raise AssertionError("a model was loaded although the command had to be refused")
-
-    monkeypatch.setattr(backend, "load_for_inference", loaded)
-    monkeypatch.setattr(backend, "load_model", loaded)
 
 
 def _make_run(run: Path, *, steps: int = 6, checkpoint: int | None = 6) -> Path:
@@ -75,17 +62,8 @@ def scratch(tmp_path, monkeypatch):
     (tmp_path / "existing.txt").write_text("mine")
     (tmp_path / "done.jsonl").write_text(json.dumps({"group": 0, "completion": "<answer>\n4\n</answer>",
                                                      "answer": "4"}) + "\n")
-    _no_model_loads(monkeypatch)
+    no_model_loads(monkeypatch)
     return tmp_path
-
-
-def _replay(argv: list[str]) -> int:
-    from unsloth_grpo.cli.main import main
-
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return exc.code
 
 
 TRAIN = ["train", "--recipe", "gsm8k", "--preset", "smoke"]
@@ -134,23 +112,23 @@ REFUSED = [
 
 @pytest.mark.parametrize("argv, said", REFUSED, ids=[" ".join(argv) for argv, _ in REFUSED])
 def test_a_command_never_replaces_what_it_did_not_make(scratch, capsys, argv, said):
-    before = _snapshot(scratch)
-    code = _replay(argv)
+    before = snapshot(scratch)
+    code = replay(argv)
     out, err = capsys.readouterr()
     assert code == 2, out + err
     assert "Traceback" not in out + err
     message = err[err.index("error: "):]
     assert all(words in message for words in said), message
-    assert _snapshot(scratch) == before  # nothing replaced, nothing written
+    assert snapshot(scratch) == before  # nothing replaced, nothing written
 
 
 def test_with_force_a_file_that_is_no_runs_is_replaced(scratch, capsys):
-    assert _replay(REWARDS + ["--save-completions", "existing.txt"]) == 2
+    assert replay(REWARDS + ["--save-completions", "existing.txt"]) == 2
     assert (scratch / "existing.txt").read_text() == "mine"
-    assert _replay(REWARDS + ["--save-completions", "existing.txt", "--force"]) in (0, 1)  # 1: the report's verdict
+    assert replay(REWARDS + ["--save-completions", "existing.txt", "--force"]) in (0, 1)  # 1: the report's verdict
     assert json.loads((scratch / "existing.txt").read_text())["completion"] == "<answer>\n4\n</answer>"
     # a new file inside a run is written: it replaces nothing of the run's
-    assert _replay(REWARDS + ["--save-completions", "outputs/p/run/completions.jsonl"]) in (0, 1)
+    assert replay(REWARDS + ["--save-completions", "outputs/p/run/completions.jsonl"]) in (0, 1)
     assert (scratch / "outputs" / "p" / "run" / "completions.jsonl").is_file()
     capsys.readouterr()
 
@@ -185,23 +163,23 @@ def test_eval_and_generate_on_a_run_killed_mid_training_name_its_checkpoint(scra
         (run / name).unlink()  # killed at step 41: no final adapter
     for argv in (["eval", "--model", "outputs/killed", "--output", "outputs/ev"],
                  ["generate", "--model", "outputs/killed", "What is 2 + 2?"]):
-        assert _replay(argv) == 2
+        assert replay(argv) == 2
         err = capsys.readouterr().err
         assert "Traceback" not in err and "a download or a copy that did not finish" not in err
         assert "outputs/killed is a run with no final adapter" in err
         assert "use its latest checkpoint, outputs/killed/checkpoints/checkpoint-40, instead" in err
     # export says the same
-    assert _replay(["export", "--model", "outputs/killed", "--merged", "outputs/m"]) == 2
+    assert replay(["export", "--model", "outputs/killed", "--merged", "outputs/m"]) == 2
     assert "outputs/killed/checkpoints/checkpoint-40" in capsys.readouterr().err
 
 
 def test_train_resume_of_a_folder_that_is_no_run_says_so_before_the_machine(scratch, capsys):
     (scratch / "docs").mkdir()
     (scratch / "docs" / "index.md").write_text("# docs")
-    before = _snapshot(scratch)
-    assert _replay(["train", "--resume", "docs"]) == 2
+    before = snapshot(scratch)
+    assert replay(["train", "--resume", "docs"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert "--resume docs: docs is not a run: a run directory holds the config.yaml its training wrote" in err
     assert "CUDA" not in err and "cache" not in err
-    assert _snapshot(scratch) == before
+    assert snapshot(scratch) == before
