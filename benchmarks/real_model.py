@@ -124,12 +124,26 @@ def measure_headroom(out: dict, name: str, cfg: RecipeConfig, loaded, probe: lis
     log(f"seed {cfg.seed} {name}: {headroom_line(h)}")
 
 
+def warmup_key(sft_cfg: RecipeConfig, n_held_out: int, headroom: tuple[int, int]) -> str:
+    """What a kept warm-up depends on: the SFT stage's whole configuration (its output folder and the GRPO
+    stage left out), the held-out size and the headroom's sampling. Another GRPO stage reuses it; anything
+    else trains it again."""
+    import hashlib
+
+    from unsloth_grpo.config import dump_config
+
+    text = dump_config(dataclasses.replace(sft_cfg, output_dir="-", stages=[]))
+    return hashlib.sha256(f"{text}|{n_held_out}|{headroom}".encode()).hexdigest()[:16]
+
+
 def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=print, base: dict | None = None,
-             headroom: tuple[int, int] = (HEADROOM_PROMPTS, HEADROOM_SAMPLES)) -> dict:
+             headroom: tuple[int, int] = (HEADROOM_PROMPTS, HEADROOM_SAMPLES), warmups: Path | None = None) -> dict:
     """Base, the SFT warm-up, then each arm from the warm-up, graded on the same held-out problems, and GRPO's
     headroom (``headroom``: prompts, samples; 0 prompts: not measured) on the same training prompts after the
     warm-up and after each arm. ``base``: the base model's grades from an earlier run of the same sets (greedy:
-    the same for every seed)."""
+    the same for every seed). ``warmups``: a folder where the trained warm-up (its adapter, grades and
+    headroom) is kept and taken back by a later run with the same SFT stage, to sweep the GRPO stage."""
+    import torch
     from peft import set_peft_model_state_dict
 
     from unsloth_grpo.evaluation.headroom import headroom_rows
@@ -153,13 +167,33 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
     out = {"seed": cfg.seed, "grades": {"base": base or grade(cfg, loaded, sets)}, "seconds": {}, "cpu_seconds": {},
            "train_reward": {}}
     log(f"seed {cfg.seed} base: {_line(out['grades']['base'])}")
-    t0, c0 = time.perf_counter(), time.process_time()
-    train_sft(dataclasses.replace(sft_cfg, output_dir=str(Path(cfg.output_dir) / "sft")), loaded,
-              num_examples=sft_stage.num_examples, log=quiet)
-    out["seconds"]["sft"], out["cpu_seconds"]["sft"] = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
-    out["grades"]["sft"] = grade(cfg, loaded, sets)
-    log(f"seed {cfg.seed} sft: {_line(out['grades']['sft'])} ({out['seconds']['sft']:.0f}s)")
-    measure_headroom(out, "sft", grpo_cfg, loaded, probe, headroom[1], log)
+    key = warmup_key(sft_cfg, n_held_out, headroom)
+    kept = None if warmups is None else warmups / f"warmup-seed{cfg.seed}-{key}.pt"
+    if kept is not None and kept.exists():
+        saved = torch.load(kept, weights_only=True)
+        set_peft_model_state_dict(loaded.model, saved["lora"])
+        for field in ("seconds", "cpu_seconds"):
+            out[field]["sft"] = saved[field]
+        out["grades"]["sft"] = saved["grades"]
+        if "headroom" in saved:
+            out["headroom"] = {"sft": saved["headroom"]}
+        out["warmup_from"] = str(kept)
+        log(f"seed {cfg.seed} sft: {_line(out['grades']['sft'])} (kept warm-up {kept})")
+    else:
+        t0, c0 = time.perf_counter(), time.process_time()
+        train_sft(dataclasses.replace(sft_cfg, output_dir=str(Path(cfg.output_dir) / "sft")), loaded,
+                  num_examples=sft_stage.num_examples, log=quiet)
+        out["seconds"]["sft"], out["cpu_seconds"]["sft"] = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
+        out["grades"]["sft"] = grade(cfg, loaded, sets)
+        log(f"seed {cfg.seed} sft: {_line(out['grades']['sft'])} ({out['seconds']['sft']:.0f}s)")
+        measure_headroom(out, "sft", grpo_cfg, loaded, probe, headroom[1], log)
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            saved = {"lora": lora_state(loaded.model), "grades": out["grades"]["sft"],
+                     "seconds": out["seconds"]["sft"], "cpu_seconds": out["cpu_seconds"]["sft"]}
+            if "headroom" in out:
+                saved["headroom"] = out["headroom"]["sft"]
+            torch.save(saved, kept)
     start = lora_state(loaded.model)
     for arm in sorted(arms, key=ARMS.index):  # grpo first: sft_only is given its CPU time
         set_peft_model_state_dict(loaded.model, start)
@@ -441,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {HEADROOM_PROMPTS}; 0: not measured).")
     p.add_argument("--headroom-samples", type=int, default=HEADROOM_SAMPLES,
                    help=f"Samples per prompt for the headroom's pass@K (default {HEADROOM_SAMPLES}).")
+    p.add_argument("--warmups", metavar="DIR", default=None,
+                   help="Keep each seed's trained SFT warm-up (adapter, grades, headroom) in DIR and take it back "
+                        "in a later run whose SFT stage, held-out size and headroom sampling are the same: a sweep "
+                        "of the GRPO stage then trains the warm-up once per seed.")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Overrides of the gsm8k smollm2 preset.")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -470,7 +508,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for cfg in cfgs:
         runs.append(run_seed(cfg, args.held_out, tuple(args.arms), base=base,
-                             headroom=(args.headroom_prompts, args.headroom_samples)))
+                             headroom=(args.headroom_prompts, args.headroom_samples),
+                             warmups=Path(args.warmups) if args.warmups else None))
         if base is not None:
             runs[-1]["base_from"] = args.base_from
         out.mkdir(parents=True, exist_ok=True)

@@ -422,3 +422,23 @@ def test_the_benchmark_hands_its_headroom_settings_to_every_seed(tmp_path, monke
     assert results["headroom"] == {"prompts": 16, "samples": 4}
     assert "pass@1 0.50 -> 0.80 against the warm-up's pass@8 0.90 (75% of the gap closed, goal 50%: yes)" \
         in capsys.readouterr().out
+
+
+def test_a_kept_warm_up_is_taken_back_only_for_the_same_sft_stage():
+    """--warmups keys a trained warm-up by the SFT stage's configuration, the held-out size and the headroom's
+    sampling: a sweep of the GRPO stage reuses it, anything that changes the warm-up or its grading does not."""
+    from unsloth_grpo.training.stages import stage_config
+
+    bench = _bench()
+
+    def key(*overrides, n=64, headroom=(32, 8)):
+        cfg = bench.RECIPE.resolve(preset="smollm2", output_dir="outputs/x", overrides=["seed=0", *overrides])
+        return bench.warmup_key(stage_config(cfg, 1), n, headroom)
+
+    plain = key()
+    assert key("stages.1.learning_rate=1e-4", "stages.1.max_steps=60", "stages.1.training.temperature=1.2") == plain
+    assert bench.warmup_key(stage_config(bench.RECIPE.resolve(preset="smollm2", output_dir="elsewhere",
+                                                              overrides=["seed=0"]), 1), 64, (32, 8)) == plain
+    for changed in (key("stages.0.learning_rate=1e-4"), key("stages.0.max_steps=5"), key("seed=1"),
+                    key("lora.r=8"), key(n=32), key(headroom=(16, 8))):
+        assert changed != plain
