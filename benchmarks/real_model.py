@@ -442,8 +442,14 @@ def merge(paths: list[str], out: Path) -> int:
     return 0
 
 
+def _untrained(overrides: list[str]) -> list[str]:
+    """The overrides that can change the untrained model's grading: all but the GRPO stage's (``stages.1.``)."""
+    return [o for o in overrides if not o.startswith("stages.1.")]
+
+
 def _base_grades(path: str, held_out: int, overrides: list[str]) -> dict:
-    """The base model's grades in an earlier results file made with the same held-out size and overrides."""
+    """The base model's grades in an earlier results file made with the same held-out size and the same
+    overrides, those of the GRPO stage aside (they do not touch the untrained model)."""
     try:
         earlier = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -452,7 +458,8 @@ def _base_grades(path: str, held_out: int, overrides: list[str]) -> dict:
     if not runs or "base" not in runs[0].get("grades", {}):
         raise ConfigError(f"--base-from {path}: it holds no graded base model yet")
     base = runs[0]["grades"]["base"]
-    if any(g["n"] != held_out for g in base.values()) or earlier.get("overrides", overrides) != overrides:
+    if any(g["n"] != held_out for g in base.values()) or \
+            _untrained(earlier.get("overrides", overrides)) != _untrained(overrides):
         raise ConfigError(f"--base-from {path}: graded with another --held-out or other overrides")
     return base
 
