@@ -176,6 +176,19 @@ def config_for(run: str, backend: str, overrides: list[str]):
                           overrides=[f"model.backend={backend}", "run.samples_every=0", *overrides])
 
 
+def warmup_file(backend: str, sft_cfg) -> str:
+    """The kept warm-up's file name: the backend, the seed and a digest of the SFT stage's whole configuration
+    (output folder and later stages aside), so that an override that changes the warm-up (another system
+    prompt, another learning rate) trains its own instead of reusing one made for other settings."""
+    import dataclasses
+    import hashlib
+
+    from unsloth_grpo.config import dump_config
+
+    digest = hashlib.sha256(dump_config(dataclasses.replace(sft_cfg, output_dir="-", stages=[])).encode()).hexdigest()
+    return f"real-warmup-{backend}-seed{sft_cfg.seed}-{digest[:12]}.pt"
+
+
 def real_start(backend: str, overrides: list[str], out: Path, log=print):
     """The gsm8k ``smollm2`` preset's GRPO stage, its model loaded with the preset's SFT warm-up done:
     ``(grpo_cfg, loaded, rows)``. The warm-up's adapter is kept in ``out`` and reused by later runs."""
@@ -197,7 +210,7 @@ def real_start(backend: str, overrides: list[str], out: Path, log=print):
     decision = prepare_backend(cfg.model)
     loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed, gradient_checkpointing=cfg.training.gradient_checkpointing,
                         log=lambda _m: None, decision=decision)
-    warm = out / f"real-warmup-{backend}-seed{cfg.seed}.pt"
+    warm = out / warmup_file(backend, sft_cfg)
     if warm.exists():
         set_peft_model_state_dict(loaded.model, torch.load(warm))
     else:

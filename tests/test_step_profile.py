@@ -54,3 +54,18 @@ def test_the_step_profile_of_a_smoke_run_counts_what_the_step_did(tmp_path):
     assert 0 < s["generate"] + s["loss_forward"] + s["backward"] <= s["total"] == pytest.approx(s["cpu"], rel=0.2)
     text = step_time.table([r], {"threads": 1, "matmul_gflops": {"square 2048": 50.0}, "memory_gbps": {"read": 20.0}})
     assert "cpu clock" in text and "shared prompt in the loss on" in text and "GFLOP/s" in text
+
+
+def test_the_real_runs_warm_up_is_kept_per_sft_configuration():
+    """A warm-up kept by ``--runs real`` is reused only by runs whose SFT stage is the same: an override of
+    the prompt or of the warm-up's own settings trains another; one of the GRPO stage does not."""
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.stages import stage_config
+
+    def name(*overrides):
+        return step_time.warmup_file("unsloth", stage_config(RECIPE.resolve(preset="smollm2", output_dir="x",
+                                                                               overrides=list(overrides)), 1))
+
+    plain = name()
+    assert name("stages.1.learning_rate=1e-4") == plain
+    assert len({plain, name("data.system_prompt=Answer."), name("stages.0.learning_rate=1e-4"), name("seed=1")}) == 4
