@@ -1,6 +1,6 @@
 """What one decode step of the real model costs on a CPU, and what the usual speed-ups change.
 
-    OMP_NUM_THREADS=1 python benchmarks/decode_step.py                 # ~5 minutes with the compile
+    OMP_NUM_THREADS=1 python benchmarks/decode_step.py                 # [long] a few minutes; the compile alone took ~100 CPU s here
     OMP_NUM_THREADS=1 python benchmarks/decode_step.py --no-compile    # ~2 minutes
 
 The GRPO stage of the gsm8k ``smollm2`` preset decodes 8 completions of one prompt at a time
