@@ -413,15 +413,15 @@ def test_the_benchmark_hands_its_headroom_settings_to_every_seed(tmp_path, monke
     bench = _bench()
     seen = []
 
-    def run_seed(cfg, n, arms, base=None, headroom=None):
-        seen.append((cfg.seed, cfg.evaluation.headroom, headroom))
+    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None):
+        seen.append((cfg.seed, cfg.evaluation.headroom, headroom, warmups))
         return _fake_run(cfg.seed, (0.9, 0.9), None, None, headroom={"sft": _h(0.5, 0.9), "grpo": _h(0.8, 0.9)})
 
     monkeypatch.setattr(bench, "run_seed", run_seed)
     assert bench.main(["--seeds", "0", "1", "--arms", "grpo", "--headroom-prompts", "16", "--headroom-samples", "4",
-                       "--out", str(tmp_path / "b")]) == 0
-    # the runs' own headroom is off: the benchmark measures it, the same way for every arm
-    assert seen == [(0, 0, (16, 4)), (1, 0, (16, 4))]
+                       "--out", str(tmp_path / "b"), "--warmups", str(tmp_path / "w")]) == 0
+    # the runs' own headroom is off: the benchmark measures it, the same way for every arm; the kept warm-ups' folder
+    assert seen == [(0, 0, (16, 4), tmp_path / "w"), (1, 0, (16, 4), tmp_path / "w")]
     results = json.loads((tmp_path / "b" / "results.json").read_text())
     assert results["headroom"] == {"prompts": 16, "samples": 4}
     assert "pass@1 0.50 -> 0.80 against the warm-up's pass@8 0.90 (75% of the gap closed, goal 50%: yes)" \
