@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         prefix = model(input_ids=ids[:1, :-1], use_cache=True).past_key_values
     length = ids.shape[1] - 1
 
-    def dynamic():
+    def dynamic(prefix=prefix):
         cache = DynamicCache()
         for i, layer in enumerate(prefix.layers):
             cache.update(layer.keys.repeat(rows, 1, 1, 1), layer.values.repeat(rows, 1, 1, 1), i)
@@ -87,12 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     compiled = CompileConfig(dynamic=False, fullgraph=False)
     compiled._compile_all_devices = True  # transformers compiles only on accelerators unless told
 
-    def generate(make, **kw):
+    def generate(make, generator=model, **kw):
         torch.manual_seed(1)
         cache = make()
         t0 = cpu()
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
+            out = generator.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
                                  min_new_tokens=n, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
                                  pad_token_id=0, past_key_values=cache, **kw)
         return out, 1000 * (cpu() - t0) / n
@@ -105,19 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         with torch.no_grad():
             twin_prefix = twin(input_ids=ids[:1, :-1], use_cache=True).past_key_values
 
-        def bf16():
-            torch.manual_seed(1)
-            cache = DynamicCache()
-            for i, layer in enumerate(twin_prefix.layers):
-                cache.update(layer.keys.repeat(rows, 1, 1, 1), layer.values.repeat(rows, 1, 1, 1), i)
-            t0 = cpu()
-            with torch.no_grad():
-                out = twin.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,
-                                    min_new_tokens=n, do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                                    pad_token_id=0, past_key_values=cache)
-            return out, 1000 * (cpu() - t0) / n
-
-        variants["bf16 weights"] = bf16
+        variants["bf16 weights"] = lambda: generate(lambda: dynamic(twin_prefix), twin)
     if not args.no_compile:
         _, first = generate(static, compile_config=compiled)
         print(f"static+compile: first call {first * n / 1000:.1f} CPU s (the compile)")

@@ -130,10 +130,9 @@ def warmup_key(sft_cfg: RecipeConfig, n_held_out: int, headroom: tuple[int, int]
     else trains it again."""
     import hashlib
 
-    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.training.stages import stage_digest
 
-    text = dump_config(dataclasses.replace(sft_cfg, output_dir="-", stages=[]))
-    return hashlib.sha256(f"{text}|{n_held_out}|{headroom}".encode()).hexdigest()[:16]
+    return hashlib.sha256(f"{stage_digest(sft_cfg)}|{n_held_out}|{headroom}".encode()).hexdigest()[:16]
 
 
 def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=print, base: dict | None = None,

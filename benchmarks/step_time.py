@@ -180,13 +180,9 @@ def warmup_file(backend: str, sft_cfg) -> str:
     """The kept warm-up's file name: the backend, the seed and a digest of the SFT stage's whole configuration
     (output folder and later stages aside), so that an override that changes the warm-up (another system
     prompt, another learning rate) trains its own instead of reusing one made for other settings."""
-    import dataclasses
-    import hashlib
+    from unsloth_grpo.training.stages import stage_digest
 
-    from unsloth_grpo.config import dump_config
-
-    digest = hashlib.sha256(dump_config(dataclasses.replace(sft_cfg, output_dir="-", stages=[])).encode()).hexdigest()
-    return f"real-warmup-{backend}-seed{sft_cfg.seed}-{digest[:12]}.pt"
+    return f"real-warmup-{backend}-seed{sft_cfg.seed}-{stage_digest(sft_cfg)[:12]}.pt"
 
 
 def real_start(backend: str, overrides: list[str], out: Path, log=print):

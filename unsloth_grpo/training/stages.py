@@ -122,6 +122,18 @@ def stage_problems(cfg: RecipeConfig) -> list[str]:
 # ---------------------------------------------------------------- adapters
 
 
+def stage_digest(stage_cfg: RecipeConfig) -> str:
+    """A digest of a stage's whole resolved configuration (:func:`stage_config`), its output folder and the
+    run's list of stages aside: equal for two runs whose stage trains the same way, wherever they write and
+    whatever their later stages do. What keys a kept warm-up in the benchmarks."""
+    import hashlib
+
+    from unsloth_grpo.config import dump_config
+
+    text = dump_config(dataclasses.replace(stage_cfg, output_dir="-", stages=[]))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def lora_state(model) -> dict[str, Any]:
     """A CPU copy of the trainable LoRA tensors of a PEFT model (names as peft saves them)."""
     from peft import get_peft_model_state_dict
