@@ -77,7 +77,7 @@ def test_grpo_training_with_the_shared_prefill_is_the_training_without_it(tiny_m
     def reward_len(completions, **kwargs):
         return [float(len(str(c))) / 10 for c in completions]
 
-    def run(share: bool):
+    def run(share: bool, cdf: bool = False):
         tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
         model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
         args = GRPOConfig(output_dir=str(tmp_path / str(share)), use_cpu=True, bf16=False, max_steps=3,
@@ -86,7 +86,8 @@ def test_grpo_training_with_the_shared_prefill_is_the_training_without_it(tiny_m
                           disable_tqdm=True, seed=0, temperature=1.0)
         trainer = GRPOTrainer(model=model, reward_funcs=[reward_len], args=args, processing_class=tokenizer,
                               train_dataset=load_gsm8k("synthetic", limit=16))
-        attach(trainer, log=None).enabled = share
+        handle = attach(trainer, log=None)
+        handle.enabled, handle.cdf_sampling = share, cdf
         trainer.train()
         return [h for h in trainer.state.log_history if "reward" in h]
 
@@ -102,3 +103,12 @@ def test_grpo_training_with_the_shared_prefill_is_the_training_without_it(tiny_m
     for a, b in zip(plain, shared):
         for key in ("reward", "reward_std", "completions/mean_length", "loss", "grad_norm"):
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), key
+
+    # the default: the shared path draws its tokens with cdf_sampling (other draws, so only that it ran)
+    from unsloth_grpo.training import cdf_sampling
+
+    draws = []
+    real_sample = cdf_sampling.sample
+    monkeypatch.setattr(cdf_sampling, "sample", lambda probs: draws.append(probs.shape) or real_sample(probs))
+    assert len(run(True, cdf=True)) == 3
+    assert draws and all(shape[0] == 8 for shape in draws)  # one draw a decode step for the whole batch

@@ -54,6 +54,7 @@ def test_the_step_profile_of_a_smoke_run_counts_what_the_step_did(tmp_path):
     assert 0 < s["generate"] + s["loss_forward"] + s["backward"] <= s["total"] == pytest.approx(s["cpu"], rel=0.2)
     text = step_time.table([r], {"threads": 1, "matmul_gflops": {"square 2048": 50.0}, "memory_gbps": {"read": 20.0}})
     assert "cpu clock" in text and "shared prompt in the loss on" in text and "GFLOP/s" in text
+    assert r["cdf_sampling"] and "sampling cdf" in text
 
 
 def test_the_real_runs_warm_up_is_kept_per_sft_configuration():

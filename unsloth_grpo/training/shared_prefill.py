@@ -5,8 +5,11 @@ so the prompt's forward pass (the prefill) runs once per completion. Measured on
 (benchmarks/step_time.py), that prefill was about a third of ``model.generate``'s time. :func:`attach`
 wraps the generate call TRL makes: the prompt, minus its last token, is run once per distinct
 prompt, its key/value cache is copied to every row of the group, and ``model.generate`` continues
-from that cache. Sampling is untouched (the same logits processors, the same random draws), so the
-completions are those of the plain call: on the tiny CPU models the tokens were identical.
+from that cache. With ``cdf_sampling`` off, sampling is untouched (the same logits processors, the same
+random draws), so the completions are those of the plain call: on the tiny CPU models the tokens were
+identical. By default (``cdf_sampling`` on) the loop draws each token with one uniform number a row
+(:mod:`unsloth_grpo.training.cdf_sampling`): the same distribution, other draws. The prompt's own
+forward computes the logits of its last position only: nothing reads the others.
 
 It applies only inside TRL's own generation (``_generate_single_turn``), only to a batch with
 repeated rows and a plain dynamic cache, and falls back to the plain call otherwise (vLLM, beam
@@ -30,6 +33,7 @@ class SharedPrefill:
 
     def __init__(self, trainer, model, log: Callable[[str], None] | None) -> None:
         self.enabled = True
+        self.cdf_sampling = True  # draw tokens with training.cdf_sampling.decode (same distribution, cheaper draw)
         self.log = log
         self._active = False
         self._plain_generate = model.generate
@@ -59,6 +63,10 @@ class SharedPrefill:
             cache = None
         if cache is None:
             return self._plain_generate(*args, **kwargs)
+        if self.cdf_sampling:
+            from unsloth_grpo.training.cdf_sampling import decode
+
+            return self._plain_generate(**kwargs, past_key_values=cache, custom_generate=decode)
         return self._plain_generate(**kwargs, past_key_values=cache)
 
 
@@ -95,8 +103,9 @@ def shared_cache(model, kwargs: dict[str, Any]):
     # positions as model.generate derives them from the attention mask (left padding)
     positions = unique_mask.long().cumsum(-1) - 1
     positions.masked_fill_(unique_mask == 0, 1)
-    with torch.no_grad():
-        out = model(input_ids=unique_ids, attention_mask=unique_mask, position_ids=positions, use_cache=True)
+    keep = {"logits_to_keep": 1} if getattr(model, "_supports_logits_to_keep", lambda: False)() else {}
+    with torch.no_grad():  # only the cache is used: the logits of one position are enough
+        out = model(input_ids=unique_ids, attention_mask=unique_mask, position_ids=positions, use_cache=True, **keep)
     cache = out.past_key_values
     if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers) \
             or cache.get_seq_length() != unique_ids.shape[1]:
