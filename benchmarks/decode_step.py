@@ -12,12 +12,15 @@ each way of holding the key/value cache that transformers offers, in the process
 - ``static``: a ``StaticCache`` allocated once for the prompt and the completion;
 - ``static+compile``: the same with the decode step compiled by ``torch.compile`` (transformers'
   ``CompileConfig``, allowed on a CPU); the first call's compile time is printed apart;
+- ``dynamic+cdf``: the default cache with the toolkit's token draw (``training.cdf_sampling``: one
+  uniform number a row instead of ``torch.multinomial``'s draw per vocabulary entry), what training
+  uses; the same distribution, other draws, so its tokens are not compared;
 - ``bf16 weights`` (``--bf16``): the same generation from a bfloat16 copy of the model, adapter
   included: what the precision alone would buy (its tokens differ: another distribution);
 - then, not a generation, the decode step's largest products (the LM head and one MLP projection,
   8 rows) in float32 and in bfloat16, beside a plain read of the LM head's weights.
 
-Every float32 variant samples the same tokens from the same seed (checked, printed), so only the time differs.
+Every other float32 variant samples the same tokens from the same seed (checked, printed), so only the time differs.
 What it does not show: a GPU, more than one thread, or what a change of precision does to what a run
 learns (generation in bfloat16 samples from a slightly different distribution).
 """
@@ -56,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.cache_utils import DynamicCache, StaticCache
 
     from unsloth_grpo.models.ref import SMOLLM2_MODEL, model_ref
+    from unsloth_grpo.training.cdf_sampling import decode
 
     path = model_ref(args.model or SMOLLM2_MODEL).path()  # SmolLM2: converted once from its PyPI package
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -97,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                                  pad_token_id=0, past_key_values=cache, **kw)
         return out, 1000 * (cpu() - t0) / n
 
-    variants = {"dynamic": lambda: generate(dynamic), "static": lambda: generate(static)}
+    variants = {"dynamic": lambda: generate(dynamic), "static": lambda: generate(static),
+                "dynamic+cdf": lambda: generate(dynamic, custom_generate=decode)}
     if args.bf16:
         import copy
 
@@ -120,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{rows} rows, {args.prompt}-token prompt, {n} tokens each, one thread: CPU ms per decode step "
           f"(median of {args.reps})")
     for name, t in times.items():
-        same = torch.equal(outs[name], outs["dynamic"])
+        same = "other draws" if name == "dynamic+cdf" else torch.equal(outs[name], outs["dynamic"])
         print(f"  {name:15s} {statistics.median(t):7.1f} ms  ({statistics.median(t) / ref:.2f}x dynamic; "
               f"calls {', '.join(f'{x:.0f}' for x in t)}; same tokens as dynamic: {same})")
 

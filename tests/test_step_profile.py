@@ -86,3 +86,5 @@ def test_the_decode_benchmark_times_each_cache_and_checks_they_sample_the_same_t
     out = proc.stdout
     assert "dynamic" in out and "same tokens as dynamic: True" in out.split("static ")[1].splitlines()[0]
     assert "bf16 weights" in out and "torch.bfloat16" in out and "GB/s" in out
+    cdf = out.split("dynamic+cdf")[1].splitlines()[0]  # the training's draw: timed, its tokens not compared
+    assert "x dynamic" in cdf and "other draws" in cdf
