@@ -293,7 +293,7 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
             "steps": len(timer.steps), "warmup": warmup, "seconds": timer.summary(warmup),
             "mean_completion_length": statistics.fmean(lengths[warmup:] or lengths),
             "shared_prefill": shared_prefill, "shared_prompt_loss": shared_prompt_loss, "clock": clock,
-            "cdf_sampling": cdf_sampling,
+            "cdf_sampling": cdf_sampling and shared_prefill,  # the draw rides on the shared prefill's call
             "shared_prompt_loss_served": getattr(getattr(timer.trainer, "shared_prompt_loss", None), "served", None),
             "generate_ab": ab, "model": model_info(timer.trainer.model),
             "reward_first_last": [statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])] if rewards else None,
