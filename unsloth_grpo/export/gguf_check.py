@@ -33,7 +33,7 @@ from pathlib import Path
 #: Question 2's tolerance for each GGUF type: the file's logits against the merged model's, as a share
 #: of the merged model's largest absolute logit. Measured with ``export --gguf DIR --quant TYPE --verify``
 #: (docs/export.md): a 4-step SmolLM2-135M-Instruct run loses 1.3e-3 (f16), 8.2e-3 (bf16) and 3.4e-2
-#: (q8_0); the smoke run's tiny model, whose weights are large, 5.6e-3, 6.7e-2 and 2.2e-1, and under q8_0
+#: (q8_0); one smoke run's tiny model, whose weights are large, 5.6e-3, 6.7e-2 and 2.2e-1, and under q8_0
 #: its greedy answers change. f32 is bit-exact. The f16 and bf16 values are the merge check's
 #: (VERIFY_TOLERANCE).
 GGUF_TOLERANCE = {"f32": 1e-5, "f16": 2e-2, "bf16": 5e-2, "q8_0": 1e-1}
