@@ -442,13 +442,14 @@ def merge(paths: list[str], out: Path) -> int:
 
 
 def _untrained(overrides: list[str]) -> list[str]:
-    """The overrides that can change the untrained model's grading: all but the GRPO stage's (``stages.1.``)."""
-    return [o for o in overrides if not o.startswith("stages.1.")]
+    """The overrides that can change the untrained model's grading: all but the stages' own (``stages.N.``),
+    which only change what a stage trains; the base model is graded with the run's settings."""
+    return [o for o in overrides if not o.startswith("stages.")]
 
 
 def _base_grades(path: str, held_out: int, overrides: list[str]) -> dict:
     """The base model's grades in an earlier results file made with the same held-out size and the same
-    overrides, those of the GRPO stage aside (they do not touch the untrained model)."""
+    overrides, the stages' own aside (they do not touch the untrained model)."""
     try:
         earlier = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:

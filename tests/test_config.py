@@ -89,7 +89,7 @@ def test_a_files_wrong_names_and_types_are_listed_together(tmp_path):
         "- training.keep_last is an old key that this release no longer reads: write run.keep_last (a setting of "
         "the toolkit, under run:) instead",
         "- unknown config key 'stages[0].max_step'. Did you mean 'max_steps'? Valid keys under stages[0]: name, "
-        "kind, max_steps, learning_rate, rewards, training, num_examples",
+        "kind, max_steps, learning_rate, rewards, training, num_examples, data",
     ])
     # the same file with the mistakes fixed: the string stays as typed
     path.write_text("output_dir: 007\nrewards: [{name: correctness}]\ntraining: {warmup_ratio: 0.2}\n")

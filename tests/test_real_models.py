@@ -234,9 +234,11 @@ def test_the_benchmark_reuses_a_base_grading_only_of_the_same_sets(tmp_path):
     with pytest.raises(ConfigError, match="another --held-out or other overrides"):
         bench._base_grades(str(earlier), 64, ["training.temperature=0.7"])
     with pytest.raises(ConfigError, match="another --held-out or other overrides"):
-        bench._base_grades(str(earlier), 64, ["stages.0.learning_rate=1e-4"])
-    # the GRPO stage's settings do not touch the untrained model: a sweep of them reuses its grading
+        bench._base_grades(str(earlier), 64, ["stages=[]"])
+    # the stages' own settings do not touch the untrained model: a sweep of them reuses its grading
     assert bench._base_grades(str(earlier), 64, ["stages.1.learning_rate=1e-4"]) == graded
+    assert bench._base_grades(str(earlier), 64, ["stages.0.data.categories=[addition]",
+                                                 "stages.1.data.categories=[subtraction]"]) == graded
     with pytest.raises(ConfigError, match="cannot read it"):
         bench._base_grades(str(tmp_path / "missing.json"), 64, [])
 

@@ -154,6 +154,9 @@ class DataConfig:
     question_column: str = _f("question", help="Column holding the question.")
     answer_column: str = _f("answer", help="Column holding the reference answer.")
     shuffle_seed: Seed | None = _f(None, help="Shuffle the rows with this seed (None keeps file order).")
+    categories: list[str] | None = _f(
+        None, help="Keep only the rows whose 'category' column is one of these kinds of problem (gsm8k's offline "
+                   "sets: addition, subtraction, ...); None keeps every row. An sft stage's worked answers too.")
 
 
 @_section
@@ -354,6 +357,8 @@ class StageConfig:
     training: dict[str, Any] = _f(help="Other training.* settings for this stage only, e.g. {temperature: 0.8}.",
                                   factory=dict)
     num_examples: int = _f(200, help="SFT stages: how many formatted examples to train on.")
+    data: dict[str, Any] = _f(help="Other data.* settings for this stage only, e.g. {categories: [subtraction]}: "
+                                   "its own problems.", factory=dict)
 
 
 @_section

@@ -271,6 +271,35 @@ def require_columns(ds, columns: list[str], source: str) -> None:
         raise DataError(f"dataset '{source}' is empty")
 
 
+#: The column that says which kind of problem a row is (``data.categories`` keeps some kinds only).
+CATEGORY_COLUMN = "category"
+
+
+def keep_categories(rows, categories: list[str], source: str, *, limit: int | None = None):
+    """The rows whose ``category`` is one of ``categories``, at most ``limit`` of them, in their order.
+
+    ``rows`` is a ``datasets.Dataset`` or a list of dicts. Raises :class:`DataError` when the rows say no
+    kind, or when a kind asked for is not among theirs (a misspelt name would train on nothing)."""
+    table = isinstance(rows, list)
+    columns = set(rows[0]) if table and rows else set(() if table else rows.column_names)
+    wanted = [str(c) for c in categories]
+    if not wanted:
+        raise DataError("data.categories is an empty list, which keeps no row; remove it (every row) or name "
+                        "the kinds of problem to keep")
+    if CATEGORY_COLUMN not in columns:
+        raise DataError(f"data.categories={wanted} keeps rows by their '{CATEGORY_COLUMN}' column, and "
+                        f"'{source}' has none (its columns: {', '.join(sorted(columns)) or 'none'}); remove "
+                        f"data.categories or add the column")
+    kinds = [str(k) for k in (r[CATEGORY_COLUMN] for r in rows)] if table else [str(k) for k in rows[CATEGORY_COLUMN]]
+    have = sorted(set(kinds))
+    unknown = [c for c in wanted if c not in have]
+    if unknown:
+        raise DataError(f"data.categories names {', '.join(map(repr, unknown))}, which no row of '{source}' is; "
+                        f"its kinds: {', '.join(have)}")
+    keep = [i for i, k in enumerate(kinds) if k in wanted][:limit]
+    return [rows[i] for i in keep] if table else rows.select(keep)
+
+
 def chat_prompt(question: str, system_prompt: str | None) -> list[dict[str, str]]:
     messages = []
     if system_prompt:

@@ -79,6 +79,10 @@ class Task:
         them), with the task's system prompt unless the config sets one, shuffled when it says so."""
         d = cfg.data
         rows = self.read(cfg, self.system_prompt if d.system_prompt is None else d.system_prompt)
+        if d.categories is not None:  # read whole (loader_options), then kept by kind, then limited
+            from unsloth_grpo.data import keep_categories
+
+            rows = keep_categories(rows, d.categories, d.source, limit=d.limit)
         return rows.shuffle(seed=d.shuffle_seed) if d.shuffle_seed is not None else rows
 
     def read(self, cfg, system_prompt: str | None):
@@ -90,7 +94,8 @@ class Task:
     def loader_options(self, cfg, system_prompt: str | None) -> dict[str, Any]:
         """``cfg.data`` as the keyword arguments of :attr:`loader`."""
         d = cfg.data
-        options = dict(source=d.source, split=d.split, subset=d.subset, system_prompt=system_prompt, limit=d.limit,
+        limit = d.limit if d.categories is None else None  # data.limit counts the rows kept by kind (load)
+        options = dict(source=d.source, split=d.split, subset=d.subset, system_prompt=system_prompt, limit=limit,
                        num_synthetic=d.num_synthetic, seed=cfg.seed)
         if self.named_columns:
             options.update(question_column=d.question_column, answer_column=d.answer_column)
@@ -113,6 +118,10 @@ class Task:
 
         d = cfg.data
         raw, qcol, acol = self.worked_rows(cfg, n)
+        if d.categories is not None:
+            from unsloth_grpo.data import keep_categories
+
+            raw = keep_categories(list(raw), d.categories, d.source, limit=n)
         system = d.system_prompt if d.system_prompt is not None else self.system_prompt
         rows = []
         for i, row in enumerate(raw[:n]):
@@ -136,6 +145,10 @@ class Task:
 
         d = cfg.data
         table = load_table(d.source, split=d.split, subset=d.subset)
+        if d.categories is not None:  # the first n of the kinds asked for
+            from unsloth_grpo.data import keep_categories
+
+            table = keep_categories(table, d.categories, d.source)
         return table.select(range(min(n, len(table)))).to_list(), d.question_column, d.answer_column
 
     def final_answer(self, worked: str) -> str | None:

@@ -290,7 +290,11 @@ class Gsm8k(Task):
     def worked_rows(self, cfg, n: int):
         """The offline generator's worked answers when ``data.source`` is ``synthetic``."""
         if cfg.data.source == "synthetic":
-            return make_synthetic_problems(n, seed=cfg.seed, subset=synthetic_subset(cfg.data.subset),
+            # with data.categories, 8x as many problems (easy has two kinds, main four), so that n of the kinds
+            # asked for are among them; sft_examples keeps those. The first n are the same problems either
+            # way: the generator is one stream per seed.
+            total = n if cfg.data.categories is None else 8 * n
+            return make_synthetic_problems(total, seed=cfg.seed, subset=synthetic_subset(cfg.data.subset),
                                            split="train"), "question", "answer"
         return super().worked_rows(cfg, n)
 

@@ -71,6 +71,7 @@ def stage_config(cfg: RecipeConfig, index: int) -> RecipeConfig:
     d["output_dir"] = str(stage_dir(cfg, index))
     if stage.rewards:
         d["rewards"] = [dataclasses.asdict(r) for r in stage.rewards]
+    d["data"] = {**d["data"], **stage.data}
     d["training"] = {**d["training"], **stage.training, "max_steps": stage.max_steps}
     if stage.learning_rate is not None:
         d["training"]["learning_rate"] = stage.learning_rate

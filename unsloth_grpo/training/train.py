@@ -65,6 +65,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     # output directory and the model
     data = dataset if dataset is not None else load_task_dataset(cfg)
     check_rewards_on_data(cfg, data)
+    stage_rows = _stage_rows(cfg, data)
     # One training per output directory, every stage included: while this one runs (rank 0 holds the
     # lock), a second is refused. Taken at once when the directory exists, so the second run hears it
     # before any work; else as soon as the run makes the directory.
@@ -80,7 +81,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             if loaded is None and first <= len(cfg.stages):  # one model for every stage
                 loaded = _load(stage_config(cfg, first), decision, log)
             return _train_stages(cfg, loaded, first=first, resume_from=resume_from, decision=decision,
-                              callbacks=callbacks, log=log, dataset=data)
+                              callbacks=callbacks, log=log, dataset=data, stage_rows=stage_rows)
         return train_grpo(cfg, decision=decision, callbacks=callbacks, log=log, dataset=data, resume=resume,
                           loaded=loaded, lock=lock)
     except (ConfigError, DataError, ckpt.CheckpointError):
@@ -91,8 +92,28 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             lock.release(remove=lock.created or not refused)
 
 
+def _stage_rows(cfg: RecipeConfig, data) -> dict[int, object]:
+    """The prompts of each GRPO stage that sets ``data.*`` of its own (its rows, by stage number), read and
+    tried on the stage's rewards now, before the run lock and the model; an SFT stage with ``data.*`` of its
+    own has its worked examples made now for the same reason. The other stages train on ``data``."""
+    from unsloth_grpo.training.stages import sft_dataset_for, stage_config
+
+    rows = {}
+    for i, stage in enumerate(cfg.stages, 1):
+        if not stage.data:
+            continue
+        scfg = stage_config(cfg, i)
+        if stage.kind == "sft":
+            sft_dataset_for(scfg, stage.num_examples)
+        else:
+            rows[i] = load_task_dataset(scfg)
+            check_rewards_on_data(scfg, rows[i])
+    return rows
+
+
 def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decision=None,
-                  callbacks: list | None = None, log: Callable[[str], None] = print, dataset=None) -> TrainResult:
+                  callbacks: list | None = None, log: Callable[[str], None] = print, dataset=None,
+                  stage_rows: dict | None = None) -> TrainResult:
     """Run ``cfg.stages`` from stage ``first`` on, in order, on one loaded model and its adapter
     (:func:`~unsloth_grpo.training.stages.prepare_stages` says where to start and lays out the
     directory; ``resume_from`` is the checkpoint it found); return the combined TrainResult.
@@ -130,7 +151,8 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
             result = st.train_sft(scfg, loaded, num_examples=stage.num_examples, callbacks=callbacks, log=log,
                                resume=step_resume, stage=(i, stage.name), hint=hint, decision=decision)
         else:
-            result = train_grpo(scfg, decision=decision, callbacks=callbacks, log=log, dataset=dataset,
+            rows = (stage_rows or {}).get(i) if stage.data else dataset  # None: train_grpo reads the stage's own
+            result = train_grpo(scfg, decision=decision, callbacks=callbacks, log=log, dataset=rows,
                                 resume=step_resume, loaded=loaded, stage=(i, stage.name), hint=hint)
             headroom = result.headroom or headroom
         change = st.change_l2(before, st.lora_state(loaded.model)) if step_resume is None else None
