@@ -135,6 +135,25 @@ def warmup_key(sft_cfg: RecipeConfig, n_held_out: int, headroom: tuple[int, int]
     return hashlib.sha256(f"{stage_digest(sft_cfg)}|{n_held_out}|{headroom}".encode()).hexdigest()[:16]
 
 
+def probe_key(grpo_cfg: RecipeConfig, probe: list | None, samples: int) -> str | None:
+    """What a headroom measurement depends on besides the model: the probe's prompts and answers (drawn from
+    the GRPO stage's data, which the warm-up's key does not see), the samples per prompt, and the GRPO stage's
+    sampling. A kept warm-up's headroom is taken back only under the same key. None: no probe."""
+    if probe is None:
+        return None
+    import hashlib
+
+    t = grpo_cfg.training
+    text = json.dumps([[r["prompt"], str(r["answer"])] for r in probe] +
+                      [samples, t.temperature, t.get("top_p", 1.0), t.max_completion_length], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def kept_headroom(saved: dict, key: str | None) -> dict | None:
+    """The warm-up's headroom kept with it, when it was measured on the same probe (:func:`probe_key`)."""
+    return saved.get("headroom") if key is not None and saved.get("headroom_key") == key else None
+
+
 def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=print, base: dict | None = None,
              headroom: tuple[int, int] = (HEADROOM_PROMPTS, HEADROOM_SAMPLES), warmups: Path | None = None) -> dict:
     """Base, the SFT warm-up, then each arm from the warm-up, graded on the same held-out problems, and GRPO's
@@ -167,6 +186,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
            "train_reward": {}}
     log(f"seed {cfg.seed} base: {_line(out['grades']['base'])}")
     key = warmup_key(sft_cfg, n_held_out, headroom)
+    hkey = probe_key(grpo_cfg, probe, headroom[1])
     kept = None if warmups is None else warmups / f"warmup-seed{cfg.seed}-{key}.pt"
     if kept is not None and kept.exists():
         saved = torch.load(kept, weights_only=True)
@@ -174,10 +194,13 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
         for field in ("seconds", "cpu_seconds"):
             out[field]["sft"] = saved[field]
         out["grades"]["sft"] = saved["grades"]
-        if "headroom" in saved:
-            out["headroom"] = {"sft": saved["headroom"]}
         out["warmup_from"] = str(kept)
         log(f"seed {cfg.seed} sft: {_line(out['grades']['sft'])} (kept warm-up {kept})")
+        if kept_headroom(saved, hkey) is not None:
+            out["headroom"] = {"sft": saved["headroom"]}
+        elif probe is not None:  # another GRPO stage's prompts or sampling: the warm-up measured again on them
+            measure_headroom(out, "sft", grpo_cfg, loaded, probe, headroom[1], log)
+            torch.save({**saved, "headroom": out["headroom"]["sft"], "headroom_key": hkey}, kept)
     else:
         t0, c0 = time.perf_counter(), time.process_time()
         train_sft(dataclasses.replace(sft_cfg, output_dir=str(Path(cfg.output_dir) / "sft")), loaded,
@@ -191,7 +214,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
             saved = {"lora": lora_state(loaded.model), "grades": out["grades"]["sft"],
                      "seconds": out["seconds"]["sft"], "cpu_seconds": out["cpu_seconds"]["sft"]}
             if "headroom" in out:
-                saved["headroom"] = out["headroom"]["sft"]
+                saved["headroom"], saved["headroom_key"] = out["headroom"]["sft"], hkey
             torch.save(saved, kept)
     start = lora_state(loaded.model)
     for arm in sorted(arms, key=ARMS.index):  # grpo first: sft_only is given its CPU time

@@ -448,3 +448,29 @@ def test_a_kept_warm_up_is_taken_back_only_for_the_same_sft_stage():
     for changed in (key("stages.0.learning_rate=1e-4"), key("stages.0.max_steps=5"), key("seed=1"),
                     key("lora.r=8"), key(n=32), key(headroom=(16, 8))):
         assert changed != plain
+
+
+def test_a_kept_warm_ups_headroom_is_taken_back_only_for_the_same_probe():
+    """The warm-up's key does not see the GRPO stage's prompts, so its kept headroom carries the probe's own
+    key: a GRPO stage on other problems (stages.1.data.*) or at another temperature measures it again."""
+    from unsloth_grpo.evaluation.headroom import headroom_rows
+    from unsloth_grpo.training.stages import stage_config
+    from unsloth_grpo.training.train import load_task_dataset
+
+    bench = _bench()
+
+    def key(*overrides, samples=8):
+        cfg = bench.RECIPE.resolve(preset="smollm2", output_dir="outputs/x", overrides=["seed=0", *overrides])
+        grpo = stage_config(cfg, 2)
+        return bench.probe_key(grpo, headroom_rows(load_task_dataset(grpo), 32, 0), samples)
+
+    plain = key()
+    assert key("stages.1.learning_rate=1e-4") == plain  # what GRPO trains with, not what it is probed on
+    others = {key("stages.1.data.categories=[subtraction]"), key("stages.1.training.temperature=0.7"),
+              key(samples=4), key("seed=1")}
+    assert plain not in others and len(others) == 4
+    h = {"pass@1": 0.5}
+    assert bench.kept_headroom({"headroom": h, "headroom_key": plain}, plain) == h
+    assert bench.kept_headroom({"headroom": h, "headroom_key": plain}, key("stages.1.data.categories=[subtraction]")) is None
+    assert bench.kept_headroom({"headroom": h}, plain) is None  # kept before the probe had a key: measured again
+    assert bench.probe_key(stage_config(bench.RECIPE.resolve(preset="smollm2", output_dir="x"), 2), None, 8) is None
