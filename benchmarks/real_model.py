@@ -164,7 +164,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
     import torch
     from peft import set_peft_model_state_dict
 
-    from unsloth_grpo.evaluation.headroom import headroom_rows
+    from unsloth_grpo.evaluation.headroom import headroom_line, headroom_rows
 
     from unsloth_grpo.experiments.controls import shuffled_gold
     from unsloth_grpo.hardware.backend import load_model, prepare_backend
@@ -198,6 +198,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
         log(f"seed {cfg.seed} sft: {_line(out['grades']['sft'])} (kept warm-up {kept})")
         if kept_headroom(saved, hkey) is not None:
             out["headroom"] = {"sft": saved["headroom"]}
+            log(f"seed {cfg.seed} sft: {headroom_line(saved['headroom'])} (kept with the warm-up)")
         elif probe is not None:  # another GRPO stage's prompts or sampling: the warm-up measured again on them
             measure_headroom(out, "sft", grpo_cfg, loaded, probe, headroom[1], log)
             torch.save({**saved, "headroom": out["headroom"]["sft"], "headroom_key": hkey}, kept)
@@ -487,6 +488,15 @@ def _base_grades(path: str, held_out: int, overrides: list[str]) -> dict:
     return base
 
 
+def earlier_runs(cfgs: list[RecipeConfig], arms: list[str]) -> list[str]:
+    """The arms' training folders under ``--out`` that hold checkpoints already (a run that was stopped): a
+    training refuses such a folder, which the benchmark would only hear when it reaches that arm."""
+    from unsloth_grpo.runs import list_checkpoints
+
+    return [str(Path(cfg.output_dir) / name) for cfg in cfgs for name in ("sft", *arms)
+            if list_checkpoints(Path(cfg.output_dir) / name)]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="Seeds to run (5 for the claim).")
@@ -530,6 +540,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError("; ".join(problems))
         if "sft_only" in args.arms and "grpo" not in args.arms:
             raise ConfigError("the sft_only arm gets the grpo arm's CPU time: give --arms grpo sft_only")
+        earlier = earlier_runs(cfgs, args.arms)
+        if earlier:
+            raise ConfigError(f"{', '.join(earlier)} hold(s) checkpoints of an earlier run of this benchmark, "
+                              f"which its training would refuse when that arm starts; give another --out, or remove them")
         base = _base_grades(args.base_from, args.held_out, args.overrides) if args.base_from else None
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -474,3 +474,24 @@ def test_a_kept_warm_ups_headroom_is_taken_back_only_for_the_same_probe():
     assert bench.kept_headroom({"headroom": h, "headroom_key": plain}, key("stages.1.data.categories=[subtraction]")) is None
     assert bench.kept_headroom({"headroom": h}, plain) is None  # kept before the probe had a key: measured again
     assert bench.probe_key(stage_config(bench.RECIPE.resolve(preset="smollm2", output_dir="x"), 2), None, 8) is None
+
+
+def test_the_benchmark_refuses_an_out_folder_with_a_stopped_arm_before_loading(tmp_path, capsys):
+    """An arm leaves its checkpoints (a stopped benchmark too); run again on the same --out, the benchmark used to
+    train the warm-up and grade it, then die at that arm (the training refuses a folder with checkpoints)."""
+    from unsloth_grpo.training import checkpoint as ck
+
+    bench = _bench()
+    staged = tmp_path / "b" / "seed1" / "grpo" / "checkpoint-1"
+    staged.mkdir(parents=True)
+    (staged / "adapter_model.safetensors").write_bytes(b"x" * 100)
+    ck.finalize_checkpoint(staged, tmp_path / "b" / "seed1" / "grpo", step=1)
+    before = sorted(p for p in (tmp_path / "b").rglob("*"))
+    assert bench.main(["--seeds", "0", "1", "--arms", "grpo", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'b' / 'seed1' / 'grpo'} hold(s) checkpoints of an earlier run of this benchmark" in err
+    assert "give another --out, or remove them" in err
+    assert sorted(p for p in (tmp_path / "b").rglob("*")) == before
+    # another arm's folder is not in the way
+    assert bench.main(["--seeds", "1", "--arms", "shuffled", "--out", str(tmp_path / "b"), "--headroom-samples", "1"]) == 2
+    assert "hold(s) checkpoints" not in capsys.readouterr().err
