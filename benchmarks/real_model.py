@@ -421,7 +421,9 @@ def errors_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def report(runs: list[dict], held_out: int) -> None:
+def report(runs: list[dict], held_out: int, overrides: list[str] | None = None) -> None:
+    if overrides:  # the arms' labels name the preset; these runs changed it
+        print(f"overrides of the smollm2 preset: {' '.join(overrides)}")
     print(f"held-out: {held_out} problems per set, greedy; easy: the project's held-out set (seed "
           f"{HELD_OUT['easy']}); reworded: 12 phrasings the training never uses (seed {HELD_OUT['reworded']}); "
           "strict: the number in the answer block; lenient: the right number anywhere")
@@ -456,7 +458,12 @@ def merge(paths: list[str], out: Path) -> int:
     if len(set(seeds)) != len(seeds):
         print(f"error: a seed appears twice in {', '.join(paths)}: {seeds}", file=sys.stderr)
         return 2
-    report(runs, files[0]["held_out"])
+    settings = {json.dumps(f.get("overrides") or []) for f in files}
+    if len(settings) > 1:
+        print(f"error: {', '.join(paths)} were run with different overrides ({' / '.join(sorted(settings))}); "
+              "merge the results of one setting at a time", file=sys.stderr)
+        return 2
+    report(runs, files[0]["held_out"], files[0].get("overrides"))
     out.mkdir(parents=True, exist_ok=True)
     merged = {**files[0], "seeds": seeds, "runs": runs, "merged_from": [str(p) for p in paths],
               "wall_seconds": [f.get("wall_seconds") for f in files]}
@@ -560,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "results.partial.json").write_text(json.dumps({"runs": runs}, indent=1))
     wall = time.time() - start
     print()
-    report(runs, args.held_out)
+    report(runs, args.held_out, args.overrides)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"total wall time {wall / 60:.1f} min on {platform.machine()} with {os.cpu_count()} CPUs "
           f"(load average {load:.1f} at the end), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "

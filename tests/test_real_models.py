@@ -495,3 +495,23 @@ def test_the_benchmark_refuses_an_out_folder_with_a_stopped_arm_before_loading(t
     # another arm's folder is not in the way
     assert bench.main(["--seeds", "1", "--arms", "shuffled", "--out", str(tmp_path / "b"), "--headroom-samples", "1"]) == 2
     assert "hold(s) checkpoints" not in capsys.readouterr().err
+
+
+def test_merging_runs_of_other_settings_is_refused_and_a_runs_overrides_are_printed(tmp_path, capsys):
+    """The arms' labels name the preset: a merged table says which overrides its runs had, and runs made with
+    different overrides are not one table."""
+    import json
+
+    bench = _bench()
+    paths = []
+    for seed, overrides in ((0, ["stages.1.learning_rate=1e-4"]), (1, ["stages.1.learning_rate=1e-4"]), (2, [])):
+        p = tmp_path / f"r{seed}.json"
+        p.write_text(json.dumps({"held_out": 64, "overrides": overrides, "runs": [
+            _fake_run(seed, (0.9, 0.9), (0.8, 0.8), None)]}))
+        paths.append(str(p))
+    assert bench.main(["--merge", *paths[:2], "--out", str(tmp_path / "m")]) == 0
+    assert capsys.readouterr().out.startswith("overrides of the smollm2 preset: stages.1.learning_rate=1e-4\n")
+    assert bench.main(["--merge", *paths, "--out", str(tmp_path / "m2")]) == 2
+    err = capsys.readouterr().err
+    assert "were run with different overrides" in err and "merge the results of one setting at a time" in err
+    assert not (tmp_path / "m2").exists()
