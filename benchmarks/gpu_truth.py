@@ -48,7 +48,26 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import gather_gpu_wheels as wheels  # noqa: E402  (the carried package list and its unpacker)
 
-from unsloth_grpo.hardware import architecture, memory, planner  # noqa: E402  (light: imports no torch)
+
+
+class _ProjectModule:
+    """A module of this project, imported at its first use.
+
+    The project's config needs pydantic, which the GPU image lacks: there it is one of the carried
+    wheels, on the path only once :func:`prepare_packages` has unpacked them, after the kit starts.
+    """
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+# light modules (no torch); what they import is read at first use
+architecture = _ProjectModule("unsloth_grpo.hardware.architecture")
+memory = _ProjectModule("unsloth_grpo.hardware.memory")
+planner = _ProjectModule("unsloth_grpo.hardware.planner")
 
 RESULTS = ROOT / "benchmarks" / "results"
 DRY_RESULTS = ROOT / "outputs" / "gpu_truth"

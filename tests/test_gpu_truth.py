@@ -259,7 +259,7 @@ def test_dry_runs_the_recipes_preflight_against_the_gpu_image(tmp_path, monkeypa
 def test_the_kit_leaves_behind_only_what_the_doctor_lets_pass():
     from unsloth_grpo.hardware.doctor.checks import NOT_NEEDED_TO_TRAIN
 
-    assert set(kit.wheels.NOT_CARRIED) - {"vllm"} <= set(NOT_NEEDED_TO_TRAIN)
+    assert set(kit.wheels.not_carried()) - {"vllm"} <= set(NOT_NEEDED_TO_TRAIN)
     assert {"packaging", "certifi"} <= set(kit.wheels.WHEELS)  # versions the image does not record
 
 
@@ -289,3 +289,17 @@ def test_import_brings_gpu_results_home_and_commits_them_with_the_table(tmp_path
     assert subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], capture_output=True,
                           text=True).stdout == ""
     assert kit.import_results(came_back, results=results, docs=docs, repo=repo, log=lambda _m: None) == []
+
+
+def test_the_kit_imports_on_an_image_without_the_carried_packages():
+    """On the GPU machine pydantic, TRL and the rest arrive as carried wheels that the kit unpacks
+    after it starts: importing the kit must not need them (the first run on an H200 died on
+    `import pydantic` before it unpacked anything)."""
+    code = ("import sys, importlib.util\n"
+            "for name in ('pydantic', 'pydantic_core', 'trl', 'datasets', 'unsloth', 'gguf'):\n"
+            "    sys.modules[name] = None  # as absent as on the image\n"
+            f"spec = importlib.util.spec_from_file_location('kit', {str(ROOT / 'benchmarks' / 'gpu_truth.py')!r})\n"
+            "kit = sys.modules['kit'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(kit)\n"
+            "print('imported', kit.DEVICE_SITE)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr[-2000:]

@@ -87,9 +87,13 @@ pygments python-dateutil pytest pyyaml regex requests rich scipy setuptools six 
 typing-extensions urllib3 wheel xxhash yarl zipp
 """.split())
 
-def _not_carried() -> dict[str, str]:
+def not_carried() -> dict[str, str]:
     """Requirements declared but left behind, and why: what the doctor lets pass as not needed to
-    train (its preflight runs on the GPU machine too), and vLLM."""
+    train (its preflight runs on the GPU machine too), and vLLM.
+
+    A function, not a module constant: the doctor imports the project's config, which needs pydantic,
+    and on the GPU machine pydantic is one of the carried wheels, on the path only after `unpack`
+    (the kit imports this module before it unpacks anything)."""
     sys.path.insert(0, str(ROOT))
     from unsloth_grpo.hardware.doctor.checks import NOT_NEEDED_TO_TRAIN
 
@@ -98,8 +102,6 @@ def _not_carried() -> dict[str, str]:
     return out
 
 
-#: Requirements that are declared but not needed for training, and why they stay behind.
-NOT_CARRIED = _not_carried()
 
 # What is left out of a wheel while unpacking it, and why.
 def _dropped(package: str, member: str) -> bool:
@@ -211,7 +213,7 @@ def requirement_problems(site: Path = SITE, installed: dict[str, str | None] | N
     if installed is None:
         installed = {_canon(p): IMAGE_VERSIONS.get(p) for p in IMAGE_PACKAGES}
     carried = {_canon(p) for p in WHEELS}
-    optional = {_canon(p) for p in NOT_CARRIED}
+    optional = {_canon(p) for p in not_carried()}
     problems = []
     for meta in sorted(site.glob("*.dist-info/METADATA")):
         msg = Parser().parsestr(meta.read_text(encoding="utf-8"))
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
           f"project files: {project_mib:.1f} MiB; together {total:.1f} MiB (limit {LIMIT_MIB:.0f} MiB)")
     if total > LIMIT_MIB:
         problems.append(f"{total:.1f} MiB is over the {LIMIT_MIB:.0f} MiB limit")
-    for name, why in NOT_CARRIED.items():
+    for name, why in not_carried().items():
         print(f"not carried: {name} ({why})")
     if problems:
         print("\nerror: the wheel set is not ready:\n  - " + "\n  - ".join(problems), file=sys.stderr)
