@@ -34,6 +34,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -131,7 +132,7 @@ DRY_SETTINGS = RunSettings(num_generations=4, per_device_train_batch_size=4, max
                            prompt_tokens=16, steps=2)
 
 CONFIGS = [
-    Config("unsloth-4bit", "Unsloth, 4-bit, LoRA r=16", backend="unsloth", load_in_4bit=True, cap_s=150),
+    Config("unsloth-4bit", "Unsloth, 4-bit, LoRA r=16", backend="unsloth", load_in_4bit=True, cap_s=170),  # 2026-12-04 on an H200: about 60 s to import and load, 72 s the first step, 21 s the next
     Config("transformers-bf16", "transformers + peft, bf16 base", backend="transformers", load_in_4bit=False,
            cap_s=120),
     Config("transformers-4bit", "transformers + bitsandbytes 4-bit", backend="transformers", load_in_4bit=True,
@@ -334,6 +335,12 @@ def run_train(spec: dict) -> dict:
                 if cuda:
                     torch.cuda.synchronize()
                 step_s.append(time.perf_counter() - self.t)
+                # one line per step, so that a run stopped at its timeout still says what it measured
+                print("STEP " + json.dumps({
+                    "step": len(step_s), "seconds": round(step_s[-1], 3), "load_seconds": round(load_s, 2),
+                    "peak_allocated_gb": _gib(torch.cuda.max_memory_allocated()) if cuda else None,
+                    "completion_mean_length": (rows[-1].get("completions/mean_length") if rows else None)}),
+                    flush=True)
 
             def on_log(self, args, state, control, logs=None, **kwargs):
                 if logs and "reward" in logs:
@@ -657,6 +664,26 @@ def _result_of(output: str) -> dict | None:
     return json.loads(line[len("RESULT "):]) if line else None
 
 
+def partial_steps(output: str) -> dict | None:
+    """What a configuration stopped at its timeout had measured: its finished steps (``STEP`` lines),
+    or, from a child that printed none, the seconds of each step in the trainer's own logs."""
+    steps = [json.loads(ln[len("STEP "):]) for ln in output.splitlines() if ln.startswith("STEP ")]
+    if steps:
+        seconds = [st["seconds"] for st in steps]
+        peaks = [st["peak_allocated_gb"] for st in steps if st.get("peak_allocated_gb") is not None]
+        lengths = [st["completion_mean_length"] for st in steps if st.get("completion_mean_length") is not None]
+        return {"steps_done": len(steps), "step_seconds": seconds, "load_seconds": steps[0].get("load_seconds"),
+                "peak_allocated_gb": max(peaks) if peaks else None,
+                "completion_mean_length": sum(lengths) / len(lengths) if lengths else None, "from": "STEP lines"}
+    seconds = [float(x) for x in re.findall(r"'step_time': '([0-9.eE+-]+)'", output)]
+    lengths = [float(x) for x in re.findall(r"'completions/mean_length': '([0-9.eE+-]+)'", output)]
+    if not seconds:
+        return None
+    return {"steps_done": len(seconds), "step_seconds": seconds, "load_seconds": None, "peak_allocated_gb": None,
+            "completion_mean_length": sum(lengths) / len(lengths) if lengths else None,
+            "from": "the trainer's logged step_time"}
+
+
 def planner_error_pct(result: dict) -> float | None:
     """(estimate - measured) / measured, in percent, on allocated memory; positive = the planner is cautious."""
     est = (result.get("estimate") or {}).get("allocated_gb")
@@ -673,6 +700,18 @@ def verdict(r: dict) -> str:
     if r["status"] == "planned":
         gb = (r.get("planned_estimate") or {}).get("allocated_gb")
         return f"planned only ({r.get('error', '')}): planner {gb:.2f} GiB allocated at full scale"
+    part = (r.get("partial") or partial_steps(str(r.get("error", "")))) if r["status"] == "timeout" else None
+    if part:
+        secs = part["step_seconds"]
+        later = secs[1:]
+        said = f"TIMEOUT after {part['steps_done']} step(s): first {secs[0]:.1f} s"
+        if later:
+            said += f", then {sum(later) / len(later):.1f} s a step"
+        if part.get("peak_allocated_gb") is not None:
+            said += f"; peak {part['peak_allocated_gb']:.2f} GiB allocated"
+        if part.get("completion_mean_length") is not None:
+            said += f"; completions {part['completion_mean_length']:.0f} tokens"
+        return said
     if r["status"] != "ok":
         first = next((ln for ln in reversed(str(r.get("error", "")).splitlines()) if ln.strip()), "no output")
         return f"{r['status'].upper()}: {first[:160]}"
@@ -710,6 +749,7 @@ def run_config(c: Config, *, model_dir: Path, device: str, settings: RunSettings
         code, out = _child(["--run-one", json.dumps(spec)], timeout)
     except TimeoutError as exc:
         return {**base, "status": "timeout", "seconds": round(time.perf_counter() - t0, 1),
+                "partial": partial_steps(str(exc)),
                 "error": f"over its {timeout:.0f} s share of the budget\n{str(exc)[-2000:]}"}
     result = _result_of(out)
     seconds = round(time.perf_counter() - t0, 1)
@@ -757,7 +797,7 @@ def _slug(text: str) -> str:
 
 
 def run_kit(*, dry: bool, budget: float, workdir: Path, out_path: Path | None, only: list[str] | None,
-            with_tests: bool, log=print) -> tuple[Path, dict]:
+            with_tests: bool, steps: int | None = None, log=print) -> tuple[Path, dict]:
     start = time.perf_counter()
     deadline = start + budget
     left = lambda: deadline - time.perf_counter()  # noqa: E731
@@ -768,6 +808,8 @@ def run_kit(*, dry: bool, budget: float, workdir: Path, out_path: Path | None, o
     if not dry and device == "cpu":
         raise SystemExit("error: no CUDA GPU is visible; run with --dry on a CPU")
     settings = RunSettings() if not dry else DRY_SETTINGS
+    if steps:
+        settings = RunSettings(**{**asdict(settings), "steps": steps})
     report: dict = {
         "kit": "gpu_truth", "format": 1, "dry": dry, "card": card, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                           time.gmtime()),
@@ -989,6 +1031,9 @@ def main(argv: list[str] | None = None) -> int:
                     "list, run the trainer path on a toy model, write a results file marked dry.")
     ap.add_argument("--budget", type=float, default=BUDGET_S, help="Hard limit for the whole kit, seconds.")
     ap.add_argument("--only", help="Comma-separated configuration names: " + ", ".join(c.name for c in CONFIGS))
+    ap.add_argument("--steps", type=int, default=None,
+                    help="GRPO steps per configuration (default 3; the first is warm-up, so at least 2 to measure "
+                         "a step): fewer fit a short lease.")
     ap.add_argument("--no-tests", action="store_true", help="Do not run tests/test_gpu.py with the time left.")
     ap.add_argument("--workdir", default=None, help="Scratch folder for the models and runs "
                     "(default /tmp/gpu_truth, or a folder under outputs/ with --dry).")
@@ -1033,7 +1078,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir) if args.workdir else (DRY_RESULTS / "work" if args.dry else Path("/tmp/gpu_truth"))
     out_path, report = run_kit(dry=args.dry, budget=args.budget, workdir=workdir,
                                out_path=Path(args.out) if args.out else None, only=only,
-                               with_tests=not args.no_tests)
+                               with_tests=not args.no_tests, steps=args.steps)
     failed = [r["name"] for r in report["configs"] if r["status"] not in ("ok", "skipped", "planned")]
     print(f"{len(report['configs']) - len(failed)} of {len(report['configs'])} configurations ok"
           + (f"; failed: {', '.join(failed)}" if failed else ""))

@@ -303,3 +303,30 @@ def test_the_kit_imports_on_an_image_without_the_carried_packages():
             "print('imported', kit.DEVICE_SITE)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "imported" in done.stdout, done.stderr[-2000:]
+
+
+def test_a_configuration_stopped_at_its_timeout_keeps_the_steps_it_finished():
+    """The first H200 run timed out on every configuration after one or two steps; what those steps
+    measured must reach the results file and the table, not only the word TIMEOUT."""
+    lines = ["loading", 'STEP {"step": 1, "seconds": 71.6, "load_seconds": 30.2, "peak_allocated_gb": 4.1, '
+             '"completion_mean_length": 512}',
+             'STEP {"step": 2, "seconds": 20.9, "load_seconds": 30.2, "peak_allocated_gb": 4.3, '
+             '"completion_mean_length": 512}', "generating"]
+    part = kit.partial_steps("\n".join(lines))
+    assert part["steps_done"] == 2 and part["step_seconds"] == [71.6, 20.9] and part["peak_allocated_gb"] == 4.3
+    said = kit.verdict({"status": "timeout", "partial": part, "error": "over"})
+    assert said.startswith("TIMEOUT after 2 step(s): first 71.6 s, then 20.9 s a step; peak 4.30 GiB"), said
+    # a child of the old kit printed no STEP lines: the trainer's own step_time is read instead
+    old = "{'loss': '1e-08', 'completions/mean_length': '512', 'step_time': '61.83'}\n" \
+          "{'loss': '2e-08', 'completions/mean_length': '512', 'step_time': '25.37'}"
+    part = kit.partial_steps(old)
+    assert part["step_seconds"] == [61.83, 25.37] and part["completion_mean_length"] == 512
+    assert kit.partial_steps("nothing measured") is None
+    assert kit.verdict({"status": "timeout", "partial": None, "error": "over\nlast line"}) == "TIMEOUT: last line"
+
+
+def test_steps_can_be_cut_to_fit_a_short_lease(tmp_path, monkeypatch):
+    seen = {}
+    monkeypatch.setattr(kit, "run_kit", lambda **kw: seen.update(kw) or (tmp_path / "r.json", {"configs": []}))
+    assert kit.main(["--dry", "--steps", "2", "--workdir", str(tmp_path)]) == 0
+    assert seen["steps"] == 2
