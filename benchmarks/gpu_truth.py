@@ -722,8 +722,11 @@ def verdict(r: dict) -> str:
         bits.append(f"completions cut short (mean {m['completion_mean_length']:.0f} < {want}): figures invalid")
     if m.get("trainable_changed") == 0 or m.get("lora_B_unchanged"):
         bits.append("training left LoRA weights unchanged")
-    if (m.get("rollout_check") or {}).get("from_trained") is False:
+    rc = m.get("rollout_check") or {}
+    if rc.get("from_trained") is False:
         bits.append("rollouts NOT from the trained weights (stale_rollouts)")
+    elif rc.get("rounds") and rc.get("from_trained") is None:
+        bits.append(f"rollout check undecided in {rc['rounds']} rounds (too few steps for the adapter to show)")
     err = r.get("planner_error_pct")
     if err is not None:
         if err < -5:
@@ -974,7 +977,7 @@ def results_table_markdown(results: list[dict]) -> str:
                 f"| {_fmt(m.get('seconds_per_step'), '.2f')} | {_fmt(m.get('completion_tokens_per_second'), '.0f')} "
                 f"| {_fmt(m.get('peak_allocated_gb'), '.2f')} | {_fmt(m.get('peak_reserved_gb'), '.2f')} "
                 f"| {_fmt(m.get('device_peak_used_gb'), '.2f')} | {planner} "
-                f"| {r.get('verdict') or verdict(r)} |")
+                f"| {verdict(r)} |")
     files = ", ".join(f"`benchmarks/results/{res['_file']}`" for res in results)
     return head + "\n".join(rows) + f"\n\nFrom {files}.\n"
 
