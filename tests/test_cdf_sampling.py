@@ -125,3 +125,98 @@ def test_calls_it_does_not_serve_go_to_transformers_own_loop(tiny):
     with torch.no_grad():
         got = model.generate(**enc, generation_config=config, custom_generate=decode)
     assert torch.equal(got.sequences, want.sequences) and len(got.scores) == len(want.scores)
+
+
+class _EndAfter:
+    """Row i (told apart by its prompt's first token, ``first + i``) must end after i + 1 new tokens;
+    before that it draws among all tokens but the end one. It sees only the rows still computed."""
+
+    def __init__(self, first: int, prompt_len: int, eos: int):
+        self.first, self.prompt_len, self.eos = first, prompt_len, eos
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        out = scores.clone()
+        for k in range(input_ids.shape[0]):
+            row = int(input_ids[k, 0]) - self.first
+            written = input_ids.shape[1] - self.prompt_len
+            if written >= row:
+                out[k] = float("-inf")
+                out[k, self.eos] = 0.0
+            else:
+                out[k, self.eos] = float("-inf")
+        return out
+
+
+def _rows_ending_one_by_one(tiny, *, drop: bool, seed: int, shared: bool = False):
+    import functools
+
+    import torch
+    from transformers import GenerationConfig, LogitsProcessorList
+
+    from unsloth_grpo.training.shared_prefill import shared_cache
+
+    model, tokenizer = tiny
+    first, rows, prompt_len = 20, 6, 5
+    ids = torch.tensor([[first + i] + [30 + j for j in range(prompt_len - 1)] for i in range(rows)])
+    if shared:  # the shared prefill's case: groups of identical prompts
+        ids = torch.tensor([[first + i // 3 * 3] + [30 + j for j in range(prompt_len - 1)] for i in range(rows)])
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    eos = tokenizer.eos_token_id
+    config = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, max_new_tokens=12,
+                              pad_token_id=tokenizer.pad_token_id, eos_token_id=eos)
+    sizes = []
+    hook = model.register_forward_pre_hook(lambda mod, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]),
+                                           with_kwargs=True)
+    extra = {"past_key_values": shared_cache(model, {**batch, "generation_config": config})} if shared else {}
+    try:
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            out = model.generate(**batch, **extra, generation_config=config,
+                                 custom_generate=functools.partial(decode, drop_finished=drop),
+                                 logits_processor=LogitsProcessorList([_EndAfter(first, prompt_len, eos)]))
+    finally:
+        hook.remove()
+    return out, sizes
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["fresh", "shared-prefill"])
+def test_rows_that_end_leave_the_batch_and_the_tokens_stay_the_same(tiny, shared):
+    """Once a row has ended, the decode steps no longer compute it (its cache, mask and positions are
+    cut out); the uniform numbers are drawn for every row either way, so the tokens are the same."""
+    import torch
+
+    for seed in (0, 1):
+        kept, full_sizes = _rows_ending_one_by_one(tiny, drop=False, seed=seed, shared=shared)
+        dropped, sizes = _rows_ending_one_by_one(tiny, drop=True, seed=seed, shared=shared)
+        assert torch.equal(kept, dropped)
+        rows = kept.shape[0]
+        if not shared:
+            # row i ends after i + 1 tokens: each later decode step computes one row fewer
+            assert full_sizes[1:] == [rows] * (len(full_sizes) - 1)
+            assert sizes[1:] == list(range(rows - 1, 0, -1)), sizes
+            new = kept[:, 5:].tolist()
+            for i, row in enumerate(new):
+                assert row[i] == tiny[1].eos_token_id and all(t == tiny[1].pad_token_id for t in row[i + 1:])
+        else:
+            # the shared prefill's forward (two distinct prompts), the last prompt token for all six rows;
+            # the first group ends after one token, the second after four: three rows from then on
+            assert full_sizes == [2, rows, rows, rows, rows], full_sizes
+            assert sizes == [2, rows, 3, 3, 3], sizes
+
+
+def test_rows_are_kept_when_the_loop_cannot_cut_them(tiny):
+    """A cache that is not transformers' plain dynamic one, or an input per row the loop does not
+    know: the rows stay, as in transformers' loop."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    from unsloth_grpo.training.cdf_sampling import _can_drop_rows
+
+    cache = DynamicCache()
+    assert _can_drop_rows({"past_key_values": cache, "attention_mask": torch.ones(2, 3), "use_cache": True,
+                           "cache_position": torch.arange(3), "logits_to_keep": 1})
+    assert not _can_drop_rows({"past_key_values": None, "attention_mask": torch.ones(2, 3)})
+    assert not _can_drop_rows({"past_key_values": cache, "position_ids": torch.ones(3, 2, 3)})  # 3-D positions
+    assert not _can_drop_rows({"past_key_values": cache, "pixel_values": torch.ones(2, 3, 8, 8)})

@@ -86,10 +86,8 @@ def _section(cls: type) -> type:
 
 @_section
 class ModelConfig:
-    name: str = _f(
-        "unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
-        help="Hub id or local directory of the base model; 'builtin:tiny' builds the tiny offline model.",
-    )
+    name: str = _f("unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
+                   help="Hub id or local directory of the base model; 'builtin:tiny' builds the tiny offline model.")
     backend: str = _f("auto", help="'unsloth', 'transformers', or 'auto' (Unsloth when importable).")
     max_seq_length: int = _f(1024, help="Longest prompt + completion, in tokens.")
     load_in_4bit: bool = _f(True, help="Load the base weights in 4-bit NF4 (needs CUDA and bitsandbytes).")
@@ -141,10 +139,8 @@ class LoraSettings:
 
 @_section
 class DataConfig:
-    source: str = _f(
-        "openai/gsm8k",
-        help="Hub dataset id, a local .jsonl/.json/.csv/.parquet file, or 'synthetic' (offline generator).",
-    )
+    source: str = _f("openai/gsm8k",
+                     help="Hub dataset id, a local .jsonl/.json/.csv/.parquet file, or 'synthetic' (offline generator).")
     subset: str | None = _f("main", help="Hub dataset configuration name (GSM8K: 'main').")
     split: str = _f("train", help="Split to train on.")
     limit: int | None = _f(None, help="Use at most this many rows (after filtering).")
@@ -649,12 +645,8 @@ def parse_override(text: str) -> dict:
     return out
 
 
-def load_config(
-    source: str | os.PathLike | dict | None = None,
-    *,
-    base: dict | None = None,
-    overrides: list[str | dict] | None = None,
-) -> RecipeConfig:
+def load_config(source: str | os.PathLike | dict | None = None, *, base: dict | None = None,
+                overrides: list[str | dict] | None = None) -> RecipeConfig:
     """Load a recipe config from a YAML path or dict, on top of ``base``, then apply overrides.
 
     An override is ``'section.key=value'`` text or an already parsed partial config (a dict).
