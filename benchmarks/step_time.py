@@ -25,8 +25,6 @@ It prints milliseconds per step for each part and its share of the step.
 (unsloth_grpo.training.shared_prefill is what training uses by default), to measure the difference.
 ``--sampling multinomial`` draws each token with ``torch.multinomial`` as transformers does, instead of
 the one uniform number per row of unsloth_grpo.training.cdf_sampling (the default with the shared prefill).
-``--drop-finished off`` keeps computing rows that have ended until the longest completion ends, as
-transformers' loop does (by default the cdf loop drops them; the draws are the same either way).
 """
 
 from __future__ import annotations
@@ -62,13 +60,12 @@ class StepTimer:
     """Times the parts of each optimizer step of a built GRPOTrainer (methods wrapped on the instance)."""
 
     def __init__(self, trainer, *, shared_prefill: bool = True, shared_prompt_loss: bool = True,
-                 cdf_sampling: bool = True, drop_finished: bool = True, clock=time.perf_counter) -> None:
+                 cdf_sampling: bool = True, clock=time.perf_counter) -> None:
         self.trainer = trainer
         self.clock = clock
         self.shared_prefill = shared_prefill
         self.shared_prompt_loss = shared_prompt_loss
         self.cdf_sampling = cdf_sampling
-        self.drop_finished = drop_finished
         self.current: dict[str, float] = defaultdict(float)
         self.steps: list[dict[str, float]] = []
         for name in ("_generate_single_turn", "_generate", "_calculate_rewards", "_generate_and_score_completions",
@@ -128,7 +125,6 @@ class StepTimer:
                 if getattr(timer.trainer, "shared_prefill", None) is not None:
                     timer.trainer.shared_prefill.enabled = timer.shared_prefill
                     timer.trainer.shared_prefill.cdf_sampling = timer.cdf_sampling
-                    timer.trainer.shared_prefill.drop_finished = timer.drop_finished
                 if getattr(timer.trainer, "shared_prompt_loss", None) is not None:
                     timer.trainer.shared_prompt_loss.enabled = timer.shared_prompt_loss
 
@@ -257,8 +253,7 @@ def ab_generation(trainer, reps: int) -> dict:
 
 
 def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str], *, shared_prefill: bool = True,
-            shared_prompt_loss: bool = True, cdf_sampling: bool = True, drop_finished: bool = True, ab_reps: int = 0,
-            out: str = "outputs/step-time",
+            shared_prompt_loss: bool = True, cdf_sampling: bool = True, ab_reps: int = 0, out: str = "outputs/step-time",
             clock: str = "wall") -> dict:
     import dataclasses
     import shutil
@@ -281,7 +276,7 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
     def init(self, *a, **kw):  # the trainer train() builds, timed from its first step
         original(self, *a, **kw)
         timers.append(StepTimer(self, shared_prefill=shared_prefill, shared_prompt_loss=shared_prompt_loss,
-                                cdf_sampling=cdf_sampling, drop_finished=drop_finished,
+                                cdf_sampling=cdf_sampling,
                                 clock=time.process_time if clock == "cpu" else time.perf_counter))
 
     trl.GRPOTrainer.__init__ = init
@@ -299,7 +294,6 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
             "mean_completion_length": statistics.fmean(lengths[warmup:] or lengths),
             "shared_prefill": shared_prefill, "shared_prompt_loss": shared_prompt_loss, "clock": clock,
             "cdf_sampling": cdf_sampling and shared_prefill,  # the draw rides on the shared prefill's call
-            "drop_finished": drop_finished and cdf_sampling and shared_prefill,  # and so does the row dropping
             "shared_prompt_loss_served": getattr(getattr(timer.trainer, "shared_prompt_loss", None), "served", None),
             "generate_ab": ab, "model": model_info(timer.trainer.model),
             "reward_first_last": [statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])] if rewards else None,
@@ -363,8 +357,7 @@ def table(results: list[dict], limits: dict | None = None) -> str:
         s = r["seconds"]
         lines.append(f"{r['run']} ({r['backend']}, {r.get('clock', 'wall')} clock, shared prefill {'on' if r['shared_prefill'] else 'off'}, "
                      f"shared prompt in the loss {'on' if r.get('shared_prompt_loss', False) else 'off'}, "
-                     f"sampling {'cdf' if r.get('cdf_sampling', False) else 'multinomial'}, "
-                     f"ended rows {'dropped' if r.get('drop_finished', False) else 'computed'}): "
+                     f"sampling {'cdf' if r.get('cdf_sampling', False) else 'multinomial'}): "
                      f"{1000 * s['total']:.0f} ms a step ({1000 * s['cpu']:.0f} ms of CPU time) over "
                      f"{r['steps'] - r['warmup']} steps "
                      f"(mean completion {r['mean_completion_length']:.1f} tokens)")
@@ -396,9 +389,6 @@ def main(argv: list[str] | None = None) -> int:
                    help="off: the loss runs every row's prompt, as TRL does (to measure what sharing it saves).")
     p.add_argument("--sampling", choices=("cdf", "multinomial"), default="cdf",
                    help="multinomial: draw tokens as transformers does (to measure what one uniform a row saves).")
-    p.add_argument("--drop-finished", choices=("on", "off"), default="on",
-                   help="off: keep computing rows that have ended, as transformers does (to measure what dropping "
-                        "them saves; the draws are the same).")
     p.add_argument("--ab-reps", type=int, default=10,
                    help="After training, time model.generate on one batch this many times with the shared prefill "
                         "and as many without, in turn (0: skip).")
@@ -430,7 +420,6 @@ def main(argv: list[str] | None = None) -> int:
                                    shared_prefill=args.shared_prefill == "on",
                                    shared_prompt_loss=args.shared_prompt_loss == "on",
                                    cdf_sampling=args.sampling == "cdf",
-                                   drop_finished=args.drop_finished == "on",
                                    ab_reps=args.ab_reps,
                                    clock=args.clock,
                                    out=args.out))

@@ -34,7 +34,6 @@ class SharedPrefill:
     def __init__(self, trainer, model, log: Callable[[str], None] | None) -> None:
         self.enabled = True
         self.cdf_sampling = True  # draw tokens with training.cdf_sampling.decode (same distribution, cheaper draw)
-        self.drop_finished = True  # with it, decode no longer computes rows that have ended (same draws)
         self.log = log
         self._active = False
         self._plain_generate = model.generate
@@ -67,8 +66,7 @@ class SharedPrefill:
         if self.cdf_sampling:
             from unsloth_grpo.training.cdf_sampling import decode
 
-            loop = decode if self.drop_finished else functools.partial(decode, drop_finished=False)
-            return self._plain_generate(**kwargs, past_key_values=cache, custom_generate=loop)
+            return self._plain_generate(**kwargs, past_key_values=cache, custom_generate=decode)
         return self._plain_generate(**kwargs, past_key_values=cache)
 
 
