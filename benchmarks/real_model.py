@@ -444,6 +444,40 @@ def report(runs: list[dict], held_out: int, overrides: list[str] | None = None) 
     print(errors_table(runs))
 
 
+#: A run's entries that hold one value per arm (and the warm-up's, under "sft").
+PER_ARM = ("grades", "seconds", "cpu_seconds", "train_reward", "headroom")
+
+
+def combine_arms(runs) -> list[dict]:
+    """The runs by seed, a seed's arms run in separate processes (``--arms grpo sft_only``, then
+    ``--arms shuffled``) put together. A seed's two runs must start from the same warm-up, and an arm
+    may come from one of them only (ValueError)."""
+    by_seed: dict[int, dict] = {}
+    for run in runs:
+        have = by_seed.get(run["seed"])
+        if have is None:
+            by_seed[run["seed"]] = {**run, **{k: dict(run.get(k) or {}) for k in PER_ARM}}
+            continue
+        arms = lambda r: set(r.get("grades") or {}) - {"base", "sft"}  # noqa: E731
+        twice = sorted(arms(have) & arms(run))
+        if twice:
+            raise ValueError(f"seed {run['seed']}'s arm {', '.join(twice)} appears in two of them; give each arm "
+                             "of a seed once")
+        if (have.get("warmup_from") or run.get("warmup_from")) and have.get("warmup_from") != run.get("warmup_from") \
+                or _strict(have, "sft") != _strict(run, "sft"):
+            raise ValueError(f"seed {run['seed']}'s runs did not start from the same warm-up "
+                             f"({have.get('warmup_from')} / {run.get('warmup_from')}); their arms are not comparable")
+        for key in PER_ARM:
+            have[key] = {**(run.get(key) or {}), **have[key]}
+        have.update({k: v for k, v in run.items() if k not in PER_ARM and k not in have})
+    return [by_seed[s] for s in sorted(by_seed)]
+
+
+def _strict(run: dict, arm: str) -> list:
+    """An arm's strict accuracy on each held-out set."""
+    return [g.get("accuracy") for _, g in sorted(((run.get("grades") or {}).get(arm) or {}).items())]
+
+
 def merge(paths: list[str], out: Path) -> int:
     """One table and one results.json from several runs' results (each seed once)."""
     files = []
@@ -453,11 +487,12 @@ def merge(paths: list[str], out: Path) -> int:
         except (OSError, ValueError) as exc:
             print(f"error: --merge {p}: cannot read it ({exc}); give the results.json of earlier runs", file=sys.stderr)
             return 2
-    runs = sorted((r for f in files for r in f["runs"]), key=lambda r: r["seed"])
-    seeds = [r["seed"] for r in runs]
-    if len(set(seeds)) != len(seeds):
-        print(f"error: a seed appears twice in {', '.join(paths)}: {seeds}", file=sys.stderr)
+    try:
+        runs = combine_arms(r for f in files for r in f["runs"])
+    except ValueError as exc:
+        print(f"error: --merge {', '.join(paths)}: {exc}", file=sys.stderr)
         return 2
+    seeds = [r["seed"] for r in runs]
     settings = {json.dumps(f.get("overrides") or []) for f in files}
     if len(settings) > 1:
         print(f"error: {', '.join(paths)} were run with different overrides ({' / '.join(sorted(settings))}); "
@@ -511,8 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="Arms trained from each warm-up.")
     p.add_argument("--out", default="outputs/real-model", help="Where results.json and the runs go.")
     p.add_argument("--merge", nargs="+", metavar="RESULTS", default=None,
-                   help="Print the table and goal of results.json files made before (seeds run in parallel "
-                        "processes), and write them together to --out/results.json; trains nothing.")
+                   help="Print the table and goal of results.json files made before (seeds, or a seed's arms, run "
+                        "in parallel processes), and write them together to --out/results.json; trains nothing.")
     p.add_argument("--base-from", metavar="RESULTS", default=None,
                    help="Take the base model's grades from an earlier results.json (or results.partial.json) "
                         "of the same held-out size and overrides instead of grading it again: greedy grading of "

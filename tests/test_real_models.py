@@ -515,3 +515,42 @@ def test_merging_runs_of_other_settings_is_refused_and_a_runs_overrides_are_prin
     err = capsys.readouterr().err
     assert "were run with different overrides" in err and "merge the results of one setting at a time" in err
     assert not (tmp_path / "m2").exists()
+
+
+def test_merge_puts_together_the_arms_of_a_seed_run_in_separate_processes(tmp_path, capsys):
+    """A seed's grpo and sft_only arms in one run and its shuffled arm in another (two processes on two
+    cores): one table with all three, and the goal line against both controls. An arm given twice, or
+    runs that started from different warm-ups, are refused."""
+    import json
+
+    bench = _bench()
+
+    def write(name, runs, overrides=("stages.1.learning_rate=1e-4",)):
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps({"held_out": 64, "overrides": list(overrides), "runs": runs}))
+        return str(p)
+
+    main_arms = _fake_run(0, (0.95, 0.90), (0.85, 0.84), None)
+    main_arms.update(warmup_from="warm/seed0.pt", cpu_seconds={"grpo": 600.0, "sft_only": 610.0})
+    shuffled = _fake_run(0, None, None, (0.70, 0.75), reward=(2.0, 2.1))
+    del shuffled["train_reward"]["grpo"]
+    shuffled.update(warmup_from="warm/seed0.pt", cpu_seconds={"shuffled": 590.0}, train_reward={"shuffled": [2.0, 2.1]})
+    a, b = write("a", [main_arms]), write("b", [shuffled])
+    assert bench.main(["--merge", a, b, "--out", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out
+    assert "grpo - shuffled easy +25.0, reworded +15.0" in out and "grpo - sft_only easy +10.0, reworded +6.0" in out
+    merged = json.loads((tmp_path / "m" / "results.json").read_text())
+    (run,) = merged["runs"]
+    assert set(run["grades"]) == {"base", "sft", "grpo", "sft_only", "shuffled"}
+    assert run["cpu_seconds"] == {"grpo": 600.0, "sft_only": 610.0, "shuffled": 590.0}
+    assert run["train_reward"] == {"grpo": [3.0, 3.5], "shuffled": [2.0, 2.1]}
+
+    # the same arm twice
+    assert bench.main(["--merge", a, a, "--out", str(tmp_path / "m2")]) == 2
+    err = capsys.readouterr().err
+    assert "seed 0's arm grpo, sft_only appears in two of them" in err and "Traceback" not in err
+    # another warm-up
+    other = dict(shuffled, warmup_from="warm/seed0-other.pt")
+    assert bench.main(["--merge", a, write("c", [other]), "--out", str(tmp_path / "m3")]) == 2
+    assert "did not start from the same warm-up" in capsys.readouterr().err
+    assert not (tmp_path / "m2").exists() and not (tmp_path / "m3").exists()
