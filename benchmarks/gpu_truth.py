@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,7 +132,8 @@ DRY_SETTINGS = RunSettings(num_generations=4, per_device_train_batch_size=4, max
                            prompt_tokens=16, steps=2)
 
 CONFIGS = [
-    Config("unsloth-4bit", "Unsloth, 4-bit, LoRA r=16", backend="unsloth", load_in_4bit=True, cap_s=170),  # 2026-12-04 on an H200: about 60 s to import and load, 72 s the first step, 21 s the next
+    # 2026-12-04 on an H200: about 60 s to import and load, 72 s the first step, 21 s the next
+    Config("unsloth-4bit", "Unsloth, 4-bit, LoRA r=16", backend="unsloth", load_in_4bit=True, cap_s=170),
     Config("transformers-bf16", "transformers + peft, bf16 base", backend="transformers", load_in_4bit=False,
            cap_s=120),
     Config("transformers-4bit", "transformers + bitsandbytes 4-bit", backend="transformers", load_in_4bit=True,
@@ -335,16 +336,17 @@ def run_train(spec: dict) -> dict:
                 if cuda:
                     torch.cuda.synchronize()
                 step_s.append(time.perf_counter() - self.t)
-                # one line per step, so that a run stopped at its timeout still says what it measured
-                print("STEP " + json.dumps({
-                    "step": len(step_s), "seconds": round(step_s[-1], 3), "load_seconds": round(load_s, 2),
-                    "peak_allocated_gb": _gib(torch.cuda.max_memory_allocated()) if cuda else None,
-                    "completion_mean_length": (rows[-1].get("completions/mean_length") if rows else None)}),
-                    flush=True)
 
             def on_log(self, args, state, control, logs=None, **kwargs):
                 if logs and "reward" in logs:
                     rows.append({k: v for k, v in logs.items() if isinstance(v, (int, float))})
+                    # one line per step (logged after the step ends, with its own lengths), so that a run
+                    # stopped at its timeout still says what it measured
+                    print("STEP " + json.dumps({
+                        "step": len(step_s), "seconds": round(step_s[-1], 3) if step_s else None,
+                        "load_seconds": round(load_s, 2),
+                        "peak_allocated_gb": _gib(torch.cuda.max_memory_allocated()) if cuda else None,
+                        "completion_mean_length": rows[-1].get("completions/mean_length")}), flush=True)
 
         trainer = GRPOTrainer(model=loaded.model, processing_class=loaded.tokenizer, reward_funcs=[spread_reward],
                               args=args, train_dataset=dataset, callbacks=[Measure()])
@@ -669,7 +671,7 @@ def partial_steps(output: str) -> dict | None:
     or, from a child that printed none, the seconds of each step in the trainer's own logs."""
     steps = [json.loads(ln[len("STEP "):]) for ln in output.splitlines() if ln.startswith("STEP ")]
     if steps:
-        seconds = [st["seconds"] for st in steps]
+        seconds = [st["seconds"] for st in steps if st.get("seconds") is not None]
         peaks = [st["peak_allocated_gb"] for st in steps if st.get("peak_allocated_gb") is not None]
         lengths = [st["completion_mean_length"] for st in steps if st.get("completion_mean_length") is not None]
         return {"steps_done": len(steps), "step_seconds": seconds, "load_seconds": steps[0].get("load_seconds"),
@@ -812,7 +814,7 @@ def run_kit(*, dry: bool, budget: float, workdir: Path, out_path: Path | None, o
         raise SystemExit("error: no CUDA GPU is visible; run with --dry on a CPU")
     settings = RunSettings() if not dry else DRY_SETTINGS
     if steps:
-        settings = RunSettings(**{**asdict(settings), "steps": steps})
+        settings = replace(settings, steps=steps)
     report: dict = {
         "kit": "gpu_truth", "format": 1, "dry": dry, "card": card, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                                           time.gmtime()),

@@ -458,8 +458,7 @@ def combine_arms(runs) -> list[dict]:
         if have is None:
             by_seed[run["seed"]] = {**run, **{k: dict(run.get(k) or {}) for k in PER_ARM}}
             continue
-        arms = lambda r: set(r.get("grades") or {}) - {"base", "sft"}  # noqa: E731
-        twice = sorted(arms(have) & arms(run))
+        twice = sorted(_arms(have) & _arms(run))
         if twice:
             raise ValueError(f"seed {run['seed']}'s arm {', '.join(twice)} appears in two of them; give each arm "
                              "of a seed once")
@@ -471,6 +470,11 @@ def combine_arms(runs) -> list[dict]:
             have[key] = {**(run.get(key) or {}), **have[key]}
         have.update({k: v for k, v in run.items() if k not in PER_ARM and k not in have})
     return [by_seed[s] for s in sorted(by_seed)]
+
+
+def _arms(run: dict) -> set[str]:
+    """The arms a run trained (the base model's and the warm-up's grades aside)."""
+    return set(run.get("grades") or {}) - {"base", "sft"}
 
 
 def _strict(run: dict, arm: str) -> list:
