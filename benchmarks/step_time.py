@@ -25,6 +25,8 @@ It prints milliseconds per step for each part and its share of the step.
 (unsloth_grpo.training.shared_prefill is what training uses by default), to measure the difference.
 ``--sampling multinomial`` draws each token with ``torch.multinomial`` as transformers does, instead of
 the one uniform number per row of unsloth_grpo.training.cdf_sampling (the default with the shared prefill).
+``--merged-generation off`` generates through LoRA's side products as peft does, instead of each adapted
+layer's merged weight (unsloth_grpo.training.merged_generation, the default on a CPU).
 """
 
 from __future__ import annotations
@@ -60,12 +62,13 @@ class StepTimer:
     """Times the parts of each optimizer step of a built GRPOTrainer (methods wrapped on the instance)."""
 
     def __init__(self, trainer, *, shared_prefill: bool = True, shared_prompt_loss: bool = True,
-                 cdf_sampling: bool = True, clock=time.perf_counter) -> None:
+                 cdf_sampling: bool = True, merged_generation: bool = True, clock=time.perf_counter) -> None:
         self.trainer = trainer
         self.clock = clock
         self.shared_prefill = shared_prefill
         self.shared_prompt_loss = shared_prompt_loss
         self.cdf_sampling = cdf_sampling
+        self.merged_generation = merged_generation
         self.current: dict[str, float] = defaultdict(float)
         self.steps: list[dict[str, float]] = []
         for name in ("_generate_single_turn", "_generate", "_calculate_rewards", "_generate_and_score_completions",
@@ -125,6 +128,8 @@ class StepTimer:
                 if getattr(timer.trainer, "shared_prefill", None) is not None:
                     timer.trainer.shared_prefill.enabled = timer.shared_prefill
                     timer.trainer.shared_prefill.cdf_sampling = timer.cdf_sampling
+                    if not timer.merged_generation:
+                        timer.trainer.shared_prefill.merged_weights = None
                 if getattr(timer.trainer, "shared_prompt_loss", None) is not None:
                     timer.trainer.shared_prompt_loss.enabled = timer.shared_prompt_loss
 
@@ -236,7 +241,8 @@ def ab_generation(trainer, reps: int) -> dict:
     prompt_ids, images, fields = trainer._tokenize_prompts(prompts)
     times, outs = {True: [], False: []}, {}
     trainer.model.train()
-    cdf, handle.cdf_sampling = handle.cdf_sampling, False  # the same draws on both sides, to compare tokens
+    # the same draws and the same weights on both sides, to compare tokens
+    cdf, merged, handle.cdf_sampling, handle.merged_weights = handle.cdf_sampling, handle.merged_weights, False, None
     for _ in range(reps):
         for enabled in (True, False):
             handle.enabled = enabled
@@ -245,7 +251,7 @@ def ab_generation(trainer, reps: int) -> dict:
             completion_ids, _ = trainer._generate_single_turn(prompt_ids, images, fields, G)
             times[enabled].append(time.perf_counter() - t0)
             outs[enabled] = completion_ids
-    handle.enabled, handle.cdf_sampling = True, cdf
+    handle.enabled, handle.cdf_sampling, handle.merged_weights = True, cdf, merged
     shared, plain = (statistics.median(times[k]) for k in (True, False))
     return {"shared_ms": 1000 * shared, "plain_ms": 1000 * plain, "ratio": shared / plain,
             "pair_ratios": [a / b for a, b in zip(times[True], times[False])],
@@ -253,7 +259,7 @@ def ab_generation(trainer, reps: int) -> dict:
 
 
 def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str], *, shared_prefill: bool = True,
-            shared_prompt_loss: bool = True, cdf_sampling: bool = True, ab_reps: int = 0, out: str = "outputs/step-time",
+            shared_prompt_loss: bool = True, cdf_sampling: bool = True, merged_generation: bool = True, ab_reps: int = 0, out: str = "outputs/step-time",
             clock: str = "wall") -> dict:
     import dataclasses
     import shutil
@@ -276,7 +282,7 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
     def init(self, *a, **kw):  # the trainer train() builds, timed from its first step
         original(self, *a, **kw)
         timers.append(StepTimer(self, shared_prefill=shared_prefill, shared_prompt_loss=shared_prompt_loss,
-                                cdf_sampling=cdf_sampling,
+                                cdf_sampling=cdf_sampling, merged_generation=merged_generation,
                                 clock=time.process_time if clock == "cpu" else time.perf_counter))
 
     trl.GRPOTrainer.__init__ = init
@@ -294,6 +300,8 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
             "mean_completion_length": statistics.fmean(lengths[warmup:] or lengths),
             "shared_prefill": shared_prefill, "shared_prompt_loss": shared_prompt_loss, "clock": clock,
             "cdf_sampling": cdf_sampling and shared_prefill,  # the draw rides on the shared prefill's call
+            "merged_generation": merged_generation and shared_prefill
+            and getattr(getattr(timer.trainer, "shared_prefill", None), "merged_weights", None) is not None,
             "shared_prompt_loss_served": getattr(getattr(timer.trainer, "shared_prompt_loss", None), "served", None),
             "generate_ab": ab, "model": model_info(timer.trainer.model),
             "reward_first_last": [statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])] if rewards else None,
@@ -357,7 +365,8 @@ def table(results: list[dict], limits: dict | None = None) -> str:
         s = r["seconds"]
         lines.append(f"{r['run']} ({r['backend']}, {r.get('clock', 'wall')} clock, shared prefill {'on' if r['shared_prefill'] else 'off'}, "
                      f"shared prompt in the loss {'on' if r.get('shared_prompt_loss', False) else 'off'}, "
-                     f"sampling {'cdf' if r.get('cdf_sampling', False) else 'multinomial'}): "
+                     f"sampling {'cdf' if r.get('cdf_sampling', False) else 'multinomial'}, "
+                     f"merged generation {'on' if r.get('merged_generation', False) else 'off'}): "
                      f"{1000 * s['total']:.0f} ms a step ({1000 * s['cpu']:.0f} ms of CPU time) over "
                      f"{r['steps'] - r['warmup']} steps "
                      f"(mean completion {r['mean_completion_length']:.1f} tokens)")
@@ -389,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="off: the loss runs every row's prompt, as TRL does (to measure what sharing it saves).")
     p.add_argument("--sampling", choices=("cdf", "multinomial"), default="cdf",
                    help="multinomial: draw tokens as transformers does (to measure what one uniform a row saves).")
+    p.add_argument("--merged-generation", choices=("on", "off"), default="on",
+                   help="off: generate through LoRA's side products, as peft does (to measure what merged weights save).")
     p.add_argument("--ab-reps", type=int, default=10,
                    help="After training, time model.generate on one batch this many times with the shared prefill "
                         "and as many without, in turn (0: skip).")
@@ -420,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
                                    shared_prefill=args.shared_prefill == "on",
                                    shared_prompt_loss=args.shared_prompt_loss == "on",
                                    cdf_sampling=args.sampling == "cdf",
+                                   merged_generation=args.merged_generation == "on",
                                    ab_reps=args.ab_reps,
                                    clock=args.clock,
                                    out=args.out))

@@ -55,6 +55,7 @@ def test_the_step_profile_of_a_smoke_run_counts_what_the_step_did(tmp_path):
     text = step_time.table([r], {"threads": 1, "matmul_gflops": {"square 2048": 50.0}, "memory_gbps": {"read": 20.0}})
     assert "cpu clock" in text and "shared prompt in the loss on" in text and "GFLOP/s" in text
     assert r["cdf_sampling"] and "sampling cdf" in text
+    assert r["merged_generation"] and "merged generation on" in text  # a LoRA run on a CPU
 
 
 def test_the_real_runs_warm_up_is_kept_per_sft_configuration():
@@ -88,3 +89,6 @@ def test_the_decode_benchmark_times_each_cache_and_checks_they_sample_the_same_t
     assert "bf16 weights" in out and "torch.bfloat16" in out and "GB/s" in out
     cdf = out.split("dynamic+cdf")[1].splitlines()[0]  # the training's draw: timed, its tokens not compared
     assert "x dynamic" in cdf and "other draws" in cdf
+    merged = out.split("dynamic+cdf+merged")[1].splitlines()[0]
+    assert "x dynamic" in merged and "other draws" in merged
+    assert "merging the adapter into its buffers (" in out and " layers; " in out

@@ -9,7 +9,10 @@ from that cache. With ``cdf_sampling`` off, sampling is untouched (the same logi
 random draws), so the completions are those of the plain call: on the tiny CPU models the tokens were
 identical. By default (``cdf_sampling`` on) the loop draws each token with one uniform number a row
 (:mod:`unsloth_grpo.training.cdf_sampling`): the same distribution, other draws. The prompt's own
-forward computes the logits of its last position only: nothing reads the others.
+forward computes the logits of its last position only: nothing reads the others. On a CPU the
+generation also multiplies each LoRA layer by its merged weight (:mod:`unsloth_grpo.training.merged_generation`,
+recomputed once per optimizer step; ``merged_weights`` None switches it off): the same logits up to
+float rounding, without the adapter's side products in every decode step.
 
 It applies only inside TRL's own generation (``_generate_single_turn``), only to a batch with
 repeated rows and a plain dynamic cache, and falls back to the plain call otherwise (vLLM, beam
@@ -34,6 +37,7 @@ class SharedPrefill:
     def __init__(self, trainer, model, log: Callable[[str], None] | None) -> None:
         self.enabled = True
         self.cdf_sampling = True  # draw tokens with training.cdf_sampling.decode (same distribution, cheaper draw)
+        self.merged_weights = None  # a training.merged_generation.MergedWeights: generate through merged LoRA weights
         self.log = log
         self._active = False
         self._plain_generate = model.generate
@@ -54,6 +58,12 @@ class SharedPrefill:
     def generate(self, *args, **kwargs):
         if not (self._active and self.enabled) or args:
             return self._plain_generate(*args, **kwargs)
+        if self.merged_weights is None:
+            return self._shared_generate(kwargs)
+        with self.merged_weights.active():
+            return self._shared_generate(kwargs)
+
+    def _shared_generate(self, kwargs):
         try:
             cache = shared_cache(self._model, kwargs)
         except Exception as exc:  # noqa: BLE001 - a speed-up must never end a run
@@ -62,7 +72,7 @@ class SharedPrefill:
                 self.log(f"shared prompt prefill: off for this run ({type(exc).__name__}: {exc}); generating as usual")
             cache = None
         if cache is None:
-            return self._plain_generate(*args, **kwargs)
+            return self._plain_generate(**kwargs)
         if self.cdf_sampling:
             from unsloth_grpo.training.cdf_sampling import decode
 
@@ -77,6 +87,10 @@ def attach(trainer, *, log: Callable[[str], None] | None = print) -> SharedPrefi
         return None
     model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
     trainer.shared_prefill = SharedPrefill(trainer, model, log)
+    if getattr(getattr(model, "device", None), "type", None) == "cpu":  # the merged buffers cost the adapted weights' memory again: not on a card
+        from unsloth_grpo.training.merged_generation import MergedWeights
+
+        trainer.shared_prefill.merged_weights = MergedWeights(model)
     return trainer.shared_prefill
 
 

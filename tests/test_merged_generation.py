@@ -1,0 +1,146 @@
+"""Generation through LoRA merged into buffers of its own (training.merged_generation): the adapted model's
+logits up to rounding, the frozen weights untouched, the merge redone after the adapter changes, and only
+the layers it can reproduce."""
+
+from __future__ import annotations
+
+import pytest
+
+from unsloth_grpo.training.merged_generation import MergedWeights
+
+
+def _lora(tiny_model_dir, **config):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    # init_lora_weights=False: B is not zero, so the adapter changes the logits
+    settings = {"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "lora_dropout": 0.0,
+                "init_lora_weights": False, **config}
+    return get_peft_model(model, LoraConfig(**settings)).eval()
+
+
+def _ids():
+    import torch
+
+    return torch.tensor([[5, 17, 42, 9, 33, 8], [7, 7, 21, 64, 3, 11]])
+
+
+def _frozen(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
+
+
+def test_merged_generation_gives_the_adapted_logits_and_leaves_the_frozen_weights_alone(tiny_model_dir):
+    import torch
+
+    model = _lora(tiny_model_dir)
+    frozen = _frozen(model)
+    with torch.no_grad():
+        plain = model(input_ids=_ids()).logits
+        with model.disable_adapter():
+            without_adapter = model(input_ids=_ids()).logits
+        merged = MergedWeights(model)
+        with merged.active() as layers:
+            inside = model(input_ids=_ids()).logits
+        after = model(input_ids=_ids()).logits
+    assert layers == len([m for m in model.modules() if type(m).__name__ == "Linear" and hasattr(m, "lora_A")]) > 0
+    assert not torch.allclose(plain, without_adapter, atol=1e-3)  # the adapter matters here
+    torch.testing.assert_close(inside, plain, rtol=1e-4, atol=1e-4)  # the same function, summed in another order
+    assert torch.equal(after, plain)  # every layer has its own forward back
+    assert all("forward" not in vars(m) for m in model.modules())
+    for name, p in model.named_parameters():
+        if name in frozen:
+            assert torch.equal(p, frozen[name]), name
+    assert merged.merges == layers
+
+
+def test_the_merge_follows_the_adapter_after_an_optimizer_step_and_only_then(tiny_model_dir):
+    import torch
+
+    model = _lora(tiny_model_dir)
+    merged = MergedWeights(model)
+    with torch.no_grad(), merged.active() as layers:
+        before = model(input_ids=_ids()).logits
+    with torch.no_grad(), merged.active():
+        model(input_ids=_ids())
+    assert merged.merges == layers  # unchanged adapter: the buffers are reused
+
+    model.train()
+    # fused, as transformers' Trainer picks on a CPU: it updates the weights without moving their version counters
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2, fused=True)
+    model(input_ids=_ids(), labels=_ids()).loss.backward()
+    optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        plain = model(input_ids=_ids()).logits
+        with merged.active():
+            inside = model(input_ids=_ids()).logits
+    assert not torch.allclose(plain, before, atol=1e-3)  # the step moved the adapter
+    torch.testing.assert_close(inside, plain, rtol=1e-4, atol=1e-4)  # stale buffers would give `before`
+    assert merged.merges == 2 * layers
+
+
+def test_layers_it_cannot_reproduce_keep_their_forward(tiny_model_dir):
+    import torch
+
+    dora = _lora(tiny_model_dir, use_dora=True)
+    with MergedWeights(dora).active() as layers:
+        assert layers == 0
+
+    dropout = _lora(tiny_model_dir, lora_dropout=0.1).train()  # dropout that acts during generation
+    with MergedWeights(dropout).active() as layers:
+        assert layers == 0
+    dropout.eval()  # in eval mode it does nothing: merged
+    with MergedWeights(dropout).active() as layers:
+        assert layers > 0
+
+    model = _lora(tiny_model_dir)
+    with model.disable_adapter(), MergedWeights(model).active() as layers:
+        assert layers == 0  # generating without the adapter (a reference model): nothing merged
+
+    with pytest.raises(RuntimeError), torch.no_grad(), MergedWeights(model).active():
+        raise RuntimeError("generation failed")
+    assert all("forward" not in vars(m) for m in model.modules())  # put back on the way out
+
+
+@pytest.mark.slow
+def test_grpo_on_a_cpu_generates_through_the_merged_weights_and_trains_the_adapter(tiny_model_dir, tmp_path):
+    """A LoRA GRPO run on the CPU: the shared prefill carries merged weights, generation goes through them
+    (one merge a layer per optimizer step, none in between), and the adapter still learns (the loss runs
+    the unmerged layers, with gradients)."""
+    import torch
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+    from unsloth_grpo.training.shared_prefill import attach
+
+    def reward_len(completions, **kwargs):
+        return [float(len(str(c))) / 10 for c in completions]
+
+    model = _lora(tiny_model_dir, init_lora_weights=True)
+    lora_b = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_B" in n}
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=3, learning_rate=1e-2,
+                      per_device_train_batch_size=8, num_generations=4, max_completion_length=8, logging_steps=1,
+                      save_strategy="no", report_to=[], gradient_checkpointing=False, disable_tqdm=True, seed=0)
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward_len], args=args,
+                          processing_class=AutoTokenizer.from_pretrained(tiny_model_dir),
+                          train_dataset=load_gsm8k("synthetic", limit=16))
+    handle = attach(trainer, log=None)
+    assert handle.merged_weights is not None
+    merged = handle.merged_weights
+    layers = len(merged.layers())
+    seen = []
+    real_active = merged.active
+
+    def active():
+        seen.append(merged.merges)
+        return real_active()
+
+    merged.active = active
+    trainer.train()
+    assert len(seen) == 3  # one generation a step went through the merged weights
+    assert merged.merges == 3 * layers  # merged once for each state of the adapter, and only then
+    assert any(not torch.equal(p, lora_b[n]) for n, p in model.named_parameters() if n in lora_b)
