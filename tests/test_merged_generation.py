@@ -144,3 +144,33 @@ def test_grpo_on_a_cpu_generates_through_the_merged_weights_and_trains_the_adapt
     assert len(seen) == 3  # one generation a step went through the merged weights
     assert merged.merges == 3 * layers  # merged once for each state of the adapter, and only then
     assert any(not torch.equal(p, lora_b[n]) for n, p in model.named_parameters() if n in lora_b)
+
+
+def test_a_model_whose_buffers_would_crowd_the_memory_generates_through_the_adapter(tiny_model_dir, tmp_path,
+                                                                                   monkeypatch):
+    """The buffers take the adapted weights' size again: where that is more than a quarter of the free memory,
+    the run says so and generates the plain way."""
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+    from unsloth_grpo.training import merged_generation
+    from unsloth_grpo.training.shared_prefill import attach
+
+    model = _lora(tiny_model_dir)
+    needed = MergedWeights(model).bytes_needed()
+    assert needed == sum(p.numel() * 4 for n, p in model.named_parameters() if "base_layer.weight" in n) > 0
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=1, per_device_train_batch_size=4,
+                      num_generations=4, max_completion_length=4, report_to=[], save_strategy="no")
+
+    def trainer():
+        return GRPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)], args=args,
+                           processing_class=AutoTokenizer.from_pretrained(tiny_model_dir),
+                           train_dataset=load_gsm8k("synthetic", limit=8))
+
+    monkeypatch.setattr(merged_generation, "available_memory", lambda: 4 * needed)
+    assert attach(trainer(), log=None).merged_weights is not None
+    monkeypatch.setattr(merged_generation, "available_memory", lambda: 4 * needed - 1)
+    lines = []
+    assert attach(trainer(), log=lines.append).merged_weights is None
+    assert len(lines) == 1 and "merged-weight generation: off" in lines[0] and "free memory" in lines[0]

@@ -20,7 +20,8 @@ may differ from those of the unmerged generation.
 It serves peft's LoRA ``Linear`` over a plain ``nn.Linear`` on a CPU, with one active adapter, no
 variant (DoRA), no ``fan_in_fan_out``, no bias on ``B``, and dropout that does nothing during generation
 (p = 0, or the model in eval mode); other layers keep their own forward. The buffers cost the adapted
-weights' size again (0.42 GB for SmolLM2-135M in float32), which is why the run uses it on a CPU only.
+weights' size again (0.42 GB for SmolLM2-135M in float32), which is why the run uses it on a CPU only,
+and only when they take at most a quarter of the memory the system has free (:meth:`MergedWeights.fits`).
 
 Example::
 
@@ -73,6 +74,16 @@ def _plain_lora_linear(layer) -> bool:
     return isinstance(dropout, torch.nn.Identity) or not dropout.training or getattr(dropout, "p", 1.0) == 0.0
 
 
+def available_memory() -> int | None:
+    """Bytes of memory the system has free now, None where the platform does not say."""
+    import os
+
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 class MergedWeights:
     """The adapted layers of ``model`` with their merged weights; ``merges`` counts the recomputations."""
 
@@ -82,6 +93,15 @@ class MergedWeights:
         self.merges = 0
         self._buffers: dict[int, object] = {}
         self._versions: dict[int, tuple] = {}
+
+    def bytes_needed(self) -> int:
+        """The memory the merged buffers take: the adapted layers' frozen weights again."""
+        return sum(m.base_layer.weight.numel() * m.base_layer.weight.element_size() for m in self.layers())
+
+    def fits(self, share: float = 0.25) -> bool:
+        """Whether the buffers take at most ``share`` of the memory free now (True where that is unknown)."""
+        free = available_memory()
+        return free is None or self.bytes_needed() <= share * free
 
     def layers(self) -> list:
         """The layers :meth:`active` merges now (the model's adapters can be switched between calls)."""
@@ -129,4 +149,4 @@ class MergedWeights:
                 del layer.forward
 
 
-__all__ = ["MergedWeights"]
+__all__ = ["MergedWeights", "available_memory"]

@@ -90,7 +90,12 @@ def attach(trainer, *, log: Callable[[str], None] | None = print) -> SharedPrefi
     if getattr(getattr(model, "device", None), "type", None) == "cpu":  # the merged buffers cost the adapted weights' memory again: not on a card
         from unsloth_grpo.training.merged_generation import MergedWeights
 
-        trainer.shared_prefill.merged_weights = MergedWeights(model)
+        merged = MergedWeights(model)
+        if merged.fits():
+            trainer.shared_prefill.merged_weights = merged
+        elif log is not None:
+            log(f"merged-weight generation: off ({merged.bytes_needed() / 1e9:.1f} GB of buffers would take more "
+                "than a quarter of the free memory); generating through the adapter")
     return trainer.shared_prefill
 
 
