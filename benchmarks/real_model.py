@@ -234,6 +234,9 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
             arm_rows = shuffled_gold(rows, seed=cfg.seed) if arm == "shuffled" else rows
             result = train(dataclasses.replace(grpo_cfg, output_dir=arm_dir), loaded=loaded, dataset=arm_rows, log=quiet)
             out["train_reward"][arm] = [result.mean_reward(first=5), result.mean_reward(last=5)]
+            key = "rewards/correctness/mean"  # the gsm8k task's correctness function: the done-when's reward
+            out.setdefault("train_correctness", {})[arm] = [result.mean_reward(first=5, key=key),
+                                                           result.mean_reward(last=5, key=key)]
         out["seconds"][arm], out["cpu_seconds"][arm] = round(time.perf_counter() - t0, 1), round(time.process_time() - c0, 1)
         out["grades"][arm] = grade(cfg, loaded, sets)
         log(f"seed {cfg.seed} {arm}: {_line(out['grades'][arm])} ({out['seconds'][arm]:.0f}s)")
@@ -342,9 +345,12 @@ def controls_goal(runs: list[dict]) -> list[str]:
             text = f"grpo - {other} " + ", ".join(f"{s} {g:+.1f}" for s, g in gaps.items())
             parts.append(text + (f" (none below {floor:+.0f}: {_yes(min(gaps.values()) >= floor - 1e-9)})"
                                  if floor is not None else ""))
-        first, last = (r.get("train_reward") or {}).get("grpo", [None, None])
+        first, last = (r.get("train_correctness") or {}).get("grpo", [None, None])
+        name = "correctness reward"
+        if first is None or first != first:  # results made before it was kept, or a task without the function
+            (first, last), name = (r.get("train_reward") or {}).get("grpo", [None, None]), "reward"
         parts.append("reward not logged" if first is None else
-                     f"reward first 5 {first:.2f} -> last 5 {last:.2f} (rises: {_yes(last > first)})")
+                     f"{name} first 5 {first:.2f} -> last 5 {last:.2f} (rises: {_yes(last > first)})")
         parts.append(_headroom_check(r))
         lines.append(f"seed {r['seed']} (grpo against its controls, strict points): " + "; ".join(parts))
     means = []
@@ -445,7 +451,7 @@ def report(runs: list[dict], held_out: int, overrides: list[str] | None = None) 
 
 
 #: A run's entries that hold one value per arm (and the warm-up's, under "sft").
-PER_ARM = ("grades", "seconds", "cpu_seconds", "train_reward", "headroom")
+PER_ARM = ("grades", "seconds", "cpu_seconds", "train_reward", "train_correctness", "headroom")
 
 
 def combine_arms(runs) -> list[dict]:

@@ -376,6 +376,19 @@ def test_the_benchmark_sets_grpo_against_its_controls_seed_by_seed():
     assert mean == "mean (strict points): sft_only not run; shuffled not run"
 
 
+def test_the_goal_judges_the_correctness_reward_where_the_run_logged_it():
+    """The done-when's reward is the correctness reward: a run whose summed reward rose on its format while
+    its correctness fell does not pass; results kept before it was logged fall back to the summed reward."""
+    bench = _bench()
+    run = _fake_run(0, (0.9, 0.9), (0.8, 0.8), (0.7, 0.7), reward=(2.0, 2.5))
+    run["train_correctness"] = {"grpo": [1.2, 0.9]}
+    [line, _] = bench.controls_goal([run])
+    assert "correctness reward first 5 1.20 -> last 5 0.90 (rises: NO)" in line
+    del run["train_correctness"]
+    [line, _] = bench.controls_goal([run])
+    assert "; reward first 5 2.00 -> last 5 2.50 (rises: yes)" in line
+
+
 def test_the_benchmark_prints_the_headroom_after_the_warm_up_and_each_arm(capsys):
     bench = _bench()
     run = _fake_run(0, (0.9, 0.9), (0.85, 0.8), (0.7, 0.7), headroom={

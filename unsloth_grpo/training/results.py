@@ -44,8 +44,10 @@ class TrainResult:
 
         return after_line(self.headroom["before"], self.headroom["after"])
 
-    def mean_reward(self, first: int | None = None, last: int | None = None) -> float:
-        rows = [m["reward"] for m in self.metrics if "reward" in m]
+    def mean_reward(self, first: int | None = None, last: int | None = None, key: str = "reward") -> float:
+        """The mean of ``key`` (the summed reward; ``rewards/<function>/mean`` for one function) over the
+        first or last logged steps that have it."""
+        rows = [m[key] for m in self.metrics if key in m]
         if first is not None:
             rows = rows[:first]
         if last is not None:
