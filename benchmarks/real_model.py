@@ -217,6 +217,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
             if "headroom" in out:
                 saved["headroom"], saved["headroom_key"] = out["headroom"]["sft"], hkey
             torch.save(saved, kept)
+            out["warmup_kept"] = str(kept)  # a later run that takes it back names it in warmup_from
     start = lora_state(loaded.model)
     for arm in sorted(arms, key=ARMS.index):  # grpo first: sft_only is given its CPU time
         set_peft_model_state_dict(loaded.model, start)
@@ -456,8 +457,9 @@ PER_ARM = ("grades", "seconds", "cpu_seconds", "train_reward", "train_correctnes
 
 def combine_arms(runs) -> list[dict]:
     """The runs by seed, a seed's arms run in separate processes (``--arms grpo sft_only``, then
-    ``--arms shuffled``) put together. A seed's two runs must start from the same warm-up, and an arm
-    may come from one of them only (ValueError)."""
+    ``--arms shuffled``) put together. A seed's two runs must start from the same warm-up (the same file,
+    where both name one: the run that trained and kept it, or took it back; and the same graded
+    completions after it), and an arm may come from one of them only (ValueError)."""
     by_seed: dict[int, dict] = {}
     for run in runs:
         have = by_seed.get(run["seed"])
@@ -468,10 +470,10 @@ def combine_arms(runs) -> list[dict]:
         if twice:
             raise ValueError(f"seed {run['seed']}'s arm {', '.join(twice)} appears in two of them; give each arm "
                              "of a seed once")
-        if (have.get("warmup_from") or run.get("warmup_from")) and have.get("warmup_from") != run.get("warmup_from") \
-                or _strict(have, "sft") != _strict(run, "sft"):
+        files = [r.get("warmup_from") or r.get("warmup_kept") for r in (have, run)]
+        if None not in files and files[0] != files[1] or _graded_warmup(have) != _graded_warmup(run):
             raise ValueError(f"seed {run['seed']}'s runs did not start from the same warm-up "
-                             f"({have.get('warmup_from')} / {run.get('warmup_from')}); their arms are not comparable")
+                             f"({files[0]} / {files[1]}); their arms are not comparable")
         for key in PER_ARM:
             have[key] = {**(run.get(key) or {}), **have[key]}
         have.update({k: v for k, v in run.items() if k not in PER_ARM and k not in have})
@@ -481,6 +483,13 @@ def combine_arms(runs) -> list[dict]:
 def _arms(run: dict) -> set[str]:
     """The arms a run trained (the base model's and the warm-up's grades aside)."""
     return set(run.get("grades") or {}) - {"base", "sft"}
+
+
+def _graded_warmup(run: dict) -> dict:
+    """What the warm-up's grading saw, set by set: its strict accuracy and every completion. Two runs of one
+    warm-up (trained in one, taken back in the other) agree on all of it; another warm-up does not."""
+    sets = ((run.get("grades") or {}).get("sft") or {}).items()
+    return {name: (g.get("accuracy"), [c.get("completion") for c in g.get("completions") or []]) for name, g in sets}
 
 
 def _strict(run: dict, arm: str) -> list:

@@ -567,3 +567,17 @@ def test_merge_puts_together_the_arms_of_a_seed_run_in_separate_processes(tmp_pa
     assert bench.main(["--merge", a, write("c", [other]), "--out", str(tmp_path / "m3")]) == 2
     assert "did not start from the same warm-up" in capsys.readouterr().err
     assert not (tmp_path / "m2").exists() and not (tmp_path / "m3").exists()
+
+    # the first run trained the warm-up and kept it; the second took it back: the same warm-up
+    trained = dict(main_arms, warmup_kept="warm/seed0.pt")
+    del trained["warmup_from"]
+    assert bench.main(["--merge", write("d", [trained]), b, "--out", str(tmp_path / "m4")]) == 0
+    capsys.readouterr()
+    # results from before runs said where they kept it: the warm-up's graded completions decide
+    del trained["warmup_kept"]
+    assert bench.main(["--merge", write("e", [trained]), b, "--out", str(tmp_path / "m5")]) == 0
+    capsys.readouterr()
+    regraded = json.loads(json.dumps(shuffled))
+    regraded["grades"]["sft"]["easy"]["completions"] = [{"completion": "<answer>7</answer>"}]  # another warm-up's
+    assert bench.main(["--merge", write("f", [trained]), write("g", [regraded]), "--out", str(tmp_path / "m6")]) == 2
+    assert "did not start from the same warm-up" in capsys.readouterr().err
