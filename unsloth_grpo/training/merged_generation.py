@@ -117,13 +117,13 @@ class MergedWeights:
                    b.data_ptr(), scale)
         key = id(layer)
         buffer = self._buffers.get(key)
-        if buffer is None or buffer.shape != weight.shape or buffer.dtype != weight.dtype \
-                or self._versions.get(key) != version:
+        if buffer is None or buffer.shape != weight.shape or buffer.dtype != weight.dtype:
+            buffer = self._buffers[key] = torch.empty_like(weight, requires_grad=False)
+            self._versions.pop(key, None)
+        if self._versions.get(key) != version:
             with torch.no_grad():
-                if buffer is None or buffer.shape != weight.shape or buffer.dtype != weight.dtype:
-                    buffer = torch.empty_like(weight, requires_grad=False)
                 torch.addmm(weight, b.to(weight.dtype), a.to(weight.dtype), alpha=scale, out=buffer)
-            self._buffers[key], self._versions[key] = buffer, version
+            self._versions[key] = version
             self.merges += 1
         return buffer
 
