@@ -19,6 +19,8 @@ each way of holding the key/value cache that transformers offers, in the process
   (``training.merged_generation``: ``W + scale * B @ A`` in a buffer of its own) instead of the frozen
   product plus LoRA's two thin ones; the merge itself, done once per optimizer step in training, is timed
   apart;
+- ``dynamic+cdf+merged+packed``: the same with the merged weights and the LM head in oneDNN's packed
+  layout (what training uses where torch has oneDNN); the packing is timed with the merge;
 - ``bf16 weights`` (``--bf16``): the same generation from a bfloat16 copy of the model, adapter
   included: what the precision alone would buy (its tokens differ: another distribution);
 - then, not a generation, the decode step's largest products (the LM head and one MLP projection,
@@ -108,13 +110,16 @@ def main(argv: list[str] | None = None) -> int:
 
     variants = {"dynamic": lambda: generate(dynamic), "static": lambda: generate(static),
                 "dynamic+cdf": lambda: generate(dynamic, custom_generate=decode)}
-    merged = MergedWeights(model)
+    merged = MergedWeights(model, packed=False)
+    packed = MergedWeights(model, packed=True)
 
-    def merged_generate():
-        with merged.active():
+    def merged_generate(weights=merged):
+        with weights.active():
             return generate(dynamic, custom_generate=decode)
 
     variants["dynamic+cdf+merged"] = merged_generate
+    if packed.packed:
+        variants["dynamic+cdf+merged+packed"] = lambda: merged_generate(packed)
     if args.bf16:
         import copy
 
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(median of {args.reps})")
     for name, t in times.items():
         same = "other draws" if "cdf" in name else torch.equal(outs[name], outs["dynamic"])
-        print(f"  {name:15s} {statistics.median(t):7.1f} ms  ({statistics.median(t) / ref:.2f}x dynamic; "
+        print(f"  {name:26s} {statistics.median(t):7.1f} ms  ({statistics.median(t) / ref:.2f}x dynamic; "
               f"calls {', '.join(f'{x:.0f}' for x in t)}; same tokens as dynamic: {same})")
 
     def bench(f, reps):
@@ -148,13 +153,17 @@ def main(argv: list[str] | None = None) -> int:
             f()
         return max(1000 * (cpu() - t0) / reps, 1e-6)
 
-    def remerge():
-        merged._versions.clear()  # as after an optimizer step: every layer's buffer is recomputed
-        with merged.active() as layers:
+    def remerge(weights=merged):
+        weights._versions.clear()  # as after an optimizer step: every layer's buffer is recomputed
+        with weights.active() as layers:
             return layers
 
     print(f"  merging the adapter into its buffers ({remerge()} layers; once per optimizer step in training): "
           f"{bench(remerge, 3):.0f} CPU ms")
+    if packed.packed:
+        # the LM head is packed again here too; in LoRA training it is frozen and packed once
+        print(f"  merging and packing ({remerge(packed)} layers and the LM head): "
+              f"{bench(lambda: remerge(packed), 3):.0f} CPU ms")
 
     base = model.get_base_model()
     head = base.get_output_embeddings().weight.detach()

@@ -27,6 +27,8 @@ It prints milliseconds per step for each part and its share of the step.
 the one uniform number per row of unsloth_grpo.training.cdf_sampling (the default with the shared prefill).
 ``--merged-generation off`` generates through LoRA's side products as peft does, instead of each adapted
 layer's merged weight (unsloth_grpo.training.merged_generation, the default on a CPU).
+``--packing off`` keeps those merged weights (and the LM head) in torch's plain layout instead of oneDNN's
+packed one (the default where torch has oneDNN).
 """
 
 from __future__ import annotations
@@ -62,13 +64,15 @@ class StepTimer:
     """Times the parts of each optimizer step of a built GRPOTrainer (methods wrapped on the instance)."""
 
     def __init__(self, trainer, *, shared_prefill: bool = True, shared_prompt_loss: bool = True,
-                 cdf_sampling: bool = True, merged_generation: bool = True, clock=time.perf_counter) -> None:
+                 cdf_sampling: bool = True, merged_generation: bool = True, packing: bool = True,
+                 clock=time.perf_counter) -> None:
         self.trainer = trainer
         self.clock = clock
         self.shared_prefill = shared_prefill
         self.shared_prompt_loss = shared_prompt_loss
         self.cdf_sampling = cdf_sampling
         self.merged_generation = merged_generation
+        self.packing = packing
         self.current: dict[str, float] = defaultdict(float)
         self.steps: list[dict[str, float]] = []
         for name in ("_generate_single_turn", "_generate", "_calculate_rewards", "_generate_and_score_completions",
@@ -130,6 +134,8 @@ class StepTimer:
                     timer.trainer.shared_prefill.cdf_sampling = timer.cdf_sampling
                     if not timer.merged_generation:
                         timer.trainer.shared_prefill.merged_weights = None
+                    elif not timer.packing and timer.trainer.shared_prefill.merged_weights is not None:
+                        timer.trainer.shared_prefill.merged_weights.packed = False
                 if getattr(timer.trainer, "shared_prompt_loss", None) is not None:
                     timer.trainer.shared_prompt_loss.enabled = timer.shared_prompt_loss
 
@@ -259,7 +265,7 @@ def ab_generation(trainer, reps: int) -> dict:
 
 
 def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str], *, shared_prefill: bool = True,
-            shared_prompt_loss: bool = True, cdf_sampling: bool = True, merged_generation: bool = True, ab_reps: int = 0, out: str = "outputs/step-time",
+            shared_prompt_loss: bool = True, cdf_sampling: bool = True, merged_generation: bool = True, packing: bool = True, ab_reps: int = 0, out: str = "outputs/step-time",
             clock: str = "wall") -> dict:
     import dataclasses
     import shutil
@@ -282,7 +288,7 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
     def init(self, *a, **kw):  # the trainer train() builds, timed from its first step
         original(self, *a, **kw)
         timers.append(StepTimer(self, shared_prefill=shared_prefill, shared_prompt_loss=shared_prompt_loss,
-                                cdf_sampling=cdf_sampling, merged_generation=merged_generation,
+                                cdf_sampling=cdf_sampling, merged_generation=merged_generation, packing=packing,
                                 clock=time.process_time if clock == "cpu" else time.perf_counter))
 
     trl.GRPOTrainer.__init__ = init
@@ -302,6 +308,8 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
             "cdf_sampling": cdf_sampling and shared_prefill,  # the draw rides on the shared prefill's call
             "merged_generation": merged_generation and shared_prefill
             and getattr(getattr(timer.trainer, "shared_prefill", None), "merged_weights", None) is not None,
+            "packed": bool(getattr(getattr(getattr(timer.trainer, "shared_prefill", None), "merged_weights", None),
+                                   "packed", False)) and merged_generation and shared_prefill,
             "shared_prompt_loss_served": getattr(getattr(timer.trainer, "shared_prompt_loss", None), "served", None),
             "generate_ab": ab, "model": model_info(timer.trainer.model),
             "reward_first_last": [statistics.fmean(rewards[:5]), statistics.fmean(rewards[-5:])] if rewards else None,
@@ -366,7 +374,8 @@ def table(results: list[dict], limits: dict | None = None) -> str:
         lines.append(f"{r['run']} ({r['backend']}, {r.get('clock', 'wall')} clock, shared prefill {'on' if r['shared_prefill'] else 'off'}, "
                      f"shared prompt in the loss {'on' if r.get('shared_prompt_loss', False) else 'off'}, "
                      f"sampling {'cdf' if r.get('cdf_sampling', False) else 'multinomial'}, "
-                     f"merged generation {'on' if r.get('merged_generation', False) else 'off'}): "
+                     f"merged generation {'on' if r.get('merged_generation', False) else 'off'}"
+                     f"{', packed' if r.get('packed', False) else ''}): "
                      f"{1000 * s['total']:.0f} ms a step ({1000 * s['cpu']:.0f} ms of CPU time) over "
                      f"{r['steps'] - r['warmup']} steps "
                      f"(mean completion {r['mean_completion_length']:.1f} tokens)")
@@ -400,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="multinomial: draw tokens as transformers does (to measure what one uniform a row saves).")
     p.add_argument("--merged-generation", choices=("on", "off"), default="on",
                    help="off: generate through LoRA's side products, as peft does (to measure what merged weights save).")
+    p.add_argument("--packing", choices=("on", "off"), default="on",
+                   help="off: keep the merged weights and the LM head in the plain layout, not oneDNN's packed one "
+                        "(to measure what packing saves).")
     p.add_argument("--ab-reps", type=int, default=10,
                    help="After training, time model.generate on one batch this many times with the shared prefill "
                         "and as many without, in turn (0: skip).")
@@ -432,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
                                    shared_prompt_loss=args.shared_prompt_loss == "on",
                                    cdf_sampling=args.sampling == "cdf",
                                    merged_generation=args.merged_generation == "on",
+                                   packing=args.packing == "on",
                                    ab_reps=args.ab_reps,
                                    clock=args.clock,
                                    out=args.out))

@@ -158,8 +158,11 @@ def test_a_model_whose_buffers_would_crowd_the_memory_generates_through_the_adap
     from unsloth_grpo.training.shared_prefill import attach
 
     model = _lora(tiny_model_dir)
-    needed = MergedWeights(model).bytes_needed()
-    assert needed == sum(p.numel() * 4 for n, p in model.named_parameters() if "base_layer.weight" in n) > 0
+    plain = MergedWeights(model, packed=False).bytes_needed()
+    assert plain == sum(p.numel() * 4 for n, p in model.named_parameters() if "base_layer.weight" in n) > 0
+    needed = MergedWeights(model).bytes_needed()  # packed, the output layer's weight is laid out again too
+    head = model.get_output_embeddings().weight
+    assert needed == plain + (head.numel() * 4 if merged_generation.packing_available() else 0)
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=1, per_device_train_batch_size=4,
                       num_generations=4, max_completion_length=4, report_to=[], save_strategy="no")
 
@@ -174,3 +177,85 @@ def test_a_model_whose_buffers_would_crowd_the_memory_generates_through_the_adap
     lines = []
     assert attach(trainer(), log=lines.append).merged_weights is None
     assert len(lines) == 1 and "merged-weight generation: off" in lines[0] and "free memory" in lines[0]
+
+
+def _needs_onednn():
+    import torch
+
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN: merged weights are kept unpacked (tested above)")
+
+
+def test_packed_weights_give_the_plain_merge_logits_and_the_output_layer_is_packed_once(tiny_model_dir):
+    """Where torch has oneDNN the merged weights and the LM head are kept in its layout for the decode step's
+    skinny products: the same logits up to rounding, the head packed once while it is frozen, and every
+    forward put back on the way out."""
+    import torch
+
+    from unsloth_grpo.training.merged_generation import packing_available
+
+    _needs_onednn()
+    assert packing_available()  # torch's CPU builds have oneDNN: a silent loss of packing would slow generation
+    model = _lora(tiny_model_dir)
+    packed, plain = MergedWeights(model), MergedWeights(model, packed=False)
+    assert packed.packed and not plain.packed
+    with torch.no_grad():
+        reference = model(input_ids=_ids()).logits
+        with plain.active():
+            unpacked = model(input_ids=_ids()).logits
+        with packed.active() as layers:
+            head = model.get_output_embeddings()
+            assert "forward" in vars(head)  # the LM head multiplies by its packed weight too
+            inside = model(input_ids=_ids()).logits
+        with packed.active():
+            model(input_ids=_ids())
+    torch.testing.assert_close(inside, unpacked, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(inside, reference, rtol=1e-4, atol=1e-4)
+    assert packed.packs == layers + 1 and plain.packs == 0  # the frozen head is packed once, not per call
+    assert all("forward" not in vars(m) for m in model.modules())
+
+
+def test_a_trained_output_layer_is_packed_again_after_each_optimizer_step(tiny_model_dir):
+    """Full fine-tuning (no adapter): the LM head is a trained weight, so its packed copy follows each step."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    _needs_onednn()
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    merged = MergedWeights(model)
+    with torch.no_grad(), merged.active() as layers:
+        before = model(input_ids=_ids()).logits
+    assert layers == 0 and merged.packs == 1
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=True)
+    model(input_ids=_ids(), labels=_ids()).loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        plain = model(input_ids=_ids()).logits
+        with merged.active():
+            inside = model(input_ids=_ids()).logits
+    assert not torch.allclose(plain, before, atol=1e-3)
+    torch.testing.assert_close(inside, plain, rtol=1e-4, atol=1e-4)  # a stale head would not follow the step
+    assert merged.packs == 2
+
+
+def test_packing_is_off_where_the_packed_product_is_missing_or_disagrees(tiny_model_dir, monkeypatch):
+    """The packed product is an internal oneDNN op of torch: where it is missing or gives other numbers
+    than F.linear, the merge keeps plain buffers and the logits are still the adapted model's."""
+    import torch
+
+    from unsloth_grpo.training import merged_generation
+
+    model = _lora(tiny_model_dir)
+    with torch.no_grad():
+        reference = model(input_ids=_ids()).logits
+    for broken in (lambda w: (_ for _ in ()).throw(RuntimeError("no such op")),  # missing
+                   lambda w: torch.ops.mkldnn._reorder_linear_weight(w * 2, 64)):  # other numbers
+        monkeypatch.setattr(merged_generation, "_packing", None)  # check again in this process
+        monkeypatch.setattr(merged_generation, "_pack", broken)
+        assert not merged_generation.packing_available()
+        merged = MergedWeights(model)
+        with torch.no_grad(), merged.active() as layers:
+            inside = model(input_ids=_ids()).logits
+        assert not merged.packed and merged.packs == 0 and layers > 0
+        torch.testing.assert_close(inside, reference, rtol=1e-4, atol=1e-4)

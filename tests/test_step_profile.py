@@ -56,6 +56,10 @@ def test_the_step_profile_of_a_smoke_run_counts_what_the_step_did(tmp_path):
     assert "cpu clock" in text and "shared prompt in the loss on" in text and "GFLOP/s" in text
     assert r["cdf_sampling"] and "sampling cdf" in text
     assert r["merged_generation"] and "merged generation on" in text  # a LoRA run on a CPU
+    import torch
+
+    # oneDNN's packed layout where torch has it (its CPU builds do)
+    assert r["packed"] == torch.backends.mkldnn.is_available() and (", packed)" in text) == r["packed"]
 
 
 def test_the_real_runs_warm_up_is_kept_per_sft_configuration():
@@ -89,6 +93,8 @@ def test_the_decode_benchmark_times_each_cache_and_checks_they_sample_the_same_t
     assert "bf16 weights" in out and "torch.bfloat16" in out and "GB/s" in out
     cdf = out.split("dynamic+cdf")[1].splitlines()[0]  # the training's draw: timed, its tokens not compared
     assert "x dynamic" in cdf and "other draws" in cdf
-    merged = out.split("dynamic+cdf+merged")[1].splitlines()[0]
+    merged = out.split("dynamic+cdf+merged ")[1].splitlines()[0]
     assert "x dynamic" in merged and "other draws" in merged
+    packed = out.split("dynamic+cdf+merged+packed")[1].splitlines()[0]
+    assert "x dynamic" in packed and "other draws" in packed
     assert "merging the adapter into its buffers (" in out and " layers; " in out
