@@ -160,9 +160,12 @@ def test_a_model_whose_buffers_would_crowd_the_memory_generates_through_the_adap
     model = _lora(tiny_model_dir)
     plain = MergedWeights(model, packed=False).bytes_needed()
     assert plain == sum(p.numel() * 4 for n, p in model.named_parameters() if "base_layer.weight" in n) > 0
-    needed = MergedWeights(model).bytes_needed()  # packed, the output layer's weight is laid out again too
+    monkeypatch.setattr(merged_generation, "PACK_MIN_ELEMENTS", 0)
     head = model.get_output_embeddings().weight
-    assert needed == plain + (head.numel() * 4 if merged_generation.packing_available() else 0)
+    packed = MergedWeights(model).bytes_needed()  # packed, the output layer's weight is laid out again too
+    assert packed == plain + (head.numel() * 4 if merged_generation.packing_available() else 0)
+    monkeypatch.undo()
+    needed = MergedWeights(model).bytes_needed()
     args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=1, per_device_train_batch_size=4,
                       num_generations=4, max_completion_length=4, report_to=[], save_strategy="no")
 
@@ -186,7 +189,7 @@ def _needs_onednn():
         pytest.skip("this torch has no oneDNN: merged weights are kept unpacked (tested above)")
 
 
-def test_packed_weights_give_the_plain_merge_logits_and_the_output_layer_is_packed_once(tiny_model_dir):
+def test_packed_weights_give_the_plain_merge_logits_and_the_output_layer_is_packed_once(tiny_model_dir, monkeypatch):
     """Where torch has oneDNN the merged weights and the LM head are kept in its layout for the decode step's
     skinny products: the same logits up to rounding, the head packed once while it is frozen, and every
     forward put back on the way out."""
@@ -194,9 +197,15 @@ def test_packed_weights_give_the_plain_merge_logits_and_the_output_layer_is_pack
 
     from unsloth_grpo.training.merged_generation import packing_available
 
+    from unsloth_grpo.training import merged_generation
+
     _needs_onednn()
     assert packing_available()  # torch's CPU builds have oneDNN: a silent loss of packing would slow generation
     model = _lora(tiny_model_dir)
+    with torch.no_grad(), MergedWeights(model).active() as layers:
+        model(input_ids=_ids())
+    assert layers > 0 and "forward" not in vars(model.get_output_embeddings())  # the tiny model's weights: too small
+    monkeypatch.setattr(merged_generation, "PACK_MIN_ELEMENTS", 0)  # pack them all, to test the packed products
     packed, plain = MergedWeights(model), MergedWeights(model, packed=False)
     assert packed.packed and not plain.packed
     with torch.no_grad():
@@ -215,12 +224,15 @@ def test_packed_weights_give_the_plain_merge_logits_and_the_output_layer_is_pack
     assert all("forward" not in vars(m) for m in model.modules())
 
 
-def test_a_trained_output_layer_is_packed_again_after_each_optimizer_step(tiny_model_dir):
+def test_a_trained_output_layer_is_packed_again_after_each_optimizer_step(tiny_model_dir, monkeypatch):
     """Full fine-tuning (no adapter): the LM head is a trained weight, so its packed copy follows each step."""
     import torch
     from transformers import AutoModelForCausalLM
 
+    from unsloth_grpo.training import merged_generation
+
     _needs_onednn()
+    monkeypatch.setattr(merged_generation, "PACK_MIN_ELEMENTS", 0)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     merged = MergedWeights(model)
@@ -249,6 +261,7 @@ def test_packing_is_off_where_the_packed_product_is_missing_or_disagrees(tiny_mo
     model = _lora(tiny_model_dir)
     with torch.no_grad():
         reference = model(input_ids=_ids()).logits
+    monkeypatch.setattr(merged_generation, "PACK_MIN_ELEMENTS", 0)
     for broken in (lambda w: (_ for _ in ()).throw(RuntimeError("no such op")),  # missing
                    lambda w: torch.ops.mkldnn._reorder_linear_weight(w * 2, 64)):  # other numbers
         monkeypatch.setattr(merged_generation, "_packing", None)  # check again in this process

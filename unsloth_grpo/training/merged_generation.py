@@ -51,6 +51,11 @@ _packing: bool | None = None
 #: 1,024 gave the same speed for the preset's 8-row decode products).
 PACK_ROWS = 64
 
+#: Weights smaller than this many elements keep the plain product: on the smoke preset's tiny model (64-wide
+#: layers) packing made a step slower (57 against 44-48 CPU ms, benchmarks/step_time.py --runs smoke), while
+#: every weight of SmolLM2-135M (the smallest 192 x 576) is above it and gains.
+PACK_MIN_ELEMENTS = 65_536
+
 
 def _optimizer_steps() -> int:
     """How many optimizer steps this process has taken since the first :class:`MergedWeights` was made."""
@@ -131,7 +136,8 @@ def _output_layer(model):
         head = get() if callable(get) else None
     except (AttributeError, NotImplementedError):
         return None
-    if type(head) is not torch.nn.Linear or head.weight.device.type != "cpu" or head.weight.dtype != torch.float32:
+    if type(head) is not torch.nn.Linear or head.weight.device.type != "cpu" or head.weight.dtype != torch.float32 \
+            or head.weight.numel() < PACK_MIN_ELEMENTS:
         return None
     return head
 
@@ -185,7 +191,7 @@ class MergedWeights:
         version = (_optimizer_steps(), weight._version, a._version, b._version, weight.data_ptr(), a.data_ptr(),
                    b.data_ptr(), scale)
         key = id(layer)
-        packed = self.packed and weight.dtype == torch.float32
+        packed = self.packed and weight.dtype == torch.float32 and weight.numel() >= PACK_MIN_ELEMENTS
         if self._versions.get(key) != (version, packed):
             # the sum is written into a buffer of its own, or, when it is packed, into a scratch buffer shared
             # by the layers of its shape and then laid out for oneDNN (the packed copy is what is kept)
@@ -246,4 +252,4 @@ class MergedWeights:
                 del layer.forward
 
 
-__all__ = ["PACK_ROWS", "MergedWeights", "available_memory", "packing_available"]
+__all__ = ["PACK_MIN_ELEMENTS", "PACK_ROWS", "MergedWeights", "available_memory", "packing_available"]
