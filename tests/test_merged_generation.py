@@ -272,3 +272,39 @@ def test_packing_is_off_where_the_packed_product_is_missing_or_disagrees(tiny_mo
             inside = model(input_ids=_ids()).logits
         assert not merged.packed and merged.packs == 0 and layers > 0
         torch.testing.assert_close(inside, reference, rtol=1e-4, atol=1e-4)
+
+
+def test_the_evaluations_sampling_goes_through_the_models_merged_weights_and_a_later_merge_still_works(
+        tiny_model_dir, monkeypatch):
+    """`eval` and the headroom sample on a CPU through the same merged weights as the trainer's generation (one
+    copy a model), under torch.inference_mode; a merge after an optimizer step, outside it, still writes its
+    buffers (inference tensors could not be written again), and greedy answers are those of the plain model."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from unsloth_grpo.evaluation.generation import generate
+    from unsloth_grpo.training import merged_generation
+
+    model = _lora(tiny_model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    prompts = [[{"role": "user", "content": "What is 2 + 3?"}], [{"role": "user", "content": "Ann has 7 pens."}]]
+    merged = merged_generation.for_model(model)
+    assert merged_generation.for_model(model) is merged  # one a model
+    texts = generate(model, tokenizer, prompts, max_new_tokens=6, temperature=0.0, batch_size=2)
+    layers = len(merged.layers())
+    assert merged.merges == layers > 0  # the evaluation merged once
+    monkeypatch.setattr(merged_generation, "on_cpu", lambda model: False)  # the plain way, for comparison
+    assert generate(model, tokenizer, prompts, max_new_tokens=6, temperature=0.0, batch_size=2) == texts
+    monkeypatch.undo()
+
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2, fused=True)
+    model(input_ids=_ids(), labels=_ids()).loss.backward()
+    optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        plain = model(input_ids=_ids()).logits
+        with merged.active():  # outside inference mode, after the buffers were made inside it
+            inside = model(input_ids=_ids()).logits
+    torch.testing.assert_close(inside, plain, rtol=1e-4, atol=1e-4)
+    assert merged.merges == 2 * layers

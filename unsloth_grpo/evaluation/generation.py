@@ -228,7 +228,10 @@ def _generate_hf(model, tokenizer, texts, *, max_new_tokens, num_samples, temper
     try:
         # A seed must make this call repeatable without touching the caller's random state: a
         # training run that evaluates every N steps must sample the same completions as without.
-        with isolated_rng(seed), torch.inference_mode():
+        from unsloth_grpo.training.merged_generation import generating
+
+        # on a CPU, through the adapter's merged weights (the same logits up to rounding; docs/real_model.md)
+        with isolated_rng(seed), torch.inference_mode(), generating(model):
             for start in range(0, len(order), per_batch):
                 idx = order[start:start + per_batch]
                 width = max(len(encoded[i]) for i in idx)

@@ -41,11 +41,13 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Iterator
 
 _steps_seen = 0
 _hooked = False
 _packing: bool | None = None
+_per_model: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 #: The rows oneDNN lays a packed weight out for; any number of rows can be multiplied by it (8, 64 and
 #: 1,024 gave the same speed for the preset's 8-row decode products).
@@ -197,10 +199,12 @@ class MergedWeights:
             # by the layers of its shape and then laid out for oneDNN (the packed copy is what is kept)
             store = self._scratch if packed else self._buffers
             slot = (tuple(weight.shape), weight.dtype) if packed else key
-            buffer = store.get(slot)
-            if buffer is None or buffer.shape != weight.shape or buffer.dtype != weight.dtype:
-                buffer = store[slot] = torch.empty_like(weight, requires_grad=False)
-            with torch.no_grad():
+            # normal tensors even when the caller generates under torch.inference_mode (the evaluation does):
+            # an inference tensor could not be written again by a later merge outside it
+            with torch.inference_mode(False), torch.no_grad():
+                buffer = store.get(slot)
+                if buffer is None or buffer.shape != weight.shape or buffer.dtype != weight.dtype:
+                    buffer = store[slot] = torch.empty_like(weight, requires_grad=False)
                 torch.addmm(weight, b.to(weight.dtype), a.to(weight.dtype), alpha=scale, out=buffer)
                 if packed:
                     self._buffers[key] = _pack(buffer)
@@ -218,7 +222,10 @@ class MergedWeights:
         version = (steps, weight._version, weight.data_ptr())
         key = id(head)
         if self._versions.get(key) != version:
-            self._buffers[key] = _pack(weight.detach())
+            import torch
+
+            with torch.inference_mode(False), torch.no_grad():
+                self._buffers[key] = _pack(weight.detach())
             self._versions[key] = version
             self.packs += 1
         return self._buffers[key]
@@ -252,4 +259,34 @@ class MergedWeights:
                 del layer.forward
 
 
-__all__ = ["PACK_MIN_ELEMENTS", "PACK_ROWS", "MergedWeights", "available_memory", "packing_available"]
+def for_model(model) -> "MergedWeights":
+    """The one :class:`MergedWeights` of ``model``: the trainer's generation and the evaluation's share its
+    buffers, so a run holds one merged copy of the adapted weights, not one per user."""
+    merged = _per_model.get(model)
+    if merged is None:
+        merged = _per_model[model] = MergedWeights(model)
+    return merged
+
+
+def on_cpu(model) -> bool:
+    """Whether ``model``'s weights are on a CPU (where merged generation is used)."""
+    try:
+        return next(model.parameters()).device.type == "cpu"
+    except (StopIteration, AttributeError, TypeError):
+        return False
+
+
+@contextlib.contextmanager
+def generating(model) -> Iterator["MergedWeights | None"]:
+    """Generation through ``model``'s merged weights where it is on a CPU and they fit in memory (yields them),
+    plain generation elsewhere (yields None): what the evaluation's sampling runs inside."""
+    merged = for_model(model) if on_cpu(model) else None
+    if merged is None or not merged.fits():
+        yield None
+        return
+    with merged.active():
+        yield merged
+
+
+__all__ = ["PACK_MIN_ELEMENTS", "PACK_ROWS", "MergedWeights", "available_memory", "for_model", "generating",
+           "on_cpu", "packing_available"]

@@ -88,9 +88,9 @@ def attach(trainer, *, log: Callable[[str], None] | None = print) -> SharedPrefi
     model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
     trainer.shared_prefill = SharedPrefill(trainer, model, log)
     if getattr(getattr(model, "device", None), "type", None) == "cpu":  # the merged buffers cost the adapted weights' memory again: not on a card
-        from unsloth_grpo.training.merged_generation import MergedWeights
+        from unsloth_grpo.training.merged_generation import for_model
 
-        merged = MergedWeights(model)
+        merged = for_model(model)  # shared with the evaluation's sampling: one merged copy a model
         if merged.fits():
             trainer.shared_prefill.merged_weights = merged
         elif log is not None:
