@@ -308,3 +308,25 @@ def test_the_evaluations_sampling_goes_through_the_models_merged_weights_and_a_l
             inside = model(input_ids=_ids()).logits
     torch.testing.assert_close(inside, plain, rtol=1e-4, atol=1e-4)
     assert merged.merges == 2 * layers
+
+
+def test_switching_packing_off_after_a_packed_merge_merges_into_plain_buffers(tiny_model_dir, monkeypatch):
+    """step_time's --packing off switches a model's MergedWeights after the evaluation may have merged it
+    packed: the next merge writes plain buffers (a packed copy cannot be written into) and the logits hold."""
+    import torch
+
+    from unsloth_grpo.training import merged_generation
+
+    _needs_onednn()
+    monkeypatch.setattr(merged_generation, "PACK_MIN_ELEMENTS", 0)
+    model = _lora(tiny_model_dir)
+    merged = MergedWeights(model)
+    with torch.no_grad(), merged.active():
+        model(input_ids=_ids())
+    merged.packed = False
+    with torch.no_grad():
+        plain = model(input_ids=_ids()).logits
+        with merged.active() as layers:
+            inside = model(input_ids=_ids()).logits
+    torch.testing.assert_close(inside, plain, rtol=1e-4, atol=1e-4)
+    assert merged.merges == 2 * layers

@@ -27,7 +27,7 @@ Where torch has oneDNN (``torch.backends.mkldnn``, in torch's CPU builds), each 
 in oneDNN's blocked layout for its products (``packed``), and so is the model's output layer (the LM head,
 a plain ``nn.Linear``), repacked when it changes. A decode step multiplies a handful of rows by every
 weight, and those skinny products run much faster on the packed layout: for the preset's 8 rows the LM
-head's product took 8 ms instead of 18 and a decode step 72 ms instead of 106 (one thread,
+head's product took 7.4 ms instead of 18.3 and a decode step 77.5 ms instead of 114.6 (one thread,
 benchmarks/decode_step.py). The packed products give the float32 results up to rounding (checked once
 per process against ``F.linear``; packing stays off where the check fails or the ops are missing).
 
@@ -203,7 +203,9 @@ class MergedWeights:
             # an inference tensor could not be written again by a later merge outside it
             with torch.inference_mode(False), torch.no_grad():
                 buffer = store.get(slot)
-                if buffer is None or buffer.shape != weight.shape or buffer.dtype != weight.dtype:
+                # (a layer packed before keeps a packed copy there, which cannot be written into)
+                if buffer is None or buffer.layout != torch.strided or buffer.shape != weight.shape \
+                        or buffer.dtype != weight.dtype:
                     buffer = store[slot] = torch.empty_like(weight, requires_grad=False)
                 torch.addmm(weight, b.to(weight.dtype), a.to(weight.dtype), alpha=scale, out=buffer)
                 if packed:
