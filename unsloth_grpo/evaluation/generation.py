@@ -228,7 +228,7 @@ def _generate_hf(model, tokenizer, texts, *, max_new_tokens, num_samples, temper
     try:
         # A seed must make this call repeatable without touching the caller's random state: a
         # training run that evaluates every N steps must sample the same completions as without.
-        from unsloth_grpo.training.merged_generation import generating
+        from unsloth_grpo.models.merged_generation import generating
 
         # on a CPU, through the adapter's merged weights (the same logits up to rounding; docs/real_model.md)
         with isolated_rng(seed), torch.inference_mode(), generating(model):

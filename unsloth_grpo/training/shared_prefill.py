@@ -10,7 +10,7 @@ random draws), so the completions are those of the plain call: on the tiny CPU m
 identical. By default (``cdf_sampling`` on) the loop draws each token with one uniform number a row
 (:mod:`unsloth_grpo.training.cdf_sampling`): the same distribution, other draws. The prompt's own
 forward computes the logits of its last position only: nothing reads the others. On a CPU the
-generation also multiplies each LoRA layer by its merged weight (:mod:`unsloth_grpo.training.merged_generation`,
+generation also multiplies each LoRA layer by its merged weight (:mod:`unsloth_grpo.models.merged_generation`,
 recomputed once per optimizer step; ``merged_weights`` None switches it off): the same logits up to
 float rounding, without the adapter's side products in every decode step.
 
@@ -37,7 +37,7 @@ class SharedPrefill:
     def __init__(self, trainer, model, log: Callable[[str], None] | None) -> None:
         self.enabled = True
         self.cdf_sampling = True  # draw tokens with training.cdf_sampling.decode (same distribution, cheaper draw)
-        self.merged_weights = None  # a training.merged_generation.MergedWeights: generate through merged LoRA weights
+        self.merged_weights = None  # a models.merged_generation.MergedWeights: generate through merged LoRA weights
         self.log = log
         self._active = False
         self._plain_generate = model.generate
@@ -88,7 +88,7 @@ def attach(trainer, *, log: Callable[[str], None] | None = print) -> SharedPrefi
     model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
     trainer.shared_prefill = SharedPrefill(trainer, model, log)
     if getattr(getattr(model, "device", None), "type", None) == "cpu":  # the merged buffers cost the adapted weights' memory again: not on a card
-        from unsloth_grpo.training.merged_generation import for_model
+        from unsloth_grpo.models.merged_generation import for_model
 
         merged = for_model(model)  # shared with the evaluation's sampling: one merged copy a model
         if merged.fits():

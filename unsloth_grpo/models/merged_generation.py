@@ -271,10 +271,14 @@ def for_model(model) -> "MergedWeights":
 
 
 def on_cpu(model) -> bool:
-    """Whether ``model``'s weights are on a CPU (where merged generation is used)."""
+    """Whether ``model`` is a torch module with its weights on a CPU (where merged generation is used)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return False
     try:
         return next(model.parameters()).device.type == "cpu"
-    except (StopIteration, AttributeError, TypeError):
+    except StopIteration:
         return False
 
 
