@@ -32,6 +32,18 @@ def _frozen(model):
     return {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
 
 
+def _fused_adamw_step(model):
+    """One training step of the adapter with a fused AdamW, as transformers' Trainer picks on a CPU: it updates
+    the weights without moving their version counters. The model is back in eval mode after it."""
+    import torch
+
+    model.train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2, fused=True)
+    model(input_ids=_ids(), labels=_ids()).loss.backward()
+    optimizer.step()
+    model.eval()
+
+
 def test_merged_generation_gives_the_adapted_logits_and_leaves_the_frozen_weights_alone(tiny_model_dir):
     import torch
 
@@ -67,12 +79,7 @@ def test_the_merge_follows_the_adapter_after_an_optimizer_step_and_only_then(tin
         model(input_ids=_ids())
     assert merged.merges == layers  # unchanged adapter: the buffers are reused
 
-    model.train()
-    # fused, as transformers' Trainer picks on a CPU: it updates the weights without moving their version counters
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2, fused=True)
-    model(input_ids=_ids(), labels=_ids()).loss.backward()
-    optimizer.step()
-    model.eval()
+    _fused_adamw_step(model)
     with torch.no_grad():
         plain = model(input_ids=_ids()).logits
         with merged.active():
@@ -297,11 +304,7 @@ def test_the_evaluations_sampling_goes_through_the_models_merged_weights_and_a_l
     assert generate(model, tokenizer, prompts, max_new_tokens=6, temperature=0.0, batch_size=2) == texts
     monkeypatch.undo()
 
-    model.train()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2, fused=True)
-    model(input_ids=_ids(), labels=_ids()).loss.backward()
-    optimizer.step()
-    model.eval()
+    _fused_adamw_step(model)
     with torch.no_grad():
         plain = model(input_ids=_ids()).logits
         with merged.active():  # outside inference mode, after the buffers were made inside it

@@ -240,7 +240,6 @@ class MergedWeights:
 
         swapped = []
         try:
-            adapted = 0
             for layer in self.layers():
                 (weight, packed), bias = self._merged(layer), layer.base_layer.bias
 
@@ -249,7 +248,7 @@ class MergedWeights:
 
                 layer.forward = forward  # an instance attribute: nn.Module calls it before the class's
                 swapped.append(layer)
-                adapted += 1
+            adapted = len(swapped)
             head = _output_layer(self.model) if self.packed else None
             if head is not None and "forward" not in vars(head):
                 weight, bias = self._packed_head(head), head.bias
