@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo.training.dynamic_sampling import agreeing_groups, attach
+from unsloth_grpo.training.dynamic_sampling import agreeing_groups, attach, first_round_reward
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,6 +55,61 @@ def test_config_refuses_unknown_modes_and_rounds_below_one():
     assert (t.dynamic_sampling, t.max_steps) == ("refill", 5) and "dynamic_sampling" not in t.trl
     u = t.updated(dynamic_sampling="drop", max_steps=7)
     assert (u.dynamic_sampling, u.max_steps, t.max_steps) == ("drop", 7, 5) and "dynamic_sampling" not in u.trl
+
+
+# ------------------------------------------------------------------ the logged reward under refill
+
+def _refilled_steps(target: int, *, hard_pass: float, steps: int = 20000, max_rounds: int = 6, seed: int = 0):
+    """Simulated refill steps on a task whose easy 60% is always right (reward 2) and whose hard 40% is
+    right with probability ``hard_pass`` per completion, 8 completions a group, ``target`` groups a round.
+    Returns (true mean reward, mean of first_round_reward, mean of the plain mean over rounds)."""
+    import random
+
+    rng = random.Random(seed)
+    est, plain = [], []
+    for _ in range(steps):
+        values, mixed = [], []
+        for _ in range(max_rounds):
+            groups = [[2.0] * 8 if rng.random() < 0.6 else [2.0 * (rng.random() < hard_pass) for _ in range(8)]
+                      for _ in range(target)]
+            values.append(sum(map(sum, groups)) / (8 * target))
+            mixed.append(sum(len(set(g)) > 1 for g in groups))
+            if sum(mixed) >= target:
+                break
+        est.append(first_round_reward(values, mixed, target))
+        plain.append(sum(values) / len(values))
+    return 2 * (0.6 + 0.4 * hard_pass), sum(est) / steps, sum(plain) / steps
+
+
+@pytest.mark.parametrize("target", [1, 2, 3])
+def test_the_logged_reward_estimates_the_policys_reward_where_the_mean_over_rounds_does_not(target):
+    truth, est, plain = _refilled_steps(target, hard_pass=0.3)
+    assert est == pytest.approx(truth, abs=0.03)  # 20,000 steps: standard error about 0.006
+    assert plain < truth - 0.05  # the rounds that end a step (the mixed ones) weigh too much
+
+
+def test_the_mean_over_rounds_can_fall_while_the_policy_improves():
+    """The hard half going from never right to right 30% of the time: the true reward rises by 0.24, the
+    mean over rounds falls (what seed 1 of the real model logged), the estimate rises with the truth."""
+    before, after = _refilled_steps(1, hard_pass=0.0), _refilled_steps(1, hard_pass=0.3)
+    assert after[0] - before[0] == pytest.approx(0.24)
+    assert after[2] < before[2]
+    assert after[1] - before[1] == pytest.approx(0.24, abs=0.05)
+
+
+def test_first_round_reward_by_hand():
+    assert first_round_reward([1.5], [1], 1) == 1.5
+    # one group a round: the rounds before the one that ended the step
+    assert first_round_reward([2.0, 0.0, 0.75], [0, 0, 1], 1) == 1.0
+    # the rounds ran out short of the target: every order was possible
+    assert first_round_reward([2.0, 0.0, 2.0], [0, 0, 0], 1) == pytest.approx(4 / 3)
+    # two groups a round: either of the last two rounds could have ended it (1 + 1 reaches 2 only with
+    # both, so only a round whose removal leaves fewer than 2 qualifies: both do)
+    assert first_round_reward([1.0, 0.5, 0.25], [0, 1, 1], 2) == pytest.approx(((1.0 + 0.25) / 2 + (1.0 + 0.5) / 2) / 2)
+    # a round holding both informative groups must have been the last
+    assert first_round_reward([1.0, 0.5, 0.25], [0, 0, 2], 2) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="one each a round"):
+        first_round_reward([1.0, 2.0], [1], 1)
 
 
 # ------------------------------------------------------------------ a real trainer on the tiny model
@@ -122,6 +177,36 @@ def test_refill_drops_groups_with_equal_rewards_and_fills_the_batch_from_further
     assert _logged(trainer, "dynamic_sampling/groups_kept") == [2.0, 2.0, 2.0]
     # TRL's own frac_reward_zero_std still counts every generated group, the dropped ones too
     assert max(_logged(trainer, "frac_reward_zero_std")) > 0
+
+
+@pytest.mark.slow
+def test_refill_logs_the_first_round_estimate_and_keeps_the_mean_over_rounds(tiny_model_dir, tmp_path):
+    """What TRL logged for each round, put through first_round_reward, is the step's logged reward;
+    the plain mean over rounds is kept under dynamic_sampling/all_rounds/...."""
+
+    trainer, _ = _trainer(tiny_model_dir, tmp_path, "refill", steps=6)
+    sampler = trainer.dynamic_sampler
+    rounds_seen, generate = [], sampler._generate
+
+    def recording(batch):
+        out = generate(batch)
+        m = trainer._metrics["train"]
+        rounds_seen.append((trainer.state.global_step, m["reward"][-1], m["frac_reward_zero_std"][-1]))
+        return out
+
+    sampler._generate = recording
+    trainer.train()
+    expected, plain = [], []
+    for step in sorted({s for s, _, _ in rounds_seen}):
+        values = [v for s, v, _ in rounds_seen if s == step]
+        mixed = [round(2 * (1 - z)) for s, _, z in rounds_seen if s == step]  # 2 groups a round
+        expected.append(first_round_reward(values, mixed, 2))
+        plain.append(sum(values) / len(values))
+    assert _logged(trainer, "reward") == pytest.approx(expected)
+    assert _logged(trainer, "rewards/flat_or_varied/mean") == pytest.approx(expected)
+    assert _logged(trainer, "dynamic_sampling/all_rounds/reward") == pytest.approx(plain)
+    assert _logged(trainer, "dynamic_sampling/all_rounds/rewards/flat_or_varied/mean") == pytest.approx(plain)
+    assert any(abs(e - p) > 1e-6 for e, p in zip(expected, plain))  # a refilled step where they differ
 
 
 @pytest.mark.slow

@@ -38,6 +38,16 @@ Each generation logs ``dynamic_sampling/rounds``, ``.../groups_dropped`` (zero-v
 all its rounds), ``.../groups_kept`` (informative groups trained on), ``.../prompts`` (prompts generated
 for) and ``.../generated_tokens`` (completion tokens generated, all rounds).
 
+The logged reward. TRL logs ``reward`` and ``rewards/<name>/mean`` once per generation call, so a refilled
+step would log the mean over its rounds. That mean is not the policy's reward: how many rounds ran depends
+on the rewards (a step stops at the round that completes its informative groups), so the rounds that end a
+step are over-weighted. On a task whose easy half is always right and whose hard half the model is
+learning, the over-weighted round is the hard, mixed one, and the mean over rounds can fall while the
+model improves (measured: docs/real_model.md). Under ``refill`` those keys get
+:func:`first_round_reward` instead, which has the expected value of the first round's reward, the batch
+TRL's sampler drew before any round was chosen by its outcome, so it estimates what ``off`` would log; the
+mean over rounds stays in ``dynamic_sampling/all_rounds/reward`` (and ``.../all_rounds/rewards/<name>/mean``).
+
 Example::
 
     trainer = GRPOTrainer(...)
@@ -102,6 +112,42 @@ def agreeing_groups(rewards_per_func, weights, num_generations: int, aggregation
     return flat.all(dim=1)
 
 
+def first_round_reward(values, mixed, target: int) -> float:
+    """An estimate of a step's reward with the expected value of its first round's, using every round.
+
+    ``values`` holds each round's mean reward, ``mixed`` each round's count of informative groups, in order;
+    the step stopped after the round that brought the count to ``target`` (or at its last allowed round).
+    Rounds are draws of the same kind (prompts picked without regard to their outcome), so the first
+    round's expectation is the policy's reward; which round came first is known only up to the orders the
+    stopping rule allows. This averages the first round's value over those orders (a Rao-Blackwell step):
+
+    - one round: its value;
+    - the rounds ran out short of ``target``: any order was possible, so the mean of all rounds;
+    - otherwise the last round was one whose informative groups completed the count (``total - mixed[L] <
+      target``); for each such round L, the mean of the others; then the mean over those L.
+
+    With one group a round this is the mean of the rounds before the one that ended the step, or that
+    round alone when it was the first. The plain mean over rounds over-weights the round that ended it.
+    """
+    import math
+
+    values = [float(v) for v in values]
+    if len(values) != len(mixed) or not values:
+        raise ValueError(f"first_round_reward: {len(values)} values and {len(mixed)} counts; one each a round")
+    if len(values) == 1:
+        return values[0]
+
+    def mean(xs):
+        xs = [x for x in xs if not math.isnan(x)]
+        return sum(xs) / len(xs) if xs else float("nan")
+
+    total = sum(mixed)
+    if total < target:
+        return mean(values)
+    last = [i for i in range(len(values)) if total - mixed[i] < target]
+    return mean([mean(values[:i] + values[i + 1:]) for i in last])
+
+
 class DynamicSampler:
     """The wrapped generation of one trainer; see the module docstring."""
 
@@ -149,7 +195,7 @@ class DynamicSampler:
         G = t.num_generations
         world = t.accelerator.num_processes
         target = len(inputs) * world // G  # groups in the configured generation batch
-        rounds, kept, dropped, prompts, tokens = [], [], [], 0, 0
+        rounds, kept, dropped, prompts, tokens, mixed = [], [], [], 0, 0, []
         for r in range(self.max_rounds):
             batch = inputs if r == 0 else self._refill_rows(r, target, len(inputs))
             out = self._generate(batch)
@@ -166,10 +212,12 @@ class DynamicSampler:
             rounds.append(out)
             for g, flat in enumerate(agree):
                 (dropped if flat else kept).append((r, g))
+            mixed.append(agree.count(False))
             if len(kept) >= target:
                 break
         chosen = kept[:target]
         self._record(rounds=len(rounds), dropped=len(dropped), kept=len(chosen), prompts=prompts, tokens=tokens)
+        self._record_reward(mixed, target)
         if not chosen:
             return rounds[0]  # nothing to learn from anywhere: TRL's batch as it was (zero advantages)
         if len(rounds) == 1 and len(chosen) == target:
@@ -281,6 +329,21 @@ class DynamicSampler:
             layout = self._layout(key, value)
             out[key] = value[:, first:] if layout == "prompt" else value[:, :last] if layout == "completion" else value
         return out
+
+    def _record_reward(self, mixed: list[int], target: int) -> None:
+        """Replace the one entry a round TRL logged under ``reward`` and ``rewards/<name>/mean`` by one
+        :func:`first_round_reward` a generation (see the module docstring)."""
+        metrics = self.trainer._metrics["train"]
+        R = len(mixed)
+        keys = [k for k in metrics if k == "reward" or (k.startswith("rewards/") and k.endswith("/mean"))]
+        for key in keys:
+            entries = metrics[key]
+            if len(entries) < R:  # not logged once a round (a TRL that logs elsewhere): leave it as logged
+                continue
+            per_round = entries[-R:]
+            metrics[f"dynamic_sampling/all_rounds/{key}"].append(sum(per_round) / R)
+            del entries[-R:]
+            entries.append(first_round_reward(per_round, mixed, target))
 
     def _record(self, *, rounds: int, dropped: int, kept: int, prompts: int, tokens: int) -> None:
         metrics = self.trainer._metrics["train"]
