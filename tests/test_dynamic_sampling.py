@@ -221,6 +221,7 @@ def test_drop_trains_on_the_informative_groups_only(tiny_model_dir, tmp_path):
         else:
             assert len(batch["prompts"]) == 4 * k and all("varied" in p for p in batch["prompts"])
     assert 1.0 in kept  # a step with one flat and one varied group trained on the varied one alone
+    assert not _logged(trainer, "dynamic_sampling/all_rounds/reward")  # one round: nothing to estimate
 
 
 @pytest.mark.slow

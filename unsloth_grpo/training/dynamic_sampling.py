@@ -217,7 +217,8 @@ class DynamicSampler:
                 break
         chosen = kept[:target]
         self._record(rounds=len(rounds), dropped=len(dropped), kept=len(chosen), prompts=prompts, tokens=tokens)
-        self._record_reward(mixed, target)
+        if self.mode == "refill":  # drop runs one round: TRL's reward is already the first round's
+            self._record_reward(mixed, target)
         if not chosen:
             return rounds[0]  # nothing to learn from anywhere: TRL's batch as it was (zero advantages)
         if len(rounds) == 1 and len(chosen) == target:
