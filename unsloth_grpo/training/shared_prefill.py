@@ -87,9 +87,9 @@ def attach(trainer, *, log: Callable[[str], None] | None = print) -> SharedPrefi
         return None
     model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
     trainer.shared_prefill = SharedPrefill(trainer, model, log)
-    if getattr(getattr(model, "device", None), "type", None) == "cpu":  # the merged buffers cost the adapted weights' memory again: not on a card
-        from unsloth_grpo.models.merged_generation import for_model
+    from unsloth_grpo.models.merged_generation import for_model, on_cpu
 
+    if on_cpu(model):  # the merged buffers cost the adapted weights' memory again: not on a card
         merged = for_model(model)  # shared with the evaluation's sampling: one merged copy a model
         if merged.fits():
             trainer.shared_prefill.merged_weights = merged
