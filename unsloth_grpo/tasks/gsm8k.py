@@ -345,6 +345,15 @@ class Gsm8k(Task):
     grading_rewards = ("correctness", "exact_match")
     loader = staticmethod(load_gsm8k)
     named_columns = True
+    trick_fixes = {
+        **Task.trick_fixes,
+        "copies_quantity": "Grade the run on phrasings it never trained on, by operation, beside its warm-up or a "
+                           "run without GRPO: unsloth-grpo eval --model RUN --subset reworded, and --subset everyday "
+                           "(units, two days, 'altogether'). correctness pays the number in the answer block only: "
+                           "pay the calculation too (a reward of your own that checks 'a + b = c' in the reasoning, "
+                           "docs/rewards.md), give GRPO's prompts more than one wording (a data file of your own "
+                           "phrasings), or lower the GRPO stage's learning_rate or max_steps.",
+    }
 
     def grade(self, completion, gold, **settings) -> Verdict:
         """The library's grader (:func:`unsloth_grpo.grading.grade`), on which ``correctness`` pays."""

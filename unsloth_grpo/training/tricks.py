@@ -4,7 +4,8 @@ A reward curve cannot tell a model that learned the task from one that found a c
 paid. Two runs of a real 135M model (docs/real_model.md) did the second: one copied the system
 prompt's template, placeholder and all, and was paid the full format reward; one wrote ``a + b``
 for every problem and was right on every addition and on no subtraction. Their reward curves rose
-like a healthy run's. :class:`TrickWatcher` reads the completions themselves, as the rewards see
+like a healthy run's. A third, under GRPO, answered problems worded unlike its training set's with
+the question's first quantity (issue 52). :class:`TrickWatcher` reads the completions themselves, as the rewards see
 them, and says so:
 
 =======================  ======================================================================
@@ -13,6 +14,8 @@ them, and says so:
 ``one_pattern``          every kind of problem gets the same calculation (the same operators, or
                          the same answer whatever the question)
 ``category_gap``         the grading reward pays on one kind of problem and never on another
+``copies_quantity``      a share of some kind's answers are a number the question states, wrong,
+                         and the result of no calculation the completion writes
 =======================  ======================================================================
 
 The metric-stream check beside them, ``format_without_answers`` (format rewards high, the grading
@@ -32,7 +35,7 @@ import re
 from collections import Counter, deque
 from typing import Any, Callable, Mapping, Sequence
 
-from unsloth_grpo.grading.copying import answer_shape, copied_share, prompt_texts
+from unsloth_grpo.grading.copying import answer_shape, copied_quantity, copied_share, prompt_texts
 from unsloth_grpo.grading.locate import completion_text, extract_answer
 from unsloth_grpo.training.monitor import TRICK_WARNINGS, HealthWarning
 
@@ -65,20 +68,24 @@ class TrickWatcher:
     some). The window holds at least ``window`` batches, and more while its older batches are needed to
     hold ``window_prompts`` different prompts (a run of one prompt a step sees few of each kind in 5),
     never more than ``max(window, window_prompts)`` batches (a dataset of fewer prompts, or a trainer that
-    passes none, would otherwise keep every batch of the run).
+    passes none, would otherwise keep every batch of the run). ``quantity_frac``: the share of a category's
+    completions (of ``min_prompts_per_category`` different prompts or more) that answer with a quantity copied
+    from the question for ``copies_quantity``.
     """
 
     def __init__(self, report: Callable[[HealthWarning], Any], *, grading: Sequence[str] = (),
                  category_column: str = "category", window: int = 5, copy_share: float = 0.5,
                  copy_frac: float = 0.5, pattern_frac: float = 0.75, gap: float = 0.3,
                  min_per_category: int = 8, min_prompts_per_category: int = 4, window_prompts: int = 16,
-                 ignore: Sequence[str] = (), fixes: Mapping[str, str] | None = None) -> None:
+                 quantity_frac: float = 0.25, ignore: Sequence[str] = (),
+                 fixes: Mapping[str, str] | None = None) -> None:
         self.report = report
         self.fixes = dict(fixes or {})
         self.grading = tuple(grading)
         self.category_column = category_column
         self.copy_share, self.copy_frac = copy_share, copy_frac
         self.pattern_frac, self.gap, self.min_per_category = pattern_frac, gap, min_per_category
+        self.quantity_frac = quantity_frac
         self.min_prompts_per_category, self.window, self.window_prompts = min_prompts_per_category, window, window_prompts
         self.ignore = set(ignore)
         self.batches: deque[list[dict[str, Any]]] = deque(maxlen=max(window, window_prompts))
@@ -140,9 +147,11 @@ class TrickWatcher:
             prompt = prompts[i] if prompts is not None else None
             gold = golds[i] if isinstance(golds, (list, tuple)) and len(golds) == n else None
             text = completion_text(completions[i])
+            question = prompt_texts(prompt)[1] if prompt is not None else None
             batch.append({
                 "text": text,
-                "prompt": prompt_texts(prompt)[1] if prompt is not None else f"#{self._seen}:{i}",
+                "prompt": question if question is not None else f"#{self._seen}:{i}",
+                "quantity": None if question is None else copied_quantity(text, question, gold),
                 "copied": copied_share(text, prompt, gold),
                 "shape": answer_shape(text),
                 "operators": operators(text),
@@ -162,7 +171,7 @@ class TrickWatcher:
         if not rows:
             return []
         out: list[HealthWarning] = []
-        for check in (self._check_copies, self._check_pattern, self._check_gap):
+        for check in (self._check_copies, self._check_pattern, self._check_gap, self._check_quantities):
             warning = check(step, rows)
             if warning is not None and warning.name not in self.ignore \
                     and all(w.name != warning.name for w in self.fired):
@@ -251,6 +260,39 @@ class TrickWatcher:
                 "balance the training data, or start from a short SFT stage on worked answers of every kind.",
                 {"grading_mean_by_category": means})
         return None
+
+
+    def _check_quantities(self, step: int, rows: list[dict]) -> HealthWarning | None:
+        """Answers that repeat a number of the question, wrong and calculated by nothing, in a share of some
+        kind's completions: the model answers with what the question states, not with what it asks. Rows
+        without categories are one kind."""
+        groups = self._by_category(rows) if any(r["category"] is not None for r in rows) else {"all": rows}
+        counts = {}
+        for name, recs in sorted(groups.items()):
+            copies = [r for r in recs if r["quantity"] is not None]
+            if len(recs) >= self.min_per_category:
+                counts[name] = (copies, len(recs))
+        found = {name: (copies, n) for name, (copies, n) in counts.items()
+                 if len(copies) / n >= self.quantity_frac and len({r["prompt"] for r in copies}) >= 2}
+        if not found:
+            return None
+        worst = max(found, key=lambda k: len(found[k][0]) / found[k][1])
+        example = Counter(r["text"] for r in found[worst][0]).most_common(1)[0][0]
+        row = next(r for r in found[worst][0] if r["text"] == example)
+        listed = ", ".join(f"{name} {len(c)}/{n} ({len(c) / n:.0%})" for name, (c, n) in counts.items())
+        return HealthWarning(
+            step, "copies_quantity",
+            f"answers copied from the question over the last {len(rows)} completions ({listed}): the answer is a "
+            f"number the question states, wrong, and the result of no calculation the completion writes, e.g. "
+            f"{_short(example)!r} (the question's {row['quantity']}; right: {row['gold']}) for {_short(row['prompt'])!r}.",
+            self.fixes.get("copies_quantity") or
+            "Read these completions beside their questions (samples.jsonl), and grade the model on problems worded "
+            "unlike its training set's, by kind: a model paid for right answers on one wording can learn to repeat a "
+            "quantity where the wording changes. Give the training prompts more than one wording, pay the calculation "
+            "written out, or lower the learning rate or the steps of the stage that taught it.",
+            {"by_category": {name: {"copied": len(c), "completions": n, "share": len(c) / n}
+                             for name, (c, n) in counts.items()},
+             "example": example[:300], "question": row["prompt"][:300], "quantity": row["quantity"], "gold": row["gold"]})
 
 
 def _grading_means(groups: dict[str, list[dict]], least: int) -> dict[str, float]:
