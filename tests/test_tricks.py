@@ -362,3 +362,48 @@ def test_one_prompt_that_copies_is_not_a_shortcut():
     rows = quantities("healthy")
     rows[0] = quantities("grpo_copies")[0]  # Nadia's 6, repeated 8 times: 8 of the 32 additions in the window
     assert "copies_quantity" not in steps_of_one_prompt(rows[:8], None, window=4)
+
+
+# ---------------------------------------------------------------- advice that fits the run (issue 52)
+
+
+@pytest.mark.parametrize("overrides, warmup", [([], ["addition"]), (["stages.0.data.categories=null"], None)])
+def test_a_fix_the_runs_own_warm_up_declined_gives_the_advice_that_applies(overrides, warmup):
+    """The smollm2 preset's warm-up trains on additions only, on purpose; its GRPO stage was told to give every
+    kind worked examples. Told the run's warm-up, the watcher says why that is not the fix and what is; a run
+    whose warm-up trains on every kind keeps the general advice."""
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.rewards import get_reward
+    from unsloth_grpo.training.stages import stage_config, warmup_categories
+    from unsloth_grpo.training.train import _watch_for_tricks
+
+    cfg = RECIPE.resolve(preset="smollm2", overrides=overrides)
+    assert warmup_categories(cfg, 1) is None and warmup_categories(cfg, 2) == warmup
+    grpo = stage_config(cfg, 2)
+    heard = []
+    health = type("Health", (), {"report": staticmethod(heard.append)})()
+    [watched] = _watch_for_tricks(grpo, HealthThresholds.from_dict(grpo.monitor), health, [get_reward("correctness")],
+                                  warmup_categories(cfg, 2))
+    for r in fixtures("always_add"):  # one prompt a step, a group of 8, as the preset trains
+        watched(prompts=[r["prompt"]] * 8, completions=[r["completion"]] * 8, answer=[r["answer"]] * 8,
+                category=[r["category"]] * 8)
+    fixes = {w.name: w.fix for w in heard}
+    assert set(fixes) == {"one_pattern", "category_gap"}
+    for name, fix in fixes.items():
+        if warmup:
+            assert fix.startswith("This run's SFT warm-up trains on addition only, by design (its sft stage's "
+                                  "data.categories), so worked examples of every kind are not the fix here: GRPO has "
+                                  "to learn subtraction from the reward."), name
+            assert "evaluation.headroom" in fix and "every kind of problem in the prompt" not in fix
+        else:
+            assert "This run's" not in fix and "worked example" in fix
+    assert [w.values["warmup_categories"] for w in heard] == [warmup, warmup]  # health.jsonl says what it knew
+
+
+def test_only_the_fixes_that_advise_every_kind_and_only_for_kinds_left_out_change():
+    watcher = TrickWatcher(lambda w: None, warmup_categories=["addition"], fixes={"copies_prompt": "the task's"})
+    assert watcher.fix("category_gap", "general", ["addition"]) == "general"  # additions were warmed up
+    assert watcher.fix("copies_prompt", "general", ["subtraction"]) == "the task's"
+    assert watcher.fix("one_pattern", "general", []) == "general"  # the one-answer form names no kind
+    assert watcher.fix("category_gap", "general", ["subtraction"]).startswith("This run's SFT warm-up trains on addition")
+    assert TrickWatcher(lambda w: None).fix("category_gap", "general", ["subtraction"]) == "general"
