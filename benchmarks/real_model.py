@@ -403,8 +403,9 @@ _EQUATION = r"(\d+)\s*([+\-])\s*(\d+)\s*=\s*(-?\d+)"
 
 
 def error_kind(c: dict) -> str:
-    """What went wrong in one graded completion, read from its first equation: ``right``, ``no equation``
-    (no ``a + b = c`` or ``a - b = c`` in it), ``other operation`` (it added where the problem takes away,
+    """What went wrong in one graded completion, read from its first equation: ``right``, ``copied quantity``
+    (no equation, and the answer is a number of the question: the trick watcher's ``copies_quantity``, read by
+    the same function), ``no equation`` (no ``a + b = c`` or ``a - b = c`` in it), ``other operation`` (it added where the problem takes away,
     or the reverse), ``other numbers`` (an operand that is not a number of the question), ``arithmetic``
     (the right operation on the question's numbers, a wrong result) or ``answer block`` (a right
     equation, and no answer block holding its result)."""
@@ -412,7 +413,10 @@ def error_kind(c: dict) -> str:
         return "right"
     m = re.search(_EQUATION, c["completion"])
     if m is None:
-        return "no equation"
+        from unsloth_grpo.grading.copying import copied_quantity
+
+        copied = "question" in c and copied_quantity(c["completion"], c["question"], c.get("gold"))
+        return "copied quantity" if copied else "no equation"
     a, op, b, result = int(m[1]), m[2], int(m[3]), int(m[4])
     if c.get("category") in ("addition", "subtraction") and op != ("+" if c["category"] == "addition" else "-"):
         return "other operation"
@@ -421,7 +425,8 @@ def error_kind(c: dict) -> str:
     return "arithmetic" if (a + b if op == "+" else a - b) != result else "answer block"
 
 
-ERROR_KINDS = ("right", "arithmetic", "other operation", "other numbers", "answer block", "no equation")
+ERROR_KINDS = ("right", "arithmetic", "other operation", "other numbers", "answer block", "copied quantity",
+               "no equation")
 
 
 def errors_table(runs: list[dict]) -> str:

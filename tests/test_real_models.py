@@ -285,6 +285,12 @@ def test_the_benchmark_says_how_each_wrong_completion_went_wrong():
     assert bench.error_kind(c("<reasoning>\nthe calculation\n</reasoning>", "addition")) == "no equation"
     copied = dict(c("<reasoning>\n7 + 7 = 14\n</reasoning>", "addition"), question="Ann has 8 eggs and gets 7 more.")
     assert bench.error_kind(copied) == "other numbers"
+    # issue 52's shortcut: no equation, the question's first quantity as the answer (read as the trick watcher reads it)
+    nadia = "Nadia read for 6 minutes before lunch and 9 minutes after lunch. How many minutes did Nadia read in all?"
+    six = dict(c("<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>", "addition"), question=nadia, gold="15")
+    assert bench.error_kind(six) == "copied quantity"
+    assert bench.error_kind(dict(six, completion="<reasoning>\nI read\n</reasoning>\n<answer>\n14\n</answer>")) \
+        == "no equation"
     runs = [{"seed": 0, "grades": {"base": {s: {"completions": [c("1 + 1 = 3", "addition")]}
                                             for s in ("easy", "reworded")}}}]
     table = bench.errors_table(runs)
