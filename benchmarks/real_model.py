@@ -404,8 +404,8 @@ _EQUATION = r"(\d+)\s*([+\-])\s*(\d+)\s*=\s*(-?\d+)"
 
 def error_kind(c: dict) -> str:
     """What went wrong in one graded completion, read from its first equation: ``right``, ``copied quantity``
-    (no equation, and the answer is a number of the question: the trick watcher's ``copies_quantity``, read by
-    the same function), ``no equation`` (no ``a + b = c`` or ``a - b = c`` in it), ``other operation`` (it added where the problem takes away,
+    (no equation, and the answer is a number of the question: the trick watcher's ``copies_quantity``, read
+    by the same function), ``no equation`` (no ``a + b = c`` or ``a - b = c`` in it), ``other operation`` (it added where the problem takes away,
     or the reverse), ``other numbers`` (an operand that is not a number of the question), ``arithmetic``
     (the right operation on the question's numbers, a wrong result) or ``answer block`` (a right
     equation, and no answer block holding its result)."""

@@ -5,8 +5,8 @@ paid. Two runs of a real 135M model (docs/real_model.md) did the second: one cop
 prompt's template, placeholder and all, and was paid the full format reward; one wrote ``a + b``
 for every problem and was right on every addition and on no subtraction. Their reward curves rose
 like a healthy run's. A third, under GRPO, answered problems worded unlike its training set's with
-the question's first quantity (issue 52). :class:`TrickWatcher` reads the completions themselves, as the rewards see
-them, and says so:
+the question's first quantity (issue 52). :class:`TrickWatcher` reads the completions themselves, as
+the rewards see them, and says so:
 
 =======================  ======================================================================
 ``copies_prompt``        most completions repeat the system prompt's own text (its template, its
@@ -73,8 +73,8 @@ class TrickWatcher:
     hold ``window_prompts`` different prompts (a run of one prompt a step sees few of each kind in 5),
     never more than ``max(window, window_prompts)`` batches (a dataset of fewer prompts, or a trainer that
     passes none, would otherwise keep every batch of the run). ``quantity_frac``: the share of a category's
-    completions (of ``min_prompts_per_category`` different prompts or more) that answer with a quantity copied
-    from the question for ``copies_quantity``. ``warmup_categories``: the only kinds the run's SFT warm-up
+    completions that answer with a quantity copied from the question, from two problems or more, for
+    ``copies_quantity``. ``warmup_categories``: the only kinds the run's SFT warm-up
     trained on, on purpose (:func:`unsloth_grpo.training.stages.warmup_categories`); the fixes of
     :data:`EVERY_KIND_FIXES` then give the advice that fits such a run (:meth:`fix`).
     """
@@ -215,8 +215,9 @@ class TrickWatcher:
             f"{share:.0%} of the last {len(rows)} completions repeat the system prompt's own text instead of "
             f"working on their problem, e.g. {_short(example)!r}: the rewards pay a copy of the prompt.",
             self.fix("copies_prompt",
-            "Show the format with worked examples instead of a template with placeholders, make the format rewards "
-            "pay only for a completion with an answer of its own in it, and read the completions (samples.jsonl)."),
+                     "Show the format with worked examples instead of a template with placeholders, make the format "
+                     "rewards pay only for a completion with an answer of its own in it, and read the completions "
+                     "(samples.jsonl)."),
             {"copy_share": share, "window_completions": len(rows), "example": example[:300]})
 
     def _by_category(self, rows: list[dict]) -> dict[str, list[dict]]:
@@ -288,7 +289,6 @@ class TrickWatcher:
                 {"grading_mean_by_category": means, "warmup_categories": self.warmup_categories})
         return None
 
-
     def _check_quantities(self, step: int, rows: list[dict]) -> HealthWarning | None:
         """Answers that repeat a number of the question, wrong and calculated by nothing, in a share of some
         kind's completions: the model answers with what the question states, not with what it asks. Rows
@@ -311,15 +311,18 @@ class TrickWatcher:
             step, "copies_quantity",
             f"answers copied from the question over the last {len(rows)} completions ({listed}): the answer is a "
             f"number the question states, wrong, and the result of no calculation the completion writes, e.g. "
-            f"{_short(example)!r} (the question's {row['quantity']}; right: {row['gold']}) for {_short(row['prompt'])!r}.",
+            f"{_short(example)!r} (the question's {row['quantity']}; right: {row['gold']}) for "
+            f"{_short(row['prompt'])!r}.",
             self.fix("copies_quantity",
-            "Read these completions beside their questions (samples.jsonl), and grade the model on problems worded "
-            "unlike its training set's, by kind: a model paid for right answers on one wording can learn to repeat a "
-            "quantity where the wording changes. Give the training prompts more than one wording, pay the calculation "
-            "written out, or lower the learning rate or the steps of the stage that taught it."),
+                     "Read these completions beside their questions (samples.jsonl), and grade the model on problems "
+                     "worded unlike its training set's, by kind: a model paid for right answers on one wording can "
+                     "learn to repeat a quantity where the wording changes. Give the training prompts more than one "
+                     "wording, pay the calculation written out, or lower the learning rate or the steps of the stage "
+                     "that taught it."),
             {"by_category": {name: {"copied": len(c), "completions": n, "share": len(c) / n}
                              for name, (c, n) in counts.items()},
-             "example": example[:300], "question": row["prompt"][:300], "quantity": row["quantity"], "gold": row["gold"]})
+             "example": example[:300], "question": row["prompt"][:300], "quantity": row["quantity"],
+             "gold": row["gold"]})
 
 
 def _grading_means(groups: dict[str, list[dict]], least: int) -> dict[str, float]:
