@@ -180,7 +180,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
 
     from unsloth_grpo.experiments.controls import shuffled_gold
     from unsloth_grpo.hardware.backend import load_model, prepare_backend
-    from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
+    from unsloth_grpo.training.stages import lora_state, stage_config, train_sft, warmup_categories
     from unsloth_grpo.training.train import load_task_dataset, train
 
     [sft_stage, grpo_stage] = cfg.stages
@@ -245,7 +245,9 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
             out.setdefault("sft_only_steps", result.global_step)
         else:
             arm_rows = shuffled_gold(rows, seed=cfg.seed) if arm == "shuffled" else rows
-            result = train(dataclasses.replace(grpo_cfg, output_dir=arm_dir), loaded=loaded, dataset=arm_rows, log=quiet)
+            # the arm continues the preset's warm-up: the trick watcher is told the kinds it kept
+            result = train(dataclasses.replace(grpo_cfg, output_dir=arm_dir), loaded=loaded, dataset=arm_rows, log=quiet,
+                           warmup_categories=warmup_categories(cfg, 2))
             out["train_reward"][arm] = [result.mean_reward(first=5), result.mean_reward(last=5)]
             key = "rewards/correctness/mean"  # the gsm8k task's correctness function: the done-when's reward
             out.setdefault("train_correctness", {})[arm] = [result.mean_reward(first=5, key=key),

@@ -382,7 +382,7 @@ def test_the_grpo_stage_of_a_run_is_told_its_warm_ups_kinds(tmp_path, monkeypatc
     def trained(kind):
         def fake(cfg, *_args, **kw):
             Path(cfg.output_dir).mkdir(parents=True)
-            told[kw["stage"]] = kw.get("warmup_categories", kind)
+            told[kw.get("stage", (0, None))] = kw.get("warmup_categories", kind)
             return TrainResult(Path(cfg.output_dir), global_step=1)
         return fake
 
@@ -398,3 +398,8 @@ def test_the_grpo_stage_of_a_run_is_told_its_warm_ups_kinds(tmp_path, monkeypatc
         told.clear()
         train_module._train_stages(cfg, loaded, first=1, resume_from=None, log=lambda _m: None, dataset=[])
         assert told == {(1, "sft"): "sft", (2, "grpo"): kinds}
+    # one GRPO training that continues a warm-up made elsewhere (the real-model benchmark's arms) is told by its caller
+    told.clear()
+    single = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "single"))
+    train_module.train(single, decision=object(), log=lambda _m: None, warmup_categories=["addition"])
+    assert told == {(0, None): ["addition"]}

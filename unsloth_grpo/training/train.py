@@ -43,7 +43,8 @@ def is_main_process() -> bool:
 
 
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
-          dataset=None, resume=None, loaded=None, decision=None) -> TrainResult:
+          dataset=None, resume=None, loaded=None, decision=None,
+          warmup_categories: list[str] | None = None) -> TrainResult:
     """Run the training described by ``cfg`` and return its metrics and outputs.
 
     ``resume``: None (a fresh run; refused when the output directory holds checkpoints), True
@@ -53,7 +54,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     (:func:`unsloth_grpo.training.checks.check_before_loading`, as the recipe runner does); when
     None, that check is made here, once. ``loaded`` reuses a model loaded already (its config is
     checked, not the machine). SIGINT/SIGTERM save a checkpoint and raise :class:`TrainingStopped`
-    with exit code 130/143 (:func:`unsloth_grpo.training.loop.run_trainer`).
+    with exit code 130/143 (:func:`unsloth_grpo.training.loop.run_trainer`). ``warmup_categories``: the
+    kinds kept by the SFT warm-up that one GRPO training continues (the real-model benchmark's arms).
     """
     from unsloth_grpo.hardware.console import quiet_third_party
     from unsloth_grpo.training import checkpoint as ckpt
@@ -83,7 +85,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             return _train_stages(cfg, loaded, first=first, resume_from=resume_from, decision=decision,
                               callbacks=callbacks, log=log, dataset=data, stage_rows=stage_rows)
         return train_grpo(cfg, decision=decision, callbacks=callbacks, log=log, dataset=data, resume=resume,
-                          loaded=loaded, lock=lock)
+                          loaded=loaded, lock=lock, warmup_categories=warmup_categories)
     except (ConfigError, DataError, ckpt.CheckpointError):
         refused = True  # bad input: the directory is left as it was found, lock file included
         raise
@@ -189,9 +191,8 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     ``decision`` is the run's (None only for a model loaded already); ``loaded`` reuses a loaded
     model (the stage runner's, a notebook's); ``stage`` and ``hint`` label checkpoints and the
     resume message; ``lock`` (the run's, when this training makes the run directory) is taken as
-    soon as the directory exists; ``warmup_categories``: the only kinds of problem the run's SFT stages
-    before this one trained on (:func:`~unsloth_grpo.training.stages.warmup_categories`), for the
-    trick watcher's fixes.
+    soon as the directory exists; ``warmup_categories``: the kinds its warm-up kept, for the trick watcher's
+    fixes (:func:`~unsloth_grpo.training.stages.warmup_categories`).
     """
     from unsloth_grpo.training import checkpoint as ckpt
     from unsloth_grpo.training import distributed
@@ -557,9 +558,8 @@ def _starting_model(model: str, stage: tuple[int, str | None]) -> str:
 def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list,
                       warmup_categories: list[str] | None = None) -> list:
     """The reward functions wrapped by a :class:`~unsloth_grpo.training.tricks.TrickWatcher` that hands
-    what it sees (a copied prompt, one pattern for every problem, a kind of problem never paid, a quantity
-    copied from the question) to the health monitor; same names and scores. ``warmup_categories``: the
-    kinds the run's SFT warm-up kept on purpose, which the watcher's fixes respect."""
+    what it sees (a copied prompt or quantity, one pattern for every problem, a kind never paid) to the health
+    monitor; same names and scores; its fixes respect the kinds a warm-up kept (``warmup_categories``)."""
     from unsloth_grpo.tasks import get_task
     from unsloth_grpo.training.tricks import TrickWatcher
 
