@@ -7,12 +7,14 @@
 
 The gsm8k recipe's ``smollm2`` preset trains ``builtin:smollm2-135m-instruct`` (LoRA, CPU) on the offline
 ``easy`` word problems: a short SFT warm-up on worked answers, then GRPO. For each seed the model is
-loaded once and graded greedily on two held-out sets, each half additions and half subtractions:
+loaded once and graded greedily on three held-out sets, each half additions and half subtractions:
 
 - ``easy``: the project's held-out problems (sums and differences no training problem uses), in the
   training set's own phrasing;
 - ``reworded``: the same kind of arithmetic in 12 phrasings the training never uses
-  (``gsm8k.REWORDED_TEMPLATES``): what the model learned beyond the wording it was trained on.
+  (``gsm8k.REWORDED_TEMPLATES``): what the model learned beyond the wording it was trained on;
+- ``everyday``: the same arithmetic again in 12 phrasings of neither, with units, two days and "in all",
+  "together", "altogether" (``gsm8k.EVERYDAY_TEMPLATES``, issue 52).
 
 The model is graded at the start (``base``), after the SFT warm-up (``sft``), and after each arm,
 every arm trained from the same warm-up:
@@ -26,7 +28,7 @@ every arm trained from the same warm-up:
 Each grading reports strict accuracy (the number in the answer block: the task's grader, which the
 reward pays on), lenient accuracy (the right number anywhere), format compliance, and both by
 operation. The goal line checks, seed by seed, that the ``grpo`` arm is at least 25 points above the base
-model on each operation, strict, on both sets. Every completion is kept in ``results.json`` (read them:
+model on each operation, strict, on every set. Every completion is kept in ``results.json`` (read them:
 a number that rises is not learning until the completions say what was learned). docs/real_model.md has
 the figures and the command that made them.
 """
@@ -54,7 +56,10 @@ ARMS = ("grpo", "sft_only", "shuffled")
 LABELS = {"base": "base model", "sft": "SFT warm-up", "grpo": "warm-up + GRPO (the preset)",
           "sft_only": "warm-up + more SFT, same CPU time", "shuffled": "warm-up + shuffled-gold GRPO"}
 #: The held-out sets and their generator seeds: far from any training seed, the same for every seed's run.
-HELD_OUT = {"easy": 10_000, "reworded": 20_000}
+HELD_OUT = {"easy": 10_000, "reworded": 20_000, "everyday": 30_000}
+#: What each held-out set is, for the report's first line.
+HELD_OUT_WORDS = {"easy": "the project's held-out set", "reworded": "12 phrasings the training never uses",
+                  "everyday": "12 more, with units, two days, 'in all' / 'together' / 'altogether'"}
 #: The goal: strict accuracy on each operation at least this far above the base model's, on every set.
 GOAL_POINTS = 25
 #: GRPO's own goal (issue 39), in strict points on each held-out set: the grpo arm this far above sft_only and
@@ -72,6 +77,12 @@ def held_out_sets(cfg: RecipeConfig, n: int) -> dict:
 
     return {name: load_gsm8k("synthetic", "test", subset=name, system_prompt=cfg.data.system_prompt,
                              num_synthetic=n, seed=seed) for name, seed in HELD_OUT.items()}
+
+
+def graded_sets(runs: list[dict]) -> list[str]:
+    """The held-out sets every run was graded on, in :data:`HELD_OUT`'s order: results made before a set
+    existed (the committed ones hold ``easy`` and ``reworded``) are still read and merged."""
+    return [s for s in HELD_OUT if all(s in g for r in runs for g in r["grades"].values())]
 
 
 def grade(cfg: RecipeConfig, loaded, sets: dict) -> dict:
@@ -126,13 +137,14 @@ def measure_headroom(out: dict, name: str, cfg: RecipeConfig, loaded, probe: lis
 
 def warmup_key(sft_cfg: RecipeConfig, n_held_out: int, headroom: tuple[int, int]) -> str:
     """What a kept warm-up depends on: the SFT stage's whole configuration (its output folder and the GRPO
-    stage left out), the held-out size and the headroom's sampling. Another GRPO stage reuses it; anything
-    else trains it again."""
+    stage left out), the held-out sets and their size, and the headroom's sampling. Another GRPO stage reuses
+    it; anything else trains it again (a warm-up kept before a set was added holds no grades on it)."""
     import hashlib
 
     from unsloth_grpo.training.stages import stage_digest
 
-    return hashlib.sha256(f"{stage_digest(sft_cfg)}|{n_held_out}|{headroom}".encode()).hexdigest()[:16]
+    sets = sorted(HELD_OUT.items())
+    return hashlib.sha256(f"{stage_digest(sft_cfg)}|{n_held_out}|{headroom}|{sets}".encode()).hexdigest()[:16]
 
 
 def probe_key(grpo_cfg: RecipeConfig, probe: list | None, samples: int) -> str | None:
@@ -168,7 +180,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
 
     from unsloth_grpo.experiments.controls import shuffled_gold
     from unsloth_grpo.hardware.backend import load_model, prepare_backend
-    from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
+    from unsloth_grpo.training.stages import lora_state, stage_config, train_sft, warmup_categories
     from unsloth_grpo.training.train import load_task_dataset, train
 
     [sft_stage, grpo_stage] = cfg.stages
@@ -233,7 +245,9 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
             out.setdefault("sft_only_steps", result.global_step)
         else:
             arm_rows = shuffled_gold(rows, seed=cfg.seed) if arm == "shuffled" else rows
-            result = train(dataclasses.replace(grpo_cfg, output_dir=arm_dir), loaded=loaded, dataset=arm_rows, log=quiet)
+            # the arm continues the preset's warm-up: the trick watcher is told the kinds it kept
+            result = train(dataclasses.replace(grpo_cfg, output_dir=arm_dir), loaded=loaded, dataset=arm_rows, log=quiet,
+                           warmup_categories=warmup_categories(cfg, 2))
             out["train_reward"][arm] = [result.mean_reward(first=5), result.mean_reward(last=5)]
             key = "rewards/correctness/mean"  # the gsm8k task's correctness function: the done-when's reward
             out.setdefault("train_correctness", {})[arm] = [result.mean_reward(first=5, key=key),
@@ -261,7 +275,7 @@ def _line(grades: dict) -> str:
 def table(runs: list[dict]) -> str:
     """Per arm and seed: strict accuracy on each set, overall and by operation; then the mean and the spread."""
     arms = [a for a in ("base", "sft", *ARMS) if all(a in r["grades"] for r in runs)]
-    sets = list(HELD_OUT)
+    sets = graded_sets(runs)
     head = f"{'':36s} {'seed':>4s} " + " ".join(f"{s + ' strict / add / sub / lenient':>34s}" for s in sets) + f" {'CPU s':>6s}"
     lines = [head]
     for arm in arms:
@@ -295,7 +309,7 @@ def goal(runs: list[dict], arm: str = "grpo") -> list[str]:
         if arm not in r["grades"]:
             continue
         checks = []
-        for s in HELD_OUT:
+        for s in graded_sets([r]):
             for cat in ("addition", "subtraction"):
                 gain = _pct(r["grades"][arm][s], cat) - _pct(r["grades"]["base"][s], cat)
                 checks.append(f"{s} {cat} {gain:+.1f}: {'yes' if gain >= GOAL_POINTS - 1e-9 else 'NO'}")
@@ -333,13 +347,13 @@ def controls_goal(runs: list[dict]) -> list[str]:
     SFT_FLOOR) and above shuffled on each set, its reward rising (mean of the last 5 logged steps above the
     first 5), and pass@1 after it closing GAP_CLOSED of the warm-up's pass@1..pass@K gap; then the means
     over the seeds against ABOVE_SFT_ONLY and ABOVE_SHUFFLED."""
-    lines = []
+    lines, sets = [], graded_sets(runs)
     for r in runs:
         if "grpo" not in r["grades"]:
             continue
         parts = []
         for other, floor in (("sft_only", SFT_FLOOR), ("shuffled", None)):
-            gaps = {s: _gap(r, other, s) for s in HELD_OUT}
+            gaps = {s: _gap(r, other, s) for s in sets}
             if None in gaps.values():
                 parts.append(f"{other} not run")
                 continue
@@ -360,7 +374,7 @@ def controls_goal(runs: list[dict]) -> list[str]:
         if not seeds:
             means.append(f"{other} not run")
             continue
-        gaps = {s: statistics.fmean(_gap(r, other, s) for r in seeds) for s in HELD_OUT}
+        gaps = {s: statistics.fmean(_gap(r, other, s) for r in seeds) for s in sets}
         means.append(f"grpo - {other} over {len(seeds)} seed{'s' if len(seeds) > 1 else ''} "
                      + ", ".join(f"{s} {g:+.1f} (goal +{goal_points:.0f}: {_yes(g >= goal_points - 1e-9)})"
                                  for s, g in gaps.items()))
@@ -391,8 +405,9 @@ _EQUATION = r"(\d+)\s*([+\-])\s*(\d+)\s*=\s*(-?\d+)"
 
 
 def error_kind(c: dict) -> str:
-    """What went wrong in one graded completion, read from its first equation: ``right``, ``no equation``
-    (no ``a + b = c`` or ``a - b = c`` in it), ``other operation`` (it added where the problem takes away,
+    """What went wrong in one graded completion, read from its first equation: ``right``, ``copied quantity``
+    (no equation, and the answer is a number of the question: the trick watcher's ``copies_quantity``, read
+    by the same function), ``no equation`` (no ``a + b = c`` or ``a - b = c`` in it), ``other operation`` (it added where the problem takes away,
     or the reverse), ``other numbers`` (an operand that is not a number of the question), ``arithmetic``
     (the right operation on the question's numbers, a wrong result) or ``answer block`` (a right
     equation, and no answer block holding its result)."""
@@ -400,7 +415,10 @@ def error_kind(c: dict) -> str:
         return "right"
     m = re.search(_EQUATION, c["completion"])
     if m is None:
-        return "no equation"
+        from unsloth_grpo.grading.copying import copied_quantity
+
+        copied = "question" in c and copied_quantity(c["completion"], c["question"], c.get("gold"))
+        return "copied quantity" if copied else "no equation"
     a, op, b, result = int(m[1]), m[2], int(m[3]), int(m[4])
     if c.get("category") in ("addition", "subtraction") and op != ("+" if c["category"] == "addition" else "-"):
         return "other operation"
@@ -409,7 +427,8 @@ def error_kind(c: dict) -> str:
     return "arithmetic" if (a + b if op == "+" else a - b) != result else "answer block"
 
 
-ERROR_KINDS = ("right", "arithmetic", "other operation", "other numbers", "answer block", "no equation")
+ERROR_KINDS = ("right", "arithmetic", "other operation", "other numbers", "answer block", "copied quantity",
+               "no equation")
 
 
 def errors_table(runs: list[dict]) -> str:
@@ -418,7 +437,7 @@ def errors_table(runs: list[dict]) -> str:
     lines = [f"{'':42s} {'set':8s} {'operation':11s} " + " ".join(f"{k:>15s}" for k in ERROR_KINDS)]
     for arm in ("base", "sft", *ARMS):
         graded = [r for r in runs if arm in r["grades"]]
-        for s in HELD_OUT:
+        for s in graded_sets(runs):
             for cat in ("addition", "subtraction"):
                 kinds = [error_kind(c) for r in graded for c in r["grades"][arm][s]["completions"]
                          if c.get("category") == cat]
@@ -431,9 +450,9 @@ def errors_table(runs: list[dict]) -> str:
 def report(runs: list[dict], held_out: int, overrides: list[str] | None = None) -> None:
     if overrides:  # the arms' labels name the preset; these runs changed it
         print(f"overrides of the smollm2 preset: {' '.join(overrides)}")
-    print(f"held-out: {held_out} problems per set, greedy; easy: the project's held-out set (seed "
-          f"{HELD_OUT['easy']}); reworded: 12 phrasings the training never uses (seed {HELD_OUT['reworded']}); "
-          "strict: the number in the answer block; lenient: the right number anywhere")
+    print(f"held-out: {held_out} problems per set, greedy; "
+          + "; ".join(f"{s}: {HELD_OUT_WORDS[s]} (seed {HELD_OUT[s]})" for s in graded_sets(runs))
+          + "; strict: the number in the answer block; lenient: the right number anywhere")
     print(table(runs))
     for line in goal(runs):
         print(line)
@@ -543,6 +562,10 @@ def _base_grades(path: str, held_out: int, overrides: list[str]) -> dict:
     if not runs or "base" not in runs[0].get("grades", {}):
         raise ConfigError(f"--base-from {path}: it holds no graded base model yet")
     base = runs[0]["grades"]["base"]
+    missing = [s for s in HELD_OUT if s not in base]
+    if missing:
+        raise ConfigError(f"--base-from {path}: its base model was not graded on {', '.join(missing)} (made before "
+                          "that set existed); grade it again (leave --base-from out)")
     if any(g["n"] != held_out for g in base.values()) or \
             _untrained(earlier.get("overrides", overrides)) != _untrained(overrides):
         raise ConfigError(f"--base-from {path}: graded with another --held-out or other overrides")

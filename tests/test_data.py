@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -168,6 +169,62 @@ def test_the_easy_offline_set_is_one_step_one_digit_and_its_held_out_sums_are_ne
         "synthetic", subset="main", num_synthetic=5, seed=3)["answer"]
     with pytest.raises(DataError, match="choose one of: main, easy"):
         load_gsm8k("synthetic", subset="eazy", num_synthetic=5)
+
+
+#: The first two problems of the ``everyday`` set at generator seed 30,000.
+FIRST_EVERYDAY = [
+    {"question": "A ribbon is 5 cm long. Uma ties on another piece that is 2 cm long. How long is the ribbon now, in cm?",
+     "answer": "5 + 2 = <<5+2=7>>7\n#### 7", "category": "addition", "template": "1"},
+    {"question": "Tariq and Rosa have 13 stickers altogether, and 3 of the stickers are Tariq's. How many stickers "
+                 "belong to Rosa?",
+     "answer": "13 - 3 = <<13-3=10>>10\n#### 10", "category": "subtraction", "template": "3"},
+]
+
+
+def _five_word_runs(text: str) -> set[tuple[str, ...]]:
+    """Every run of five words of ``text``, lower case, each number written N: what two phrasings share."""
+    words = ["N" if w.isdigit() else w for w in re.findall(r"[a-z]+|\d+|[^\sa-z\d]", text.lower())]
+    return {tuple(words[i:i + 5]) for i in range(len(words) - 4)}
+
+
+def test_the_everyday_set_shares_no_phrasing_with_training_reworded_or_the_prompt():
+    """Issue 52's third held-out set: none of its questions, templates or runs of five words is one of the
+    training generator's (main, easy), reworded's, or the preset's worked examples'."""
+    from unsloth_grpo.tasks.gsm8k import EVERYDAY_TEMPLATES, EXAMPLE_SYSTEM_PROMPT, REWORDED_TEMPLATES
+
+    everyday = make_synthetic_problems(1200, seed=5, subset="everyday", split="test")
+    others = (make_synthetic_problems(3000, seed=0) + make_synthetic_problems(3000, seed=0, subset="easy")
+              + make_synthetic_problems(1000, seed=1, subset="easy", split="test")
+              + make_synthetic_problems(3000, seed=0, subset="reworded", split="test"))
+    assert not {r["question"] for r in everyday} & {r["question"] for r in others}
+    templates = {t for group in EVERYDAY_TEMPLATES.values() for t, _ in group}
+    assert len(templates) == 12 and not templates & {t for group in REWORDED_TEMPLATES.values() for t in group}
+    seen = set().union(*(_five_word_runs(r["question"]) for r in others), _five_word_runs(EXAMPLE_SYSTEM_PROMPT))
+    assert [r["question"] for r in everyday if _five_word_runs(r["question"]) & seen] == []
+    # every template and unit drawn; half additions, half subtractions; the easy set's held-out arithmetic
+    assert {(r["category"], r["template"]) for r in everyday} == {(c, str(i)) for c in EVERYDAY_TEMPLATES for i in range(6)}
+    assert [r["category"] for r in everyday[:4]] == ["addition", "subtraction", "addition", "subtraction"]
+    test_sums = {re.search(r"<<(.+)=", r["answer"])[1] for r in make_synthetic_problems(2000, seed=1, subset="easy",
+                                                                                          split="test")}
+    assert {re.search(r"<<(.+)=", r["answer"])[1] for r in everyday} <= test_sums
+    for words in ("minutes", " cm ", " kg ", "dollars", "on Monday", "on Tuesday", "in all", "together", "altogether"):
+        assert any(words in r["question"] for r in everyday), words
+
+
+def test_the_everyday_set_is_deterministic_and_its_first_problems_are_these():
+    first = make_synthetic_problems(2, seed=30_000, subset="everyday", split="test")
+    assert first == make_synthetic_problems(2, seed=30_000, subset="everyday", split="test")
+    assert first == FIRST_EVERYDAY
+    rows = load_gsm8k("synthetic", "test", subset="everyday", num_synthetic=2, seed=29_999)
+    assert [p[-1]["content"] for p in rows["prompt"]] == [r["question"] for r in FIRST_EVERYDAY]
+    assert list(rows["answer"]) == ["7", "10"] and list(rows["category"]) == ["addition", "subtraction"]
+
+
+@pytest.mark.parametrize("subset", ["reworded", "everyday"])
+def test_a_held_out_set_is_never_a_training_set(subset):
+    with pytest.raises(DataError, match=f"data.subset='{subset}' is a held-out set.*eval --subset {subset}"):
+        load_gsm8k("synthetic", "train", subset=subset, num_synthetic=4)
+    assert len(load_gsm8k("synthetic", "test", subset=subset, num_synthetic=4)) == 4
 
 
 # ------------------------------------------------------------------ one rule for "is this a local path"

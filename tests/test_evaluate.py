@@ -554,3 +554,31 @@ def test_accuracy_by_category_names_the_category_that_got_worse():
     assert "## By category" in report_markdown(report) and "got worse" in report_markdown(report)
     with pytest.raises(ValueError, match="no column 'operation'"):
         evaluate(None, None, rows, by="operation", generate_fn=lambda p, **k: [["x"] for _ in p])
+
+
+@pytest.mark.parametrize("subset", ["reworded", "everyday"])
+def test_eval_subset_grades_a_held_out_phrasing_set_with_the_runs_prompt_and_seed(tmp_path, subset, capsys):
+    """``eval --model RUN --subset NAME`` reads the held-out set NAME with the run's system prompt and seed (the
+    held-out split's generator seed), never its training problems; no model is loaded to choose the rows."""
+    from unsloth_grpo.cli.evaluate import _task_setup, add_parser
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+
+    run = tmp_path / "run"
+    run.mkdir()
+    cfg = RECIPE.resolve(preset="smollm2", output_dir=str(run), overrides=["seed=2"])
+    dump_config(cfg, run / "config.yaml")
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["eval", "--help"])
+    assert "offline sets (main, easy, reworded, everyday; reworded and everyday are" in " ".join(
+        capsys.readouterr().out.split())  # the help names the task's sets, from its table
+    args = parser.parse_args(["eval", "--model", str(run), "--subset", subset, "--limit", "6", "--output", "x"])
+    rows, _ = _task_setup(args)
+    expected = load_gsm8k("synthetic", "test", subset=subset, system_prompt=cfg.data.system_prompt, num_synthetic=512,
+                          seed=2, limit=6)
+    assert list(rows["prompt"]) == list(expected["prompt"]) and list(rows["answer"]) == list(expected["answer"])
+    assert list(rows["category"]) == ["addition", "subtraction"] * 3
+    assert f"(subset {subset})" in capsys.readouterr().err

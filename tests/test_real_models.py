@@ -225,7 +225,7 @@ def test_the_benchmark_reuses_a_base_grading_only_of_the_same_sets(tmp_path):
     from unsloth_grpo.config import ConfigError
 
     bench = _bench()
-    graded = {"easy": {"n": 64, "accuracy": 0.0}, "reworded": {"n": 64, "accuracy": 0.0}}
+    graded = {s: {"n": 64, "accuracy": 0.0} for s in ("easy", "reworded", "everyday")}
     earlier = tmp_path / "results.json"
     earlier.write_text(json.dumps({"overrides": [], "runs": [{"seed": 0, "grades": {"base": graded}}]}))
     assert bench._base_grades(str(earlier), 64, []) == graded
@@ -241,6 +241,12 @@ def test_the_benchmark_reuses_a_base_grading_only_of_the_same_sets(tmp_path):
                                                  "stages.1.data.categories=[subtraction]"]) == graded
     with pytest.raises(ConfigError, match="cannot read it"):
         bench._base_grades(str(tmp_path / "missing.json"), 64, [])
+    # a base model graded before the everyday set existed has no grades on it
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps({"overrides": [], "runs": [{"seed": 0, "grades": {"base": {
+        s: graded[s] for s in ("easy", "reworded")}}}]}))
+    with pytest.raises(ConfigError, match="not graded on everyday"):
+        bench._base_grades(str(older), 64, [])
 
 
 def test_merging_a_results_file_that_is_not_there_is_one_clear_error(tmp_path, capsys):
@@ -279,6 +285,12 @@ def test_the_benchmark_says_how_each_wrong_completion_went_wrong():
     assert bench.error_kind(c("<reasoning>\nthe calculation\n</reasoning>", "addition")) == "no equation"
     copied = dict(c("<reasoning>\n7 + 7 = 14\n</reasoning>", "addition"), question="Ann has 8 eggs and gets 7 more.")
     assert bench.error_kind(copied) == "other numbers"
+    # issue 52's shortcut: no equation, the question's first quantity as the answer (read as the trick watcher reads it)
+    nadia = "Nadia read for 6 minutes before lunch and 9 minutes after lunch. How many minutes did Nadia read in all?"
+    six = dict(c("<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>", "addition"), question=nadia, gold="15")
+    assert bench.error_kind(six) == "copied quantity"
+    assert bench.error_kind(dict(six, completion="<reasoning>\nI read\n</reasoning>\n<answer>\n14\n</answer>")) \
+        == "no equation"
     runs = [{"seed": 0, "grades": {"base": {s: {"completions": [c("1 + 1 = 3", "addition")]}
                                             for s in ("easy", "reworded")}}}]
     table = bench.errors_table(runs)
@@ -321,8 +333,8 @@ def test_the_real_model_benchmark_runs_every_arm_from_one_warm_up(tmp_path):
     [run] = result["runs"]
     assert set(run["grades"]) == {"base", "sft", "grpo", "sft_only", "shuffled"}
     assert set(run["cpu_seconds"]) == {"sft", "grpo", "sft_only", "shuffled"}
-    assert all(set(g) == {"easy", "reworded"} and g["easy"]["n"] == 4 for g in run["grades"].values())
-    assert all(len(g["reworded"]["completions"]) == 4 for g in run["grades"].values())
+    assert all(set(g) == {"easy", "reworded", "everyday"} and g["easy"]["n"] == 4 for g in run["grades"].values())
+    assert all(len(g["everyday"]["completions"]) == 4 for g in run["grades"].values())
     assert "warm-up + shuffled-gold GRPO" in proc.stdout and "seed 0 (grpo - base, strict" in proc.stdout
     # the headroom on the same 3 training prompts after the warm-up and after each arm, and the goal against the controls
     assert set(run["headroom"]) == {"sft", "grpo", "sft_only", "shuffled"}
@@ -461,6 +473,13 @@ def test_a_kept_warm_up_is_taken_back_only_for_the_same_sft_stage():
     for changed in (key("stages.0.learning_rate=1e-4"), key("stages.0.max_steps=5"), key("seed=1"),
                     key("lora.r=8"), key(n=32), key(headroom=(16, 8))):
         assert changed != plain
+    # a warm-up kept when the benchmark graded two sets holds no grades on the third: not taken back
+    two_sets = {"easy": 10_000, "reworded": 20_000}
+    try:
+        bench.HELD_OUT, three = two_sets, bench.HELD_OUT
+        assert key() != plain
+    finally:
+        bench.HELD_OUT = three
 
 
 def test_a_kept_warm_ups_headroom_is_taken_back_only_for_the_same_probe():
@@ -581,3 +600,42 @@ def test_merge_puts_together_the_arms_of_a_seed_run_in_separate_processes(tmp_pa
     regraded["grades"]["sft"]["easy"]["completions"] = [{"completion": "<answer>7</answer>"}]  # another warm-up's
     assert bench.main(["--merge", write("f", [trained]), write("g", [regraded]), "--out", str(tmp_path / "m6")]) == 2
     assert "did not start from the same warm-up" in capsys.readouterr().err
+
+
+def test_the_benchmark_grades_three_held_out_sets_and_reports_each(tmp_path, monkeypatch, capsys):
+    """Issue 52: the everyday set is graded beside easy and reworded, by the same seeds' runs, and every table
+    and goal line names it; its problems are the offline generator's, seed 30,000, the same for every seed."""
+    import json
+
+    from unsloth_grpo.tasks.gsm8k import load_gsm8k
+
+    bench = _bench()
+    assert list(bench.HELD_OUT) == ["easy", "reworded", "everyday"]
+    cfg = bench.RECIPE.resolve(preset="smollm2", overrides=["seed=3"])
+    sets = bench.held_out_sets(cfg, 4)
+    assert list(sets) == ["easy", "reworded", "everyday"]
+    assert list(sets["everyday"]["prompt"]) == list(load_gsm8k("synthetic", "test", subset="everyday", num_synthetic=4,
+                                                                seed=30_000, system_prompt=cfg.data.system_prompt)["prompt"])
+    assert list(sets["everyday"]["category"]) == ["addition", "subtraction"] * 2
+    seen = []
+
+    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None):
+        seen.append(n)
+        run = _fake_run(cfg.seed, (0.9, 0.8), (0.85, 0.8), None)
+        for arm, acc in (("base", 0.0), ("sft", 0.5), ("grpo", 0.7), ("sft_only", 0.75)):
+            run["grades"][arm]["everyday"] = _graded(acc, n)
+        return run
+
+    monkeypatch.setattr(bench, "run_seed", run_seed)
+    assert bench.main(["--seeds", "0", "--held-out", "32", "--arms", "grpo", "sft_only", "--headroom-prompts", "0",
+                       "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert seen == [32]
+    assert "everyday: 12 more, with units, two days, 'in all' / 'together' / 'altogether' (seed 30000)" in out
+    assert "everyday strict / add / sub / lenient" in out
+    assert "grpo - sft_only easy +5.0, reworded +0.0, everyday -5.0 (none below -3: NO)" in out
+    assert "everyday addition +70.0: yes, everyday subtraction +70.0: yes" in out
+    assert set(json.loads((tmp_path / "b" / "results.json").read_text())["held_out_seeds"]) == set(bench.HELD_OUT)
+    one = {"completion": "<reasoning>\n6 minutes\n</reasoning>", "category": "addition", "correct": False}
+    table = bench.errors_table([{"seed": 0, "grades": {"base": {s: {"completions": [one]} for s in bench.HELD_OUT}}}])
+    assert "everyday addition" in " ".join(table.split())

@@ -352,3 +352,54 @@ def test_a_run_with_stages_is_graded_from_its_base_to_its_last_stage(tmp_path):
     off = _cfg(tmp_path / "off", STAGES, "evaluation.before_after=false")
     result = train(off, log=lambda _m: None)
     assert result.evaluation is None and not (Path(off.output_dir) / "report.md").exists()
+
+
+def test_warmup_categories_are_the_kinds_every_earlier_sft_stage_kept(tmp_path):
+    """What the trick watcher is told (issue 52): the kinds an SFT warm-up kept on purpose, for the stages after it."""
+    sft = {"name": "warm", "kind": "sft", "max_steps": 2, "num_examples": 8, "data": {"categories": ["addition"]}}
+    grpo = {"name": "grpo", "kind": "grpo", "max_steps": 2}
+    assert st.warmup_categories(_cfg(tmp_path, [sft, grpo], "data.subset=easy"), 2) == ["addition"]
+    assert st.warmup_categories(_cfg(tmp_path, [sft, grpo], "data.subset=easy"), 1) is None  # nothing before it
+    every = dict(sft, data={})
+    assert st.warmup_categories(_cfg(tmp_path, [every, grpo], "data.subset=easy"), 2) is None
+    assert st.warmup_categories(_cfg(tmp_path, [every, sft, grpo], "data.subset=easy"), 3) is None  # one took all
+    assert st.warmup_categories(_cfg(tmp_path, [grpo, dict(grpo, name="g2")]), 2) is None  # no warm-up at all
+    twice = [sft, dict(sft, name="warm2", data={"categories": ["subtraction", "addition"]}), grpo]
+    assert st.warmup_categories(_cfg(tmp_path, twice, "data.subset=easy"), 3) == ["addition", "subtraction"]
+
+
+def test_the_grpo_stage_of_a_run_is_told_its_warm_ups_kinds(tmp_path, monkeypatch):
+    """The stage runner hands each GRPO stage the kinds its warm-up kept (the preset: additions), so the trick
+    watcher's fixes fit the run; without the filter it hands none. No model: the trainings are stood in for."""
+    import types
+
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training import train as train_module
+    from unsloth_grpo.training.results import TrainResult
+
+    told = {}
+
+    def trained(kind):
+        def fake(cfg, *_args, **kw):
+            Path(cfg.output_dir).mkdir(parents=True)
+            told[kw.get("stage", (0, None))] = kw.get("warmup_categories", kind)
+            return TrainResult(Path(cfg.output_dir), global_step=1)
+        return fake
+
+    monkeypatch.setattr(train_module, "train_grpo", trained("grpo"))
+    monkeypatch.setattr(st, "train_sft", trained("sft"))
+    monkeypatch.setattr(st, "lora_state", lambda model: {})
+    monkeypatch.setattr(st, "change_l2", lambda a, b: 0.0)
+    monkeypatch.setattr(st, "copy_adapter", lambda a, b: None)
+    loaded = types.SimpleNamespace(model=None, info=types.SimpleNamespace(to_dict=dict))
+    for overrides, kinds in (([], ["addition"]), (["stages.0.data.categories=null"], None)):
+        cfg = RECIPE.resolve(preset="smollm2", output_dir=str(tmp_path / str(kinds)),
+                             overrides=[*overrides, "evaluation.before_after=false", "evaluation.headroom=0"])
+        told.clear()
+        train_module._train_stages(cfg, loaded, first=1, resume_from=None, log=lambda _m: None, dataset=[])
+        assert told == {(1, "sft"): "sft", (2, "grpo"): kinds}
+    # one GRPO training that continues a warm-up made elsewhere (the real-model benchmark's arms) is told by its caller
+    told.clear()
+    single = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "single"))
+    train_module.train(single, decision=object(), log=lambda _m: None, warmup_categories=["addition"])
+    assert told == {(0, None): ["addition"]}

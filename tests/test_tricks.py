@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from unsloth_grpo.grading.copying import answer_block_problem, answer_shape, copied_share, prompt_placeholders
+from unsloth_grpo.grading.copying import (
+    answer_block_problem,
+    answer_shape,
+    copied_quantity,
+    copied_share,
+    prompt_placeholders,
+)
 from unsloth_grpo.rewards.format import soft_format, strict_format, xml_count
 from unsloth_grpo.tasks.gsm8k import EXAMPLE_SYSTEM_PROMPT, make_synthetic_problems
 from unsloth_grpo.training.monitor import TRICK_WARNINGS, HealthChecker, HealthThresholds
+from unsloth_grpo.tasks import get_task
 from unsloth_grpo.training.tricks import TrickWatcher, operators
 
 FIXTURES = Path(__file__).parent / "data" / "degenerate_completions.jsonl"
@@ -221,7 +228,7 @@ def test_every_trick_warning_is_reachable_and_can_be_ignored():
 
     rows = fixtures("always_add")
     grades = [float(bool(grade(r["completion"], r["answer"]))) for r in rows]
-    names = set(watch(fixtures("template_copy"))) | set(watch(rows, grades))
+    names = set(watch(fixtures("template_copy"))) | set(watch(rows, grades)) | set(watch(quantities("grpo_copies")))
     assert names == set(TRICK_WARNINGS)
     assert watch(rows, grades, ignore=["one_pattern"]) == ["category_gap"]
 
@@ -269,3 +276,134 @@ def test_the_fix_for_a_copied_prompt_speaks_of_the_task_at_hand():
     from unsloth_grpo.tasks import get_task
 
     assert "answer tags" in get_task("gsm8k").trick_fixes["copies_prompt"]
+
+
+# ---------------------------------------------------------------- an answer copied from the question (issue 52)
+
+QUANTITIES = Path(__file__).parent / "data" / "copied_quantity_completions.jsonl"
+
+
+def quantities(kind: str) -> list[dict]:
+    """The issue 52 fixture's rows of ``kind`` (its first line is the header that says where their shapes come
+    from), each in the preset's prompt."""
+    rows = [json.loads(line) for line in QUANTITIES.read_text().splitlines() if line.strip()]
+    assert "issue 52" in rows[0]["header"]
+    return [dict(r, prompt=chat(EXAMPLE_SYSTEM_PROMPT, r["question"])) for r in rows[1:] if r["kind"] == kind]
+
+
+NADIA = "Nadia read for 6 minutes before lunch and 9 minutes after lunch. How many minutes did Nadia read in all?"
+
+
+@pytest.mark.parametrize("completion, question, gold, copied", [
+    # the issue's shapes: the first quantity, with or without its unit
+    ("<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>", NADIA, "15", "6"),
+    ("<reasoning>\n2 cakes\n</reasoning>\n<answer>\n2 cakes\n</answer>", "sold 2 cakes, then 3 cakes", "5", "2"),
+    ("<reasoning>\n6 + 9 = 15\n</reasoning>\n<answer>\n9\n</answer>", NADIA, "15", "9"),  # its own sum ignored
+    ("<reasoning>\n11 - 9 = 1\n</reasoning>\n<answer>\n11\n</answer>", "had 11, gave 9", "2", "11"),
+    # not copies: the right answer, a right answer that is one of the quantities, an arithmetic slip whose
+    # result is a quantity, a wrong answer the question does not state, no answer block, no gold to compare with
+    ("<reasoning>\n6 + 9 = 15\n</reasoning>\n<answer>\n15\n</answer>", NADIA, "15", None),
+    ("<reasoning>\n12 - 6 = 6\n</reasoning>\n<answer>\n6\n</answer>", "had 12 dollars and paid 6", "6", None),
+    ("<reasoning>\n17 - 8 = 8\n</reasoning>\n<answer>\n8\n</answer>", "had 17 dollars and paid 8", "9", None),
+    ("<reasoning>\n6 + 9 = 14\n</reasoning>\n<answer>\n14\n</answer>", NADIA, "15", None),
+    ("<reasoning>\n6 minutes\n</reasoning>", NADIA, "15", None),
+    ("<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>", NADIA, None, None),
+    # the question as a chat prompt: its user turn, never the system prompt's worked examples (3, 4, 7)
+    ("<answer>7</answer>", chat(EXAMPLE_SYSTEM_PROMPT, NADIA), "15", None),
+    ("<answer>9</answer>", chat(EXAMPLE_SYSTEM_PROMPT, NADIA), "15", "9"),
+])
+def test_an_answer_copied_from_the_question_is_told_from_a_result(completion, question, gold, copied):
+    assert copied_quantity(completion, question, gold) == copied
+
+
+def test_the_fixture_holds_the_issues_shapes_and_their_healthy_twins():
+    copies, healthy = quantities("grpo_copies"), quantities("healthy")
+    assert [r["question"] for r in copies] == [r["question"] for r in healthy] and len(copies) == 16
+    assert "<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>" == copies[0]["completion"]
+    assert "<reasoning>\n6 + 9 = 15\n</reasoning>\n<answer>\n15\n</answer>" == healthy[0]["completion"]
+    assert [r["question"][:30] for r in copies if copied_quantity(r["completion"], r["prompt"], r["answer"])] == [
+        "Nadia read for 6 minutes befor", "On Monday the bakery sold 2 ca", "A ribbon is 2 cm long. Omar ti",
+        "Uma and Vera have 11 stickers ", ]
+    assert all(r["correct"] for r in healthy)
+    assert not any(copied_quantity(r["completion"], r["prompt"], r["answer"]) for r in healthy)
+
+
+def test_answers_copied_from_the_question_are_named_by_category_with_share_and_example():
+    heard = []
+    watcher = TrickWatcher(heard.append, window=2, min_per_category=4, fixes=get_task("gsm8k").trick_fixes)
+    rows = quantities("grpo_copies")
+    for step, batch in enumerate((rows[:8], rows[8:]), 1):
+        watcher.observe(step, [r["completion"] for r in batch], [r["prompt"] for r in batch],
+                        {"answer": [r["answer"] for r in batch], "category": [r["category"] for r in batch]})
+    [warning] = [w for w in heard if w.name == "copies_quantity"]
+    assert warning.step == 2
+    assert warning.message.startswith("answers copied from the question over the last 16 completions (addition 3/8 "
+                                      "(38%), subtraction 1/8 (12%)): the answer is a number the question states")
+    assert "e.g. '<reasoning> 6 minutes </reasoning> <answer> 6 </answer>' (the question's 6; right: 15)" in warning.message
+    assert warning.values["by_category"] == {"addition": {"copied": 3, "completions": 8, "share": 0.375},
+                                             "subtraction": {"copied": 1, "completions": 8, "share": 0.125}}
+    assert (warning.values["quantity"], warning.values["gold"], warning.values["question"]) == ("6", "15", NADIA)
+    # the task's own fix: where to check it and what to change, in gsm8k's terms
+    assert "--subset everyday" in warning.fix and "a + b = c" in warning.fix and "learning_rate" in warning.fix
+
+
+def test_copied_quantities_are_named_one_prompt_a_step_and_healthy_completions_are_left_alone():
+    assert "copies_quantity" in steps_of_one_prompt(quantities("grpo_copies"), None)
+    healthy = quantities("healthy")
+    assert steps_of_one_prompt(healthy, [2.0] * len(healthy)) == []
+    assert watch(healthy, [2.0] * len(healthy)) == []
+    # the real preset's completions (seed 1, its slips included) hold no copied quantity
+    assert not any(copied_quantity(r["completion"], r["prompt"], r["answer"]) for r in learned())
+
+
+def test_one_prompt_that_copies_is_not_a_shortcut():
+    """A share of 25% in one kind is not enough alone: the copies must come from two problems or more (a real
+    model at temperature 1 can repeat one slip on all 8 samples of one problem)."""
+    rows = quantities("healthy")
+    rows[0] = quantities("grpo_copies")[0]  # Nadia's 6, repeated 8 times: 8 of the 32 additions in the window
+    assert "copies_quantity" not in steps_of_one_prompt(rows[:8], None, window=4)
+
+
+# ---------------------------------------------------------------- advice that fits the run (issue 52)
+
+
+@pytest.mark.parametrize("overrides, warmup", [([], ["addition"]), (["stages.0.data.categories=null"], None)])
+def test_a_fix_the_runs_own_warm_up_declined_gives_the_advice_that_applies(overrides, warmup):
+    """The smollm2 preset's warm-up trains on additions only, on purpose; its GRPO stage was told to give every
+    kind worked examples. Told the run's warm-up, the watcher says why that is not the fix and what is; a run
+    whose warm-up trains on every kind keeps the general advice."""
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.rewards import get_reward
+    from unsloth_grpo.training.stages import stage_config, warmup_categories
+    from unsloth_grpo.training.train import _watch_for_tricks
+
+    cfg = RECIPE.resolve(preset="smollm2", overrides=overrides)
+    assert warmup_categories(cfg, 1) is None and warmup_categories(cfg, 2) == warmup
+    grpo = stage_config(cfg, 2)
+    heard = []
+    health = type("Health", (), {"report": staticmethod(heard.append)})()
+    [watched] = _watch_for_tricks(grpo, HealthThresholds.from_dict(grpo.monitor), health, [get_reward("correctness")],
+                                  warmup_categories(cfg, 2))
+    for r in fixtures("always_add"):  # one prompt a step, a group of 8, as the preset trains
+        watched(prompts=[r["prompt"]] * 8, completions=[r["completion"]] * 8, answer=[r["answer"]] * 8,
+                category=[r["category"]] * 8)
+    fixes = {w.name: w.fix for w in heard}
+    assert set(fixes) == {"one_pattern", "category_gap"}
+    for name, fix in fixes.items():
+        if warmup:
+            assert fix.startswith("This run's SFT warm-up trains on addition only, by design (its sft stage's "
+                                  "data.categories), so worked examples of every kind are not the fix here: GRPO has "
+                                  "to learn subtraction from the reward."), name
+            assert "evaluation.headroom" in fix and "every kind of problem in the prompt" not in fix
+        else:
+            assert "This run's" not in fix and "worked example" in fix
+    assert [w.values["warmup_categories"] for w in heard] == [warmup, warmup]  # health.jsonl says what it knew
+
+
+def test_only_the_fixes_that_advise_every_kind_and_only_for_kinds_left_out_change():
+    watcher = TrickWatcher(lambda w: None, warmup_categories=["addition"], fixes={"copies_prompt": "the task's"})
+    assert watcher.fix("category_gap", "general", ["addition"]) == "general"  # additions were warmed up
+    assert watcher.fix("copies_prompt", "general", ["subtraction"]) == "the task's"
+    assert watcher.fix("one_pattern", "general", []) == "general"  # the one-answer form names no kind
+    assert watcher.fix("category_gap", "general", ["subtraction"]).startswith("This run's SFT warm-up trains on addition")
+    assert TrickWatcher(lambda w: None).fix("category_gap", "general", ["subtraction"]) == "general"

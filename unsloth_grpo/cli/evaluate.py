@@ -112,6 +112,7 @@ def _load_model(path: str, backend: str, device: str):
 
 def _add_common(p) -> None:
     from unsloth_grpo.tasks import available_tasks
+    from unsloth_grpo.tasks.gsm8k import HELD_OUT_SUBSETS, SYNTHETIC_SUBSETS
 
     p.add_argument("--task", default=None, choices=available_tasks(),
                    help="Task whose loader and grader to use (default: the run's, else gsm8k).")
@@ -119,8 +120,9 @@ def _add_common(p) -> None:
                    help="The task's data: a local .jsonl/.json/.csv/.parquet file, a hub id, or 'synthetic' "
                         "(default: the run's own data source; needed when the model is not a run).")
     p.add_argument("--subset", default=None,
-                   help="Subset of the data: a hub config, or an offline set such as 'easy' or 'reworded' for "
-                        "gsm8k's synthetic data (default: the run's, when the data is the run's own).")
+                   help=f"Subset of the data: a hub config, or one of gsm8k's offline sets ({', '.join(SYNTHETIC_SUBSETS)}; "
+                        f"{' and '.join(HELD_OUT_SUBSETS)} are phrasings no training set uses) (default: the run's, "
+                        "when the data is the run's own).")
     p.add_argument("--system-prompt", default=None,
                    help="System prompt to ask with (default: the run's, else the task's).")
     p.add_argument("--split", default=None, help="Dataset split (default: the run's evaluation split, else test).")

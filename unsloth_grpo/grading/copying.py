@@ -16,6 +16,9 @@ answer is right (that is :func:`unsloth_grpo.grading.grade`).
   question nor in the gold answer, or in a whole stretch of numbers and signs that the prompt holds.
 * :func:`answer_shape` - the completion with every number written ``N``: two completions with the
   same shape did the same thing to different numbers.
+* :func:`copied_quantity` - the number of the question that a wrong answer repeats without having
+  calculated it (``6`` for "6 minutes before lunch and 9 after", answered ``6``): a shortcut a
+  135M model learned under GRPO on phrasings it had not trained on (issue 52).
 
 Example::
 
@@ -34,7 +37,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from unsloth_grpo.grading.locate import completion_text, content_text, tag_markers
+from unsloth_grpo.grading.locate import completion_text, content_text, extract_answer, tag_markers
+from unsloth_grpo.grading.numbers import numbers_equal
 
 #: :func:`answer_block_problem`'s word for a completion that has not closed an answer block at all: it
 #: has not answered yet, which a format reward may still give partial credit for.
@@ -155,11 +159,47 @@ def copied_share(completion: Any, prompt: Any, gold: Any = None) -> float:
     return copied / total
 
 
+#: A number as a question states it: ``6``, ``1,200``, ``2.5``.
+_QUANTITY = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\d.,])\d+(?:\.\d+)?")
+#: ``a + b = c`` (any of + - * / x, with more terms or brackets): a calculation and its result ``c``.
+_CALCULATION = re.compile(r"\d[\d\s.,()]*[-+*/×÷x][\d\s.,()+\-*/×÷x]*=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)")
+
+
+def copied_quantity(completion: Any, question: Any, gold: Any) -> str | None:
+    """The quantity of ``question`` that ``completion`` answers with instead of a result, or None.
+
+    A quantity counts as copied when the completion's answer (its answer block, read as the grader reads it)
+    equals a number the question states, is not ``gold`` (a right answer that happens to be one of the
+    question's numbers is not a copy, so without a gold nothing is called one), and is the result of no
+    calculation the completion writes (``15 - 6 = 6`` is an arithmetic slip, not a copy). ``question`` is the
+    question's text or its chat prompt (the user's turns).
+
+    >>> copied_quantity("<reasoning>\\n6 minutes\\n</reasoning>\\n<answer>\\n6\\n</answer>",
+    ...                 "Nadia read for 6 minutes before lunch and 9 minutes after lunch.", "15")
+    '6'
+    >>> copied_quantity("<reasoning>\\n6 + 9 = 15\\n</reasoning>\\n<answer>\\n15\\n</answer>",
+    ...                 "Nadia read for 6 minutes before lunch and 9 minutes after lunch.", "15") is None
+    True
+    """
+    if gold is None:
+        return None
+    answer = extract_answer(completion_text(completion))
+    if answer is None or numbers_equal(answer, gold):
+        return None
+    text = question if isinstance(question, str) else prompt_texts(question)[1]
+    quantity = next((q for q in _QUANTITY.findall(text) if numbers_equal(answer, q)), None)
+    if quantity is None:
+        return None
+    if any(numbers_equal(result, quantity) for result in _CALCULATION.findall(completion_text(completion))):
+        return None
+    return quantity
+
+
 def answer_shape(completion: Any) -> str:
     """The completion with each number written ``N`` and its whitespace collapsed: what it did,
     whatever numbers it did it to."""
     return " ".join(_NUMBER.sub("N", completion_text(completion)).split())
 
 
-__all__ = ["COPY_RUN", "NO_ANSWER_BLOCK", "answer_block_problem", "answer_shape", "copied_share", "prompt_placeholders",
-           "prompt_texts"]
+__all__ = ["COPY_RUN", "NO_ANSWER_BLOCK", "answer_block_problem", "answer_shape", "copied_quantity", "copied_share",
+           "prompt_placeholders", "prompt_texts"]

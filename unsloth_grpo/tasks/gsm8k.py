@@ -156,8 +156,13 @@ def _problem(rng: random.Random) -> dict[str, str]:
 #: one- and two-step problems with numbers up to 200; ``easy`` is one step, adding or taking away a
 #: one-digit number (a small real model is right on some of them; see docs/real_model.md);
 #: ``reworded`` is the ``easy`` arithmetic in phrasings no other set uses (:data:`REWORDED_TEMPLATES`),
-#: half additions and half subtractions: a held-out set for what a model trained on ``easy`` learned.
-SYNTHETIC_SUBSETS = ("main", "easy", "reworded")
+#: half additions and half subtractions: a held-out set for what a model trained on ``easy`` learned;
+#: ``everyday`` is the same arithmetic again, in phrasings of neither (:data:`EVERYDAY_TEMPLATES`).
+SYNTHETIC_SUBSETS = ("main", "easy", "reworded", "everyday")
+
+#: The offline sets that are held out whatever the split: evaluated on, never trained on (a training
+#: split of them is refused), so that what they measure was never rewarded.
+HELD_OUT_SUBSETS = ("reworded", "everyday")
 
 #: Every offline row carries its kind of problem in this column; evaluation breaks accuracy down by it.
 CATEGORY_COLUMN = "category"
@@ -187,6 +192,48 @@ REWORDED_TEMPLATES = {
         "{name} has {a} {thing} and {other} has {b} {thing}. How many more {thing} does {name} have than {other}?",
     ),
 }
+
+
+#: The ``everyday`` set's phrasings, by operation, each with the words its ``{unit}`` may take: quantities
+#: with units (minutes, cm, kg, dollars, km), events over two days, and the words "in all", "together" and
+#: "altogether", which here ask for a sum in some problems and give the total of a difference in others
+#: (a model that adds whenever it reads "altogether" is wrong on those). Its own names (:data:`_EVERYDAY_NAMES`).
+#: It was made for issue 52, where a model trained on ``easy`` answered such phrasings with the first
+#: quantity of the question; none of it is a phrasing of ``easy``, ``main`` or ``reworded``
+#: (tests/test_data.py checks every run of five words).
+EVERYDAY_TEMPLATES = {
+    "addition": (
+        ("{name} read for {a} {unit} before lunch and {b} {unit} after lunch. How many {unit} did {name} read "
+         "in all?", ("minutes",)),
+        ("A ribbon is {a} {unit} long. {name} ties on another piece that is {b} {unit} long. How long is the "
+         "ribbon now, in {unit}?", ("cm", "inches")),
+        ("On Monday the bakery sold {a} {unit}, and on Tuesday it sold {b} {unit}. How many {unit} did the "
+         "bakery sell over the two days?", ("cakes", "pies", "loaves", "muffins")),
+        ("{name} paid {a} {unit} for a book and {b} {unit} for lunch. How many {unit} did {name} pay "
+         "altogether?", ("dollars",)),
+        ("A bag of flour weighs {a} {unit} and a bag of rice weighs {b} {unit}. What do the two bags weigh "
+         "together, in {unit}?", ("kg", "pounds")),
+        ("{name} walked {a} {unit} on Saturday and {b} {unit} on Sunday. How far did {name} walk that weekend, "
+         "in {unit}?", ("km", "miles")),
+    ),
+    "subtraction": (
+        ("{name} had {a} {unit} and paid {b} {unit} for a ticket. How many {unit} does {name} keep?",
+         ("dollars",)),
+        ("A rope is {a} {unit} long. {name} cuts {b} {unit} off it. How long is the rope that remains, in "
+         "{unit}?", ("meters", "feet")),
+        ("On Monday a shop had {a} {unit} for sale. On Tuesday {b} {unit} were sold. How many {unit} were still "
+         "for sale after Tuesday?", ("lamps", "kites", "clocks")),
+        ("{name} and {other} have {a} {unit} altogether, and {b} of the {unit} are {name}'s. How many {unit} "
+         "belong to {other}?", ("stickers", "marbles")),
+        ("The bakery sold {a} {unit} in all on Monday and Tuesday, {b} of them on Monday. How many {unit} did "
+         "it sell on Tuesday?", ("cakes", "pies", "loaves", "muffins")),
+        ("{name} and {other} ran {a} {unit} together. {other} ran {b} {unit} of it. How far did {name} run, "
+         "in {unit}?", ("km", "miles")),
+    ),
+}
+
+#: The ``everyday`` set's people: names no other offline set uses.
+_EVERYDAY_NAMES = ["Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sami", "Tariq", "Uma", "Vera", "Wes"]
 
 
 def synthetic_subset(subset: str | None) -> str:
@@ -243,6 +290,23 @@ def _reworded_problem(rng: random.Random, index: int) -> dict[str, str]:
             "category": category, "template": str(REWORDED_TEMPLATES[category].index(template))}
 
 
+def _everyday_problem(rng: random.Random, index: int) -> dict[str, str]:
+    """The ``easy`` set's held-out arithmetic in an :data:`EVERYDAY_TEMPLATES` phrasing; the operation
+    alternates with ``index``, as in ``reworded``."""
+    category = ("addition", "subtraction")[index % 2]
+    op = "+" if category == "addition" else "-"
+    while True:
+        a, b, result = _easy_numbers(rng, op)
+        if _easy_split(op, a, b) == "test":
+            break
+    name, other = rng.sample(_EVERYDAY_NAMES, 2)
+    number = rng.randrange(len(EVERYDAY_TEMPLATES[category]))
+    template, units = EVERYDAY_TEMPLATES[category][number]
+    q = template.format(name=name, other=other, unit=rng.choice(units), a=a, b=b)
+    return {"question": q, "answer": f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}",
+            "category": category, "template": str(number)}
+
+
 def make_synthetic_problems(n: int, seed: int = 0, *, subset: str = "main",
                             split: str = "train") -> list[dict[str, str]]:
     """``n`` GSM8K-format problems (``question``, ``answer`` with ``#### N``, ``category``: the kind of
@@ -250,16 +314,22 @@ def make_synthetic_problems(n: int, seed: int = 0, *, subset: str = "main",
 
     ``subset`` is one of :data:`SYNTHETIC_SUBSETS`. ``split`` matters for ``easy`` only, whose
     held-out problems (any split but ``train``) use sums and differences no training problem uses;
-    ``reworded`` is held out whatever the split (it is never a training set of a preset).
+    ``reworded`` and ``everyday`` (:data:`HELD_OUT_SUBSETS`) are held out whatever the split, and their
+    ``train`` split is refused: they are evaluated on, never trained on.
     """
     if n < 1:
         raise DataError(f"num_synthetic={n}: ask for at least one synthetic problem")
     rng = random.Random(seed)
     kind = synthetic_subset(subset)
+    if kind in HELD_OUT_SUBSETS and split == "train":
+        raise DataError(f"data.subset='{kind}' is a held-out set of the gsm8k task: evaluate on it (unsloth-grpo eval "
+                        f"--subset {kind}), do not train on it; train on data.subset=easy or main")
     if kind == "easy":
         return [_easy_problem(rng, split) for _ in range(n)]
     if kind == "reworded":
         return [_reworded_problem(rng, i) for i in range(n)]
+    if kind == "everyday":
+        return [_everyday_problem(rng, i) for i in range(n)]
     return [_problem(rng) for _ in range(n)]
 
 
@@ -275,6 +345,15 @@ class Gsm8k(Task):
     grading_rewards = ("correctness", "exact_match")
     loader = staticmethod(load_gsm8k)
     named_columns = True
+    trick_fixes = {
+        **Task.trick_fixes,
+        "copies_quantity": "Grade the run on phrasings it never trained on, by operation, beside its warm-up or a "
+                           "run without GRPO: unsloth-grpo eval --model RUN --subset reworded, and --subset everyday "
+                           "(units, two days, 'altogether'). correctness pays the number in the answer block only: "
+                           "pay the calculation too (a reward of your own that checks 'a + b = c' in the reasoning, "
+                           "docs/rewards.md), give GRPO's prompts more than one wording (a data file of your own "
+                           "phrasings), or lower the GRPO stage's learning_rate or max_steps.",
+    }
 
     def grade(self, completion, gold, **settings) -> Verdict:
         """The library's grader (:func:`unsloth_grpo.grading.grade`), on which ``correctness`` pays."""

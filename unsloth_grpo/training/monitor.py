@@ -25,7 +25,7 @@ logs (``reward``, ``reward_std``, ``frac_reward_zero_std``, ``rewards/<name>/mea
 ==================  ============================================================================
 
 The completions themselves are watched for tricks (``copies_prompt``, ``one_pattern``,
-``category_gap``) by :class:`unsloth_grpo.training.tricks.TrickWatcher`, which hands its warnings
+``category_gap``, ``copies_quantity``) by :class:`unsloth_grpo.training.tricks.TrickWatcher`, which hands its warnings
 to the same callback.
 
 TRL's ``reward_std`` is the standard deviation over the whole batch; ``frac_reward_zero_std`` is the
@@ -64,7 +64,7 @@ DEFAULT_GRADING_REWARDS = ("correctness", "exact_match", "qa_correctness", "arit
                            "json_extract_values", "tests_passed")
 
 #: The warnings of :mod:`unsloth_grpo.training.tricks`, read from the completions.
-TRICK_WARNINGS = ("copies_prompt", "one_pattern", "category_gap")
+TRICK_WARNINGS = ("copies_prompt", "one_pattern", "category_gap", "copies_quantity")
 
 #: Every warning the monitor can raise, in the order it checks them.
 WARNING_NAMES = ("mode_collapse", "no_signal", "kl_blowup", "flat_reward", "length_clipped", "format_zero",
@@ -144,8 +144,8 @@ class HealthThresholds:
     )
     trick_window: int = _h(
         10, help="format_without_answers: logged steps in a row the format rewards must stay near their best while "
-        "the grading reward stays at 0; the completion checks (copies_prompt, one_pattern, category_gap) look at "
-        "the completions of the last trick_window // 2 steps.")
+        "the grading reward stays at 0; the completion checks (copies_prompt, one_pattern, category_gap, "
+        "copies_quantity) look at the completions of the last trick_window // 2 steps.")
     format_rise: float = _h(
         0.2, help="format_without_answers: how far the format rewards (their means summed) must have risen.")
     category_column: str = _h(

@@ -78,6 +78,20 @@ def stage_config(cfg: RecipeConfig, index: int) -> RecipeConfig:
     return config_from_dict(d)
 
 
+def warmup_categories(cfg: RecipeConfig, index: int) -> list[str] | None:
+    """The kinds of problem (``data.categories``) that the SFT stages before stage ``index`` (1-based) kept,
+    when each of them kept only some, on purpose; None when no SFT stage comes before it or one trained on
+    every kind. The gsm8k smollm2 preset's GRPO stage: ``['addition']`` (its warm-up leaves subtraction to
+    GRPO). The trick watcher words its fixes by it (:class:`~unsloth_grpo.training.tricks.TrickWatcher`)."""
+    kept: list[str] = []
+    sft = [stage_config(cfg, i) for i in range(1, index) if cfg.stages[i - 1].kind == "sft"]
+    for scfg in sft:
+        if scfg.data.categories is None:
+            return None
+        kept += [c for c in scfg.data.categories if c not in kept]
+    return kept or None
+
+
 def stage_problems(cfg: RecipeConfig) -> list[str]:
     """Problems of the ``stages`` section, each prefixed with the stage it belongs to."""
     from unsloth_grpo.config import ConfigError, validate

@@ -43,7 +43,8 @@ def is_main_process() -> bool:
 
 
 def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[str], None] = print,
-          dataset=None, resume=None, loaded=None, decision=None) -> TrainResult:
+          dataset=None, resume=None, loaded=None, decision=None,
+          warmup_categories: list[str] | None = None) -> TrainResult:
     """Run the training described by ``cfg`` and return its metrics and outputs.
 
     ``resume``: None (a fresh run; refused when the output directory holds checkpoints), True
@@ -53,7 +54,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     (:func:`unsloth_grpo.training.checks.check_before_loading`, as the recipe runner does); when
     None, that check is made here, once. ``loaded`` reuses a model loaded already (its config is
     checked, not the machine). SIGINT/SIGTERM save a checkpoint and raise :class:`TrainingStopped`
-    with exit code 130/143 (:func:`unsloth_grpo.training.loop.run_trainer`).
+    with exit code 130/143 (:func:`unsloth_grpo.training.loop.run_trainer`). ``warmup_categories``: the
+    kinds kept by the SFT warm-up that one GRPO training continues (the real-model benchmark's arms).
     """
     from unsloth_grpo.hardware.console import quiet_third_party
     from unsloth_grpo.training import checkpoint as ckpt
@@ -83,7 +85,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             return _train_stages(cfg, loaded, first=first, resume_from=resume_from, decision=decision,
                               callbacks=callbacks, log=log, dataset=data, stage_rows=stage_rows)
         return train_grpo(cfg, decision=decision, callbacks=callbacks, log=log, dataset=data, resume=resume,
-                          loaded=loaded, lock=lock)
+                          loaded=loaded, lock=lock, warmup_categories=warmup_categories)
     except (ConfigError, DataError, ckpt.CheckpointError):
         refused = True  # bad input: the directory is left as it was found, lock file included
         raise
@@ -153,7 +155,8 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
         else:
             rows = (stage_rows or {}).get(i) if stage.data else dataset  # None: train_grpo reads the stage's own
             result = train_grpo(scfg, decision=decision, callbacks=callbacks, log=log, dataset=rows,
-                                resume=step_resume, loaded=loaded, stage=(i, stage.name), hint=hint)
+                                resume=step_resume, loaded=loaded, stage=(i, stage.name), hint=hint,
+                                warmup_categories=st.warmup_categories(cfg, i))
             headroom = result.headroom or headroom
         change = st.change_l2(before, st.lora_state(loaded.model)) if step_resume is None else None
         entry = st.summarize_stage(i, stage, result, change, scfg)
@@ -182,13 +185,14 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
 
 def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callable[[str], None] = print,
                dataset=None, resume=None, loaded=None, stage: tuple[int, str | None] = (0, None),
-               hint: str | None = None, lock=None) -> TrainResult:
+               hint: str | None = None, lock=None, warmup_categories: list[str] | None = None) -> TrainResult:
     """One GRPO training (a run, or a stage of one) on a checked config, under the run lock.
 
     ``decision`` is the run's (None only for a model loaded already); ``loaded`` reuses a loaded
     model (the stage runner's, a notebook's); ``stage`` and ``hint`` label checkpoints and the
     resume message; ``lock`` (the run's, when this training makes the run directory) is taken as
-    soon as the directory exists.
+    soon as the directory exists; ``warmup_categories``: the kinds its warm-up kept, for the trick watcher's
+    fixes (:func:`~unsloth_grpo.training.stages.warmup_categories`).
     """
     from unsloth_grpo.training import checkpoint as ckpt
     from unsloth_grpo.training import distributed
@@ -219,7 +223,8 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
                                           stage_name=stage[1], hint=hint, log=log,
                                           round_steps=generation_round_steps(cfg))
     trainer, health = _make_trainer(cfg, loaded, args, dataset, reward_funcs, weights, tool_kwargs,
-                                    [saver, *(callbacks or [])], resume_from, main_process, log)
+                                    [saver, *(callbacks or [])], resume_from, main_process, log,
+                                    warmup_categories=warmup_categories)
     generation_hooks.attach(cfg, trainer, loaded, health, main_process, log)
     held_out, before = _held_out_start(cfg, trainer, loaded, stage, main_process)
     headroom = headroom_start(cfg, trainer.model, loaded.tokenizer, dataset, out, log,
@@ -312,7 +317,8 @@ def _load_for_training(cfg: RecipeConfig, decision, loaded, dataset, log: Callab
 
 
 def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, weights: list[float],
-                  tool_kwargs: dict, callbacks: list, resume_from, main_process: bool, log: Callable[[str], None]):
+                  tool_kwargs: dict, callbacks: list, resume_from, main_process: bool, log: Callable[[str], None],
+                  warmup_categories: list[str] | None = None):
     """TRL's GRPOTrainer with the run's callbacks (metrics, health, rank logs, then ``callbacks``: the
     checkpoint saver first) and rewards watched (samples, tricks); without vLLM when TRL's colocated
     engine fails to start and the config allows it. Returns the trainer and its health monitor."""
@@ -329,7 +335,7 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
         reward_funcs = recorder.wrap(reward_funcs)  # same names, so the same rewards/<name>/mean keys
     thresholds = HealthThresholds.from_dict(cfg.monitor)
     health = make_health_callback(out if main_process else None, thresholds)
-    reward_funcs = _watch_for_tricks(cfg, thresholds, health, reward_funcs)
+    reward_funcs = _watch_for_tricks(cfg, thresholds, health, reward_funcs, warmup_categories)
     trainer_kwargs = dict(
         model=loaded.model,
         processing_class=loaded.tokenizer,
@@ -549,17 +555,18 @@ def _starting_model(model: str, stage: tuple[int, str | None]) -> str:
     return f"{model} (before training)"
 
 
-def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list) -> list:
+def _watch_for_tricks(cfg: RecipeConfig, thresholds, health, reward_funcs: list,
+                      warmup_categories: list[str] | None = None) -> list:
     """The reward functions wrapped by a :class:`~unsloth_grpo.training.tricks.TrickWatcher` that hands
-    what it sees (a copied prompt, one pattern for every problem, a kind of problem never paid) to
-    the health monitor; same names and scores."""
+    what it sees (a copied prompt or quantity, one pattern for every problem, a kind never paid) to the health
+    monitor; same names and scores; its fixes respect the kinds a warm-up kept (``warmup_categories``)."""
     from unsloth_grpo.tasks import get_task
     from unsloth_grpo.training.tricks import TrickWatcher
 
     task = get_task(cfg.task)
     watcher = TrickWatcher(health.report, grading=task.grading_rewards, fixes=task.trick_fixes,
                            category_column=thresholds.category_column, window=max(1, thresholds.trick_window // 2),
-                           ignore=thresholds.ignore)
+                           ignore=thresholds.ignore, warmup_categories=warmup_categories)
     return watcher.wrap(reward_funcs)
 
 

@@ -4,8 +4,9 @@ A reward curve cannot tell a model that learned the task from one that found a c
 paid. Two runs of a real 135M model (docs/real_model.md) did the second: one copied the system
 prompt's template, placeholder and all, and was paid the full format reward; one wrote ``a + b``
 for every problem and was right on every addition and on no subtraction. Their reward curves rose
-like a healthy run's. :class:`TrickWatcher` reads the completions themselves, as the rewards see
-them, and says so:
+like a healthy run's. A third, under GRPO, answered problems worded unlike its training set's with
+the question's first quantity (issue 52). :class:`TrickWatcher` reads the completions themselves, as
+the rewards see them, and says so:
 
 =======================  ======================================================================
 ``copies_prompt``        most completions repeat the system prompt's own text (its template, its
@@ -13,6 +14,8 @@ them, and says so:
 ``one_pattern``          every kind of problem gets the same calculation (the same operators, or
                          the same answer whatever the question)
 ``category_gap``         the grading reward pays on one kind of problem and never on another
+``copies_quantity``      a share of some kind's answers are a number the question states, wrong,
+                         and the result of no calculation the completion writes
 =======================  ======================================================================
 
 The metric-stream check beside them, ``format_without_answers`` (format rewards high, the grading
@@ -32,11 +35,15 @@ import re
 from collections import Counter, deque
 from typing import Any, Callable, Mapping, Sequence
 
-from unsloth_grpo.grading.copying import answer_shape, copied_share, prompt_texts
+from unsloth_grpo.grading.copying import answer_shape, copied_quantity, copied_share, prompt_texts
 from unsloth_grpo.grading.locate import completion_text, extract_answer
 from unsloth_grpo.training.monitor import TRICK_WARNINGS, HealthWarning
 
 _OPERATOR = re.compile(r"(?<=\d)\s*([-+*/×÷x])\s*(?=\d)")
+
+#: The warnings whose general fix gives every kind of problem worked examples (in the prompt, the data, an SFT
+#: warm-up): advice that a run whose warm-up leaves some kinds out on purpose has already declined.
+EVERY_KIND_FIXES = ("one_pattern", "category_gap")
 
 
 def operators(completion: Any) -> str:
@@ -65,20 +72,27 @@ class TrickWatcher:
     some). The window holds at least ``window`` batches, and more while its older batches are needed to
     hold ``window_prompts`` different prompts (a run of one prompt a step sees few of each kind in 5),
     never more than ``max(window, window_prompts)`` batches (a dataset of fewer prompts, or a trainer that
-    passes none, would otherwise keep every batch of the run).
+    passes none, would otherwise keep every batch of the run). ``quantity_frac``: the share of a category's
+    completions that answer with a quantity copied from the question, from two problems or more, for
+    ``copies_quantity``. ``warmup_categories``: the only kinds the run's SFT warm-up
+    trained on, on purpose (:func:`unsloth_grpo.training.stages.warmup_categories`); the fixes of
+    :data:`EVERY_KIND_FIXES` then give the advice that fits such a run (:meth:`fix`).
     """
 
     def __init__(self, report: Callable[[HealthWarning], Any], *, grading: Sequence[str] = (),
                  category_column: str = "category", window: int = 5, copy_share: float = 0.5,
                  copy_frac: float = 0.5, pattern_frac: float = 0.75, gap: float = 0.3,
                  min_per_category: int = 8, min_prompts_per_category: int = 4, window_prompts: int = 16,
-                 ignore: Sequence[str] = (), fixes: Mapping[str, str] | None = None) -> None:
+                 quantity_frac: float = 0.25, ignore: Sequence[str] = (),
+                 fixes: Mapping[str, str] | None = None, warmup_categories: Sequence[str] | None = None) -> None:
         self.report = report
         self.fixes = dict(fixes or {})
         self.grading = tuple(grading)
         self.category_column = category_column
         self.copy_share, self.copy_frac = copy_share, copy_frac
         self.pattern_frac, self.gap, self.min_per_category = pattern_frac, gap, min_per_category
+        self.quantity_frac = quantity_frac
+        self.warmup_categories = list(warmup_categories) if warmup_categories else None
         self.min_prompts_per_category, self.window, self.window_prompts = min_prompts_per_category, window, window_prompts
         self.ignore = set(ignore)
         self.batches: deque[list[dict[str, Any]]] = deque(maxlen=max(window, window_prompts))
@@ -127,6 +141,23 @@ class TrickWatcher:
                 return self._scores[self._names.index(name)]
         return None
 
+    # ---------------------------------------------------------------- the fixes
+
+    def fix(self, name: str, general: str, kinds: Sequence[str] = ()) -> str:
+        """The fix for warning ``name``: the task's own (:attr:`fixes`), else ``general``; but where the warning
+        is about kinds of problem (``kinds``) that the run's warm-up left out on purpose, a fix that would give
+        every kind worked examples says so and gives the advice that applies instead."""
+        others = [k for k in kinds if self.warmup_categories and k not in self.warmup_categories]
+        if name not in EVERY_KIND_FIXES or not others:
+            return self.fixes.get(name) or general
+        kept, left = ", ".join(self.warmup_categories), ", ".join(others)
+        return (f"This run's SFT warm-up trains on {kept} only, by design (its sft stage's data.categories), so "
+                f"worked examples of every kind are not the fix here: GRPO has to learn {left} from the reward. "
+                f"Check that it can: GRPO's headroom before its stage (evaluation.headroom: a kind that none of k "
+                f"samples gets right gives GRPO nothing to reinforce), more sampling rounds or steps for the GRPO "
+                f"stage (training.max_sampling_rounds, its max_steps), and the {left} completions themselves "
+                "(samples.jsonl). To give every kind a start instead, drop the sft stage's data.categories.")
+
     # ---------------------------------------------------------------- the checks
 
     def observe(self, step: int, completions: Sequence, prompts: Sequence | None, columns: dict[str, Any],
@@ -140,9 +171,11 @@ class TrickWatcher:
             prompt = prompts[i] if prompts is not None else None
             gold = golds[i] if isinstance(golds, (list, tuple)) and len(golds) == n else None
             text = completion_text(completions[i])
+            question = prompt_texts(prompt)[1] if prompt is not None else None
             batch.append({
                 "text": text,
-                "prompt": prompt_texts(prompt)[1] if prompt is not None else f"#{self._seen}:{i}",
+                "prompt": question if question is not None else f"#{self._seen}:{i}",
+                "quantity": None if question is None else copied_quantity(text, question, gold),
                 "copied": copied_share(text, prompt, gold),
                 "shape": answer_shape(text),
                 "operators": operators(text),
@@ -162,7 +195,7 @@ class TrickWatcher:
         if not rows:
             return []
         out: list[HealthWarning] = []
-        for check in (self._check_copies, self._check_pattern, self._check_gap):
+        for check in (self._check_copies, self._check_pattern, self._check_gap, self._check_quantities):
             warning = check(step, rows)
             if warning is not None and warning.name not in self.ignore \
                     and all(w.name != warning.name for w in self.fired):
@@ -181,9 +214,10 @@ class TrickWatcher:
             step, "copies_prompt",
             f"{share:.0%} of the last {len(rows)} completions repeat the system prompt's own text instead of "
             f"working on their problem, e.g. {_short(example)!r}: the rewards pay a copy of the prompt.",
-            self.fixes.get("copies_prompt") or
-            "Show the format with worked examples instead of a template with placeholders, make the format rewards "
-            "pay only for a completion with an answer of its own in it, and read the completions (samples.jsonl).",
+            self.fix("copies_prompt",
+                     "Show the format with worked examples instead of a template with placeholders, make the format "
+                     "rewards pay only for a completion with an answer of its own in it, and read the completions "
+                     "(samples.jsonl)."),
             {"copy_share": share, "window_completions": len(rows), "example": example[:300]})
 
     def _by_category(self, rows: list[dict]) -> dict[str, list[dict]]:
@@ -214,12 +248,13 @@ class TrickWatcher:
                         f"every kind of problem gets {what} ({pattern!r}; {shares} of each kind's completions in the "
                         f"last {len(rows)}): the model does one thing whatever the problem asks, and is paid where "
                         "that happens to be right.",
-                        "Give worked examples of every kind of problem in the prompt (one example teaches its own "
-                        "operation), balance the training data across kinds, and read accuracy by category "
-                        "(unsloth-grpo eval breaks it down). A short SFT stage on balanced worked answers before GRPO "
-                        "gives every kind a start.",
+                        self.fix("one_pattern",
+                                 "Give worked examples of every kind of problem in the prompt (one example teaches its "
+                                 "own operation), balance the training data across kinds, and read accuracy by "
+                                 "category (unsloth-grpo eval breaks it down). A short SFT stage on balanced worked "
+                                 "answers before GRPO gives every kind a start.", sorted(common)),
                         {"pattern": pattern, "by_category": {k: s for k, (_, s) in common.items()},
-                         "signature": key})
+                         "signature": key, "warmup_categories": self.warmup_categories})
             return None
         golds = {r["gold"] for r in rows if r["gold"] is not None}
         answers = [r["answer"] for r in rows if r["answer"] is not None]
@@ -230,8 +265,8 @@ class TrickWatcher:
                     step, "one_pattern",
                     f"{count / len(rows):.0%} of the last {len(rows)} completions answer {value!r}, for problems with "
                     f"{len(golds)} different answers: the model gives one answer whatever the question.",
-                    "Check that the reward pays right answers only (the reward lab shows what each rule paid), "
-                    "lower the learning rate, and read the completions (samples.jsonl).",
+                    self.fix("one_pattern", "Check that the reward pays right answers only (the reward lab shows what "
+                             "each rule paid), lower the learning rate, and read the completions (samples.jsonl)."),
                     {"answer": value, "share": count / len(rows), "distinct_golds": len(golds)})
         return None
 
@@ -247,10 +282,47 @@ class TrickWatcher:
                 f"the grading reward pays on '{best}' problems ({means[best]:.2f}) and never on '{worst}' "
                 f"problems over the last {len(rows)} completions ({listed}): whatever the model learned does not "
                 f"work for '{worst}'.",
-                f"Read the '{worst}' completions (samples.jsonl); give the prompt a worked example of that kind and "
-                "balance the training data, or start from a short SFT stage on worked answers of every kind.",
-                {"grading_mean_by_category": means})
+                self.fix("category_gap",
+                         f"Read the '{worst}' completions (samples.jsonl); give the prompt a worked example of that "
+                         "kind and balance the training data, or start from a short SFT stage on worked answers of "
+                         "every kind.", [worst]),
+                {"grading_mean_by_category": means, "warmup_categories": self.warmup_categories})
         return None
+
+    def _check_quantities(self, step: int, rows: list[dict]) -> HealthWarning | None:
+        """Answers that repeat a number of the question, wrong and calculated by nothing, in a share of some
+        kind's completions: the model answers with what the question states, not with what it asks. Rows
+        without categories are one kind."""
+        groups = self._by_category(rows) if any(r["category"] is not None for r in rows) else {"all": rows}
+        counts = {}
+        for name, recs in sorted(groups.items()):
+            copies = [r for r in recs if r["quantity"] is not None]
+            if len(recs) >= self.min_per_category:
+                counts[name] = (copies, len(recs))
+        found = {name: (copies, n) for name, (copies, n) in counts.items()
+                 if len(copies) / n >= self.quantity_frac and len({r["prompt"] for r in copies}) >= 2}
+        if not found:
+            return None
+        worst = max(found, key=lambda k: len(found[k][0]) / found[k][1])
+        example = Counter(r["text"] for r in found[worst][0]).most_common(1)[0][0]
+        row = next(r for r in found[worst][0] if r["text"] == example)
+        listed = ", ".join(f"{name} {len(c)}/{n} ({len(c) / n:.0%})" for name, (c, n) in counts.items())
+        return HealthWarning(
+            step, "copies_quantity",
+            f"answers copied from the question over the last {len(rows)} completions ({listed}): the answer is a "
+            f"number the question states, wrong, and the result of no calculation the completion writes, e.g. "
+            f"{_short(example)!r} (the question's {row['quantity']}; right: {row['gold']}) for "
+            f"{_short(row['prompt'])!r}.",
+            self.fix("copies_quantity",
+                     "Read these completions beside their questions (samples.jsonl), and grade the model on problems "
+                     "worded unlike its training set's, by kind: a model paid for right answers on one wording can "
+                     "learn to repeat a quantity where the wording changes. Give the training prompts more than one "
+                     "wording, pay the calculation written out, or lower the learning rate or the steps of the stage "
+                     "that taught it."),
+            {"by_category": {name: {"copied": len(c), "completions": n, "share": len(c) / n}
+                             for name, (c, n) in counts.items()},
+             "example": example[:300], "question": row["prompt"][:300], "quantity": row["quantity"],
+             "gold": row["gold"]})
 
 
 def _grading_means(groups: dict[str, list[dict]], least: int) -> dict[str, float]:
@@ -268,4 +340,4 @@ def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-__all__ = ["TRICK_WARNINGS", "TrickWatcher", "operators"]
+__all__ = ["EVERY_KIND_FIXES", "TRICK_WARNINGS", "TrickWatcher", "operators"]
