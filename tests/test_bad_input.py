@@ -595,6 +595,30 @@ def test_a_missing_local_model_path_is_never_looked_up_on_the_hub(tmp_path, monk
 # ------------------------------------------------------------------ --resume PATH: that run, that task
 
 
+@pytest.mark.slow
+def test_a_model_that_trained_is_refused_by_a_second_train_before_anything_is_written(tmp_path):
+    # train(cfgA, loaded=loaded) then train(cfgB, loaded=loaded): B continued A's adapter while its
+    # config.yaml and reproducibility.json described a fresh run
+    from unsloth_grpo.hardware.backend import load_model
+    from unsloth_grpo.training.train import train
+
+    quiet = lambda _m: None  # noqa: E731
+    quick = ["training.max_steps=1", "run.samples_every=0"]
+    a = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "a"), overrides=quick)
+    b = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "b"), overrides=quick)
+    loaded = load_model(a.model, a.lora, seed=a.seed, log=quiet)
+    train(a, loaded=loaded, log=quiet)
+    assert loaded.trained_in == str(tmp_path / "a")
+    before = snapshot(tmp_path / "a")
+    with pytest.raises(ValueError) as refused:
+        train(b, loaded=loaded, log=quiet)
+    said = str(refused.value)
+    assert said.startswith(f"loaded: this model was trained already, into {tmp_path / 'a'}")
+    assert "Nothing was changed" in said and "loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed)" in said
+    assert not (tmp_path / "b").exists() and snapshot(tmp_path / "a") == before
+    assert load_model(b.model, b.lora, seed=b.seed, log=quiet).trained_in is None  # loaded again: a new adapter
+
+
 def _run_with_checkpoint(path, recipe=gsm8k.RECIPE, output_dir=None):
     """A run directory with one complete checkpoint (step 10 of 40), its config naming ``output_dir``."""
     from unsloth_grpo.config import dump_config

@@ -90,8 +90,10 @@ def own_directory_hint(output_dir: str | Path) -> str:
     first of ``OUTPUT-2``, ``OUTPUT-3``, ... that names nothing yet."""
     path = Path(output_dir)
     free = next(p for n in itertools.count(2) if not (p := path.with_name(f"{path.name}-{n}")).exists())
-    return (f"give this run a directory of its own: cfg.output_dir = '{free}' before train(cfg), or "
-            f"output_dir='{free}' in RECIPE.resolve (in this package's notebooks: OUTPUT_DIR in the parameters cell)")
+    return (f"give this run a directory of its own: cfg.output_dir = '{free}' before train(cfg) (a model passed as "
+            f"train(cfg, loaded=...) that trained already is refused: load it again), or output_dir='{free}' in "
+            "RECIPE.resolve (in this package's notebooks: OUTPUT_DIR in the parameters cell, then Run all, which "
+            "loads the model again)")
 
 
 # ---------------------------------------------------------------- writing

@@ -59,6 +59,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.training import checkpoint as ckpt
 
     quiet_third_party()
+    if loaded is not None and loaded.trained_in is not None:
+        raise ValueError(trained_already(loaded.trained_in))
     if decision is None:  # every config problem, this machine, the backend, TRL's own checks: once
         decision = check_before_loading(cfg, environment=loaded is None)
     # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
@@ -70,7 +72,7 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     # lock), a second is refused. Taken at once when the directory exists, so the second run hears it
     # before any work; else as soon as the run makes the directory.
     lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
-    refused = False
+    refused, given, trains = False, loaded, True
     try:
         if lock is not None and Path(cfg.output_dir).is_dir():
             lock.acquire()
@@ -78,7 +80,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             from unsloth_grpo.training.stages import prepare_stages, stage_config
 
             first, resume_from = prepare_stages(cfg, resume, dataset=data, lock=lock, log=log)
-            if loaded is None and first <= len(cfg.stages):  # one model for every stage
+            trains = first <= len(cfg.stages)
+            if loaded is None and trains:  # one model for every stage
                 loaded = _load(stage_config(cfg, first), decision, log)
             return _train_stages(cfg, loaded, first=first, resume_from=resume_from, decision=decision,
                               callbacks=callbacks, log=log, dataset=data, stage_rows=stage_rows)
@@ -88,8 +91,19 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         refused = True  # bad input: the directory is left as it was found, lock file included
         raise
     finally:
+        if given is not None and trains and not refused:  # the caller's model holds this run's adapter now
+            given.trained_in = str(cfg.output_dir)
         if lock is not None:  # the run is over: its lock file goes with it (one found there is kept on a refusal)
             lock.release(remove=lock.created or not refused)
+
+
+def trained_already(run: str) -> str:
+    """Why ``train(cfg, loaded=loaded)`` refuses a model that a train() trained already, and what to do."""
+    return (f"loaded: this model was trained already, into {run}; its adapter holds that training, so a second "
+            "train() would continue it while the new run's config.yaml and reproducibility.json describe a fresh "
+            "start. Nothing was changed. Load the model again for this run (loaded = load_model(cfg.model, "
+            "cfg.lora, seed=cfg.seed)), or call train(cfg) without loaded= and it loads its own; to continue "
+            f"{run}, resume it there: train(cfg, resume=True) with cfg.output_dir = '{run}' and a model loaded again")
 
 
 def _stage_rows(cfg: RecipeConfig, data) -> dict[int, object]:
