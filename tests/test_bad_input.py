@@ -261,6 +261,20 @@ def test_a_limit_that_leaves_no_rows_names_data_limit_before_loading(capsys, tmp
     assert f"data.limit={limit} leaves 0 rows to train on" in err
 
 
+@pytest.mark.parametrize("check", [True, False], ids=["check", "run"])
+def test_held_out_evaluation_of_a_local_training_file_is_refused_before_loading(capsys, tmp_path, monkeypatch, check):
+    # "accuracy ... on 12 held-out problems" graded the 12 training rows of qa.csv: a local file has no split
+    from unsloth_grpo.recipes import custom
+
+    no_model_loads(monkeypatch)
+    csv = tmp_path / "qa.csv"
+    csv.write_text("question,answer\n" + "".join(f"What is {i} + 1?,{i + 1}\n" for i in range(12)))
+    err = _recipe_refused(custom.RECIPE, capsys, tmp_path / "c2", *(["--check"] if check else []),
+                          f"data.source={csv}", "training.max_steps=3", "evaluation.before_after=true")
+    assert f"data.source='{csv}' is one local file, which has no held-out split" in err
+    assert "evaluation.dataset=HELD_OUT_FILE" in err
+
+
 def test_a_limit_of_zero_on_synthetic_data_names_data_limit(capsys, tmp_path):
     err = _refused_leaving(capsys, tmp_path / "run", "--check", "data.limit=0")
     assert "data.limit=0 leaves 0 rows to train on" in err  # it said "num_synthetic=0"

@@ -96,6 +96,15 @@ def own_directory_hint(output_dir: str | Path) -> str:
             "loads the model again)")
 
 
+def trained_already(run: str) -> str:
+    """Why ``train(cfg, loaded=loaded)`` refuses a model that a train() trained already, and what to do."""
+    return (f"loaded: this model was trained already, into {run}; its adapter holds that training, so a second "
+            "train() would continue it while the new run's config.yaml and reproducibility.json describe a fresh "
+            "start. Nothing was changed. Load the model again for this run (loaded = load_model(cfg.model, "
+            "cfg.lora, seed=cfg.seed)), or call train(cfg) without loaded= and it loads its own; to continue "
+            f"{run}, resume it there: train(cfg, resume=True) with cfg.output_dir = '{run}' and a model loaded again")
+
+
 # ---------------------------------------------------------------- writing
 
 

@@ -60,13 +60,15 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
 
     quiet_third_party()
     if loaded is not None and loaded.trained_in is not None:
-        raise ValueError(trained_already(loaded.trained_in))
+        raise ValueError(ckpt.trained_already(loaded.trained_in))
     if decision is None:  # every config problem, this machine, the backend, TRL's own checks: once
         decision = check_before_loading(cfg, environment=loaded is None)
     # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
     # output directory and the model
     data = dataset if dataset is not None else load_task_dataset(cfg)
     check_rewards_on_data(cfg, data)
+    if cfg.evaluation.before_after or cfg.evaluation.every:
+        held_out_rows(cfg)  # read once now: a held-out file that does not load stops the run before the model
     stage_rows = _stage_rows(cfg, data)
     # One training per output directory, every stage included: while this one runs (rank 0 holds the
     # lock), a second is refused. Taken at once when the directory exists, so the second run hears it
@@ -95,15 +97,6 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             given.trained_in = str(cfg.output_dir)
         if lock is not None:  # the run is over: its lock file goes with it (one found there is kept on a refusal)
             lock.release(remove=lock.created or not refused)
-
-
-def trained_already(run: str) -> str:
-    """Why ``train(cfg, loaded=loaded)`` refuses a model that a train() trained already, and what to do."""
-    return (f"loaded: this model was trained already, into {run}; its adapter holds that training, so a second "
-            "train() would continue it while the new run's config.yaml and reproducibility.json describe a fresh "
-            "start. Nothing was changed. Load the model again for this run (loaded = load_model(cfg.model, "
-            "cfg.lora, seed=cfg.seed)), or call train(cfg) without loaded= and it loads its own; to continue "
-            f"{run}, resume it there: train(cfg, resume=True) with cfg.output_dir = '{run}' and a model loaded again")
 
 
 def _stage_rows(cfg: RecipeConfig, data) -> dict[int, object]:
