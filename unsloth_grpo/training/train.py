@@ -146,12 +146,13 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
     for i in range(first, n + 1):
         stage = cfg.stages[i - 1]
         scfg = st.stage_config(cfg, i)
-        # one model for every stage: the adapter carries over in memory, and from disk into the first
-        if i == first and i > 1 and (resume_from is None or resume_from.stage != i):
+        step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
+        # one model for every stage: the adapter carries over in memory, and from disk into the first (also
+        # into a stage resumed mid-way, whose start is graded with it before its checkpoint replaces it)
+        if i == first and i > 1:
             st.load_adapter_weights(loaded.model, st.stage_dir(cfg, i - 1))
             log(f"stage {i}: starting from the adapter of stage {i - 1} ({st.stage_dir(cfg, i - 1)})")
         before = st.lora_state(loaded.model)
-        step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
         log(f"--- stage {i}/{n}: {stage.name} ({stage.kind}, {stage.max_steps} steps, "
             f"lr {scfg.training.learning_rate:g})")
         if stage.kind == "sft":
