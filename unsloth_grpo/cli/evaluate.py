@@ -99,11 +99,11 @@ def _task_setup(args):
         print(f"grading as the run was trained ({where}): task {task_name}, system prompt {prompt}, data {dataset}"
               + (f" (subset {cfg.data.subset})" if cfg.data.subset else "") + f", {_rows_in_words(args)}, "
               f"seed {seed}, completions of at most {args.max_new_tokens} tokens; flags override each", file=sys.stderr)
-        kinds = [run.data.categories, *(s.data.get("categories") for s in run.stages)]
-        kinds = sorted({str(k) for ks in kinds if ks for k in ks})
-        if kinds:
-            print(f"note: the run trained on the kinds {', '.join(kinds)} only (data.categories); every problem is "
-                  "graded, and the accuracy by kind shows them apart", file=sys.stderr)
+        trained = [s.data.get("categories", run.data.categories) for s in run.stages] or [run.data.categories]
+        if all(trained):  # every training of the run kept some kinds only
+            kinds = ", ".join(sorted({str(k) for ks in trained for k in ks}))
+            print(f"note: the run trained on the kinds {kinds} only (data.categories); every problem is graded, "
+                  "and the accuracy by kind shows them apart", file=sys.stderr)
     task = get_task(task_name)
     args.system_prompt_used = task.system_prompt if cfg.data.system_prompt is None else cfg.data.system_prompt
     try:
