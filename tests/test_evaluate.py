@@ -566,6 +566,23 @@ def test_eval_of_a_run_trained_on_some_kinds_grades_every_kind(tiny, tmp_path, c
     assert json.loads((tmp_path / "e2" / "eval.json").read_text())["n"] == 3
 
 
+@pytest.mark.parametrize("stages, said", [
+    ([], True),  # the run's own data.categories
+    ([{"name": "sft", "kind": "sft", "max_steps": 2}, {"name": "grpo", "max_steps": 2}], True),
+    ([{"name": "sft", "kind": "sft", "max_steps": 2},  # a warm-up on additions, then GRPO on every kind
+      {"name": "grpo", "max_steps": 2, "data": {"categories": None}}], False),
+])
+def test_eval_says_when_the_run_trained_on_some_kinds_only(tmp_path, capsys, stages, said):
+    from unsloth_grpo.cli.evaluate import _task_setup, add_parser
+
+    run = _run_config_only(tmp_path, "data.categories=[addition]", {"stages": stages})
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    rows, _ = _task_setup(parser.parse_args(["eval", "--model", str(run), "--limit", "12", "--output", "o"]))
+    assert set(rows["category"]) > {"addition"}
+    assert ("note: the run trained on the kinds addition only" in capsys.readouterr().err) is said
+
+
 def test_held_out_rows_are_every_kind_of_the_held_out_set_whatever_trains():
     from unsloth_grpo.recipes.gsm8k import RECIPE
     from unsloth_grpo.training.held_out import held_out_rows
