@@ -233,6 +233,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
     start = lora_state(loaded.model)
     for arm in sorted(arms, key=ARMS.index):  # grpo first: sft_only is given its CPU time
         set_peft_model_state_dict(loaded.model, start)
+        loaded.trained_in = None  # the adapter is the warm-up's again: the next arm trains from it
         arm_dir = str(Path(cfg.output_dir) / arm)
         t0, c0 = time.perf_counter(), time.process_time()
         if arm == "sft_only":

@@ -261,6 +261,20 @@ def test_a_limit_that_leaves_no_rows_names_data_limit_before_loading(capsys, tmp
     assert f"data.limit={limit} leaves 0 rows to train on" in err
 
 
+@pytest.mark.parametrize("check", [True, False], ids=["check", "run"])
+def test_held_out_evaluation_of_a_local_training_file_is_refused_before_loading(capsys, tmp_path, monkeypatch, check):
+    # "accuracy ... on 12 held-out problems" graded the 12 training rows of qa.csv: a local file has no split
+    from unsloth_grpo.recipes import custom
+
+    no_model_loads(monkeypatch)
+    csv = tmp_path / "qa.csv"
+    csv.write_text("question,answer\n" + "".join(f"What is {i} + 1?,{i + 1}\n" for i in range(12)))
+    err = _recipe_refused(custom.RECIPE, capsys, tmp_path / "c2", *(["--check"] if check else []),
+                          f"data.source={csv}", "training.max_steps=3", "evaluation.before_after=true")
+    assert f"data.source='{csv}' is one local file, which has no held-out split" in err
+    assert "evaluation.dataset=HELD_OUT_FILE" in err
+
+
 def test_a_limit_of_zero_on_synthetic_data_names_data_limit(capsys, tmp_path):
     err = _refused_leaving(capsys, tmp_path / "run", "--check", "data.limit=0")
     assert "data.limit=0 leaves 0 rows to train on" in err  # it said "num_synthetic=0"
@@ -593,6 +607,30 @@ def test_a_missing_local_model_path_is_never_looked_up_on_the_hub(tmp_path, monk
 
 
 # ------------------------------------------------------------------ --resume PATH: that run, that task
+
+
+@pytest.mark.slow
+def test_a_model_that_trained_is_refused_by_a_second_train_before_anything_is_written(tmp_path):
+    # train(cfgA, loaded=loaded) then train(cfgB, loaded=loaded): B continued A's adapter while its
+    # config.yaml and reproducibility.json described a fresh run
+    from unsloth_grpo.hardware.backend import load_model
+    from unsloth_grpo.training.train import train
+
+    quiet = lambda _m: None  # noqa: E731
+    quick = ["training.max_steps=1", "run.samples_every=0"]
+    a = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "a"), overrides=quick)
+    b = gsm8k.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "b"), overrides=quick)
+    loaded = load_model(a.model, a.lora, seed=a.seed, log=quiet)
+    train(a, loaded=loaded, log=quiet)
+    assert loaded.trained_in == str(tmp_path / "a")
+    before = snapshot(tmp_path / "a")
+    with pytest.raises(ValueError) as refused:
+        train(b, loaded=loaded, log=quiet)
+    said = str(refused.value)
+    assert said.startswith(f"loaded: this model was trained already, into {tmp_path / 'a'}")
+    assert "Nothing was changed" in said and "loaded = load_model(cfg.model, cfg.lora, seed=cfg.seed)" in said
+    assert not (tmp_path / "b").exists() and snapshot(tmp_path / "a") == before
+    assert load_model(b.model, b.lora, seed=b.seed, log=quiet).trained_in is None  # loaded again: a new adapter
 
 
 def _run_with_checkpoint(path, recipe=gsm8k.RECIPE, output_dir=None):

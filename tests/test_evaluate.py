@@ -427,7 +427,7 @@ def test_report_and_model_card_show_strict_and_lenient_accuracy(tmp_path):
 
 
 def _fake_run(tmp_path, base_path, tok, *, system_prompt="Answer like a pirate. <answer>N</answer>", subset="easy",
-              completion_limit=7):
+              completion_limit=7, overrides=()):
     """A run directory as training leaves it (config.yaml and an adapter with its tokenizer), without training."""
     import torch
     from peft import LoraConfig, get_peft_model
@@ -440,7 +440,7 @@ def _fake_run(tmp_path, base_path, tok, *, system_prompt="Answer like a pirate. 
     cfg = RECIPE.resolve(preset="smoke", output_dir=str(run),
                          overrides=[f"model.name={base_path}", "data.source=synthetic", f"data.subset={subset}",
                                     f"training.max_completion_length={completion_limit}", "seed=3",
-                                    {"data": {"system_prompt": system_prompt}}])
+                                    {"data": {"system_prompt": system_prompt}}, *overrides])
     torch.manual_seed(0)
     peft_model = get_peft_model(AutoModelForCausalLM.from_pretrained(base_path),
                                 LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
@@ -493,6 +493,135 @@ def test_compare_grades_the_base_model_with_the_trained_runs_prompt(tiny, tmp_pa
         assert all(r["prompt"][0]["content"] == cfg.data.system_prompt for r in rows)
     report = json.loads((out / "report.json").read_text())
     assert [row["category"] for row in report["by_category"]] == ["addition", "subtraction"]
+
+
+def _run_config_only(tmp_path, *overrides):
+    """A run directory holding the config.yaml of a smoke run and an adapter's config, no weights: enough
+    for what eval refuses before it loads the model."""
+    from unsloth_grpo.config import dump_config
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "adapter_config.json").write_text("{}")
+    cfg = RECIPE.resolve(preset="smoke", output_dir=str(run), overrides=list(overrides))
+    dump_config(cfg, run / "config.yaml")
+    return run
+
+
+def test_eval_of_a_run_trained_on_a_local_file_refuses_to_call_its_training_rows_held_out(
+        tmp_path, capsys, monkeypatch):
+    # `eval --model RUN` read the run's training file at split 'test' (a local file has no splits), graded
+    # the training rows and wrote "split": "test"
+    from cli_replay import no_model_loads
+
+    no_model_loads(monkeypatch)
+    train_file = _gsm8k_file(tmp_path / "train.jsonl", n=12)
+    run = _run_config_only(tmp_path, f"data.source={train_file}")
+    out = tmp_path / "eval"
+    assert _cli(["eval", "--model", str(run), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{run} trained on {train_file}, one local file with no held-out split: split 'test' of it is every row " \
+           "the run trained on, not held-out problems" in err
+    assert "--dataset HELD_OUT_FILE" in err and "--split train" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+@pytest.mark.slow  # a model: the integration tier
+def test_a_local_file_is_graded_whole_and_never_called_a_test_split(tiny, tmp_path, capsys):
+    path, _, tok = tiny
+    train_file = _gsm8k_file(tmp_path / "train.jsonl", n=6)
+    held_out = tmp_path / "held_out.jsonl"
+    held_out.write_text("".join(json.dumps(r) + "\n" for r in
+                                __import__("unsloth_grpo.tasks.gsm8k", fromlist=["x"]).make_synthetic_problems(3, seed=9)))
+    run, _ = _fake_run(tmp_path, path, tok, overrides=[f"data.source={train_file}", "data.subset=null"])
+    common = ["--max-new-tokens", "2", "--batch-size", "8"]
+    # asked for by name, the training rows are graded as what they are
+    assert _cli(["eval", "--model", str(run), "--split", "train", "--output", str(tmp_path / "e1"), *common]) == 0
+    said = json.loads((tmp_path / "e1" / "eval.json").read_text())
+    assert (said["split"], said["n"], said["dataset"]) == ("train", 6, str(train_file))
+    assert "split train (every row of the file the run trained on)" in capsys.readouterr().err
+    # a file of held-out problems: every row of it, with no split named
+    assert _cli(["eval", "--model", str(run), "--dataset", str(held_out), "--output", str(tmp_path / "e2"), *common]) == 0
+    said = json.loads((tmp_path / "e2" / "eval.json").read_text())
+    assert (said["split"], said["n"], said["dataset"]) == (None, 3, str(held_out))
+
+
+@pytest.mark.slow  # a model: the integration tier
+def test_eval_of_a_run_trained_on_some_kinds_grades_every_kind(tiny, tmp_path, capsys):
+    # a run trained with data.categories=[addition] was graded on the additions of its held-out set only, and
+    # a file without a category column was refused because of the training filter
+    path, _, tok = tiny
+    run, _ = _fake_run(tmp_path, path, tok, subset="main", overrides=["data.categories=[addition]"])
+    common = ["--limit", "12", "--max-new-tokens", "2", "--batch-size", "12"]
+    assert _cli(["eval", "--model", str(run), "--output", str(tmp_path / "e1"), *common]) == 0
+    said = json.loads((tmp_path / "e1" / "eval.json").read_text())
+    assert said["n"] == 12 and set(said["by_category"]) > {"addition"}
+    assert "note: the run trained on the kinds addition only (data.categories); every problem is graded" in \
+        capsys.readouterr().err
+    plain = tmp_path / "plain.jsonl"  # no category column
+    plain.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if k != "category"}) + "\n"
+                             for line in _gsm8k_file(tmp_path / "f.jsonl", n=3).read_text().splitlines()))
+    assert _cli(["eval", "--model", str(run), "--dataset", str(plain), "--output", str(tmp_path / "e2"), *common]) == 0
+    assert json.loads((tmp_path / "e2" / "eval.json").read_text())["n"] == 3
+
+
+@pytest.mark.parametrize("stages, said", [
+    ([], True),  # the run's own data.categories
+    ([{"name": "sft", "kind": "sft", "max_steps": 2}, {"name": "grpo", "max_steps": 2}], True),
+    ([{"name": "sft", "kind": "sft", "max_steps": 2},  # a warm-up on additions, then GRPO on every kind
+      {"name": "grpo", "max_steps": 2, "data": {"categories": None}}], False),
+])
+def test_eval_says_when_the_run_trained_on_some_kinds_only(tmp_path, capsys, stages, said):
+    from unsloth_grpo.cli.evaluate import _task_setup, add_parser
+
+    run = _run_config_only(tmp_path, "data.categories=[addition]", {"stages": stages})
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    rows, _ = _task_setup(parser.parse_args(["eval", "--model", str(run), "--limit", "12", "--output", "o"]))
+    assert set(rows["category"]) > {"addition"}
+    assert ("note: the run trained on the kinds addition only" in capsys.readouterr().err) is said
+
+
+def test_held_out_rows_are_every_kind_of_the_held_out_set_whatever_trains():
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.held_out import held_out_rows
+
+    cfg = RECIPE.resolve(preset="smoke", overrides=["data.categories=[addition]", "evaluation.limit=24",
+                                                    "evaluation.before_after=true"])
+    kinds = set(held_out_rows(cfg)["category"])
+    assert "addition" in kinds and kinds - {"addition"}  # the training filter chose what trains, not what is graded
+
+
+def test_a_local_training_file_needs_held_out_problems_of_their_own(tmp_path, monkeypatch):
+    from unsloth_grpo.config import config_to_dict, load_config
+    from unsloth_grpo.data import DataError
+    from unsloth_grpo.recipes.custom import RECIPE
+    from unsloth_grpo.training.checks import config_problems
+    from unsloth_grpo.training.held_out import evaluate_held_out, held_out_rows
+
+    train_file, held_file = tmp_path / "qa.csv", tmp_path / "held.csv"
+    train_file.write_text("question,answer\n" + "".join(f"What is {i} + 1?,{i + 1}\n" for i in range(12)))
+    held_file.write_text("question,answer\nWhat is 40 + 2?,42\nWhat is 7 + 1?,8\n")
+    cfg = RECIPE.resolve(preset="smoke", overrides=[f"data.source={train_file}", "evaluation.before_after=true"])
+    (said,) = [p for p in config_problems(cfg) if p.startswith("evaluation:")]
+    assert said.startswith(f"evaluation: data.source='{train_file}' is one local file, which has no held-out split")
+    assert "evaluation.dataset=HELD_OUT_FILE" in said and "evaluation.before_after=false" in said
+    with pytest.raises(DataError, match="has no held-out split"):
+        held_out_rows(cfg)
+    cfg = load_config({"evaluation": {"dataset": str(held_file)}}, base=config_to_dict(cfg))
+    assert not [p for p in config_problems(cfg) if p.startswith("evaluation")]
+    rows = held_out_rows(cfg)
+    assert [m[-1]["content"] for m in rows["prompt"]] == ["What is 40 + 2?", "What is 7 + 1?"]
+    missing = load_config({"evaluation": {"dataset": str(tmp_path / "nope.csv")}}, base=config_to_dict(cfg))
+    assert f"evaluation.dataset='{tmp_path / 'nope.csv'}' does not exist" in " ".join(config_problems(missing))
+    # the result names the held-out file and no split (a local file is graded whole)
+    import unsloth_grpo.evaluation.evaluate as ev
+
+    monkeypatch.setattr(ev, "evaluate", lambda *a, **k: {"n": len(rows)})
+    monkeypatch.setattr(ev, "write_eval", lambda result, where: None)
+    graded = evaluate_held_out(cfg, None, None, rows, tmp_path / "e", name="m")
+    assert (graded["dataset"], graded["split"]) == (str(held_file), None)
 
 
 def test_evaluate_without_a_grader_refuses_another_tasks_rows_rather_than_grading_them_as_gsm8k():

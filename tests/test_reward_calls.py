@@ -99,6 +99,23 @@ def test_one_sample_slices_per_completion_lists_and_silences_the_logging_hooks()
     assert logged == []
 
 
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_one_bare_string_for_completions_is_refused_not_scored_per_character(wrapped):
+    """A reward scores a batch; one string passed as ``completions`` used to be read as one completion per
+    character (47 zeros for a 47-character completion). It is refused with the argument and the fix."""
+    from unsloth_grpo.rewards import get_reward
+
+    fn = build_reward_functions(["xml_count"])[0][0] if wrapped else get_reward("xml_count")
+    text = "<reasoning>\nadd\n</reasoning>\n<answer>\n4\n</answer>"
+    with pytest.raises(TypeError, match=r"reward 'xml_count': completions must be a list of completions.*"
+                                        r"completions=\[text\]"):
+        fn(completions=text)
+    assert fn(completions=[text]) == get_reward("xml_count")([text])  # a list of one is scored once
+    assert len(fn(completions=[text])) == 1
+    grader = get_reward("qa_correctness").grader  # the function's attributes are kept
+    assert grader("<answer>4</answer>", "4").correct
+
+
 def test_as_completion_follows_the_prompt():
     assert as_completion("hi", CHAT) == [{"role": "assistant", "content": "hi"}]
     assert as_completion("hi", "plain prompt") == "hi"

@@ -295,6 +295,38 @@ def _StageSignal(stage_dirname: str, step: int):
     return SendSigint()
 
 
+def _completions(where: Path) -> list[str]:
+    return [json.loads(line)["completion"] for line in (where / "eval_samples.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_grpo_stage_resumed_from_its_checkpoint_is_graded_at_its_start_with_the_previous_stages_adapter(tmp_path):
+    """A GRPO stage stopped mid-way and resumed graded its "before" with the base model (the adapter of
+    the stage before it was not loaded when its own checkpoint was), labelled as that adapter: GRPO was
+    credited with SFT's gain. Its "before" is now what the uninterrupted run's was."""
+    import shutil
+
+    from unsloth_grpo.training.train import TrainingStopped, train
+
+    quiet = lambda _m: None  # noqa: E731
+    stages = [{**STAGES[0], "learning_rate": 3e-2}, STAGES[1]]  # an SFT that changes the greedy completions
+    quick = ["evaluation.before_after=true", "evaluation.limit=4", "evaluation.batch_size=4",
+             "evaluation.max_new_tokens=12", "training.save_steps=2"]
+    cfg = _cfg(tmp_path, stages, *quick)
+    run = Path(cfg.output_dir)
+    train(cfg, log=quiet)
+    start = _completions(run / "stages" / "02-format" / "eval_before")
+    assert start != _completions(run / "eval_before")  # the base model and stage 2's start answer differently
+
+    shutil.rmtree(run)
+    with pytest.raises(TrainingStopped):
+        train(cfg, callbacks=[_StageSignal("02-format", 2)], log=quiet)
+    train(cfg, resume=True, log=quiet)
+    assert _completions(run / "stages" / "02-format" / "eval_before") == start
+    assert json.loads((run / st.SUMMARY_FILE).read_text())[1]["held_out"]["strict"][0] == \
+        json.loads((run / "stages" / "02-format" / "eval_before" / "eval.json").read_text())["accuracy"]
+
+
 def test_going_back_to_an_earlier_stage_sets_later_checkpoints_aside(tmp_path):
     """Resuming from stage 1's checkpoint-2 abandons what came after it: stage 1's checkpoint-4 and
     every checkpoint of stage 2. They are moved to each stage's abandoned/ folder, whole, and the

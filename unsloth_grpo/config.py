@@ -309,7 +309,10 @@ class RunConfig:
 class EvalConfig:
     every: int = _f(0, help="Evaluate a held-out slice every N training steps (0 = never); logged as eval/*.")
     before_after: bool = _f(False, help="Evaluate before and after training and write report.md / report.json.")
-    split: str = _f("test", help="Held-out split of data.source.")
+    split: str = _f("test", help="Held-out split of data.source (or of evaluation.dataset, when it is a hub id).")
+    dataset: str | None = _f(None, help="Held-out problems of their own: a local file with the training data's "
+                             "columns (graded whole) or a hub id. None: evaluation.split of data.source, which a local "
+                             "data.source file does not have (docs/evaluation.md).")
     limit: int = _f(32, help="Held-out problems to evaluate.")
     samples: int = _f(1, help="Completions per problem (pass@k for k up to this).")
     max_new_tokens: int | None = _f(None, help="Generation length (default: training.max_completion_length).")

@@ -64,6 +64,18 @@ def looks_like_path(source: str | os.PathLike) -> bool:
     return bool(owner) and os.path.isdir(owner) and not _in_hub_cache(text)
 
 
+def has_splits(source: str | os.PathLike) -> bool:
+    """Whether ``source`` has splits for ``data.split`` and ``evaluation.split`` to choose from: a hub dataset,
+    a folder of split files, or ``synthetic`` (each split is made with its own seed, :func:`split_seed`).
+    A local file, or a dataset saved with ``save_to_disk``, is one table: :func:`load_table` reads all of
+    it whatever the split, so its held-out problems must come from somewhere else."""
+    text = os.fspath(source)
+    if text == "synthetic" or not looks_like_path(text):
+        return True
+    path = Path(text).expanduser()
+    return path.is_dir() and not (path / "dataset_info.json").exists()
+
+
 def load_table(source: str, *, split: str = "train", subset: str | None = None):
     """Load rows from a local file/directory or a hub dataset id, as a ``datasets.Dataset``.
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.config import BACKENDS
+from unsloth_grpo.data import has_splits
 from unsloth_grpo.evaluation.evaluate import (
     EVAL_FILES,
     EVAL_SAMPLES_FILE,
@@ -56,18 +57,27 @@ def _task_setup(args):
     from unsloth_grpo.config import config_to_dict, load_config
     from unsloth_grpo.data import MissingColumns
     from unsloth_grpo.tasks import get_task
+    from unsloth_grpo.training.held_out import split_label
 
     run, where = _run_config(args)
     if run is not None and args.task is not None and args.task != run.task:
         run = None  # another task's problems: the run's prompt and data say nothing about them
     task_name = args.task or (run.task if run is not None else "gsm8k")
     base = config_to_dict(run) if run is not None else load_recipe(task_name).defaults
-    dataset = args.dataset or (run.data.source if run is not None else None)
+    dataset = args.dataset or ((run.evaluation.dataset or run.data.source) if run is not None else None)
     if dataset is None:
         raise ValueError("--dataset is needed: the model is not a run directory, so there is no problem set to "
                          "read from its config.yaml (give a .jsonl/.json/.csv/.parquet file, a hub id or 'synthetic')")
+    # every problem of the set asked for: the run's data.categories chose what it trained on, not what is graded
     data: dict = {"source": dataset, "split": args.split or (run.evaluation.split if run is not None else "test"),
-                  "limit": args.limit}
+                  "limit": args.limit, "categories": None}
+    training_file = run is not None and not has_splits(dataset) and not has_splits(run.data.source) and \
+        Path(dataset).expanduser().resolve() == Path(run.data.source).expanduser().resolve()
+    if training_file and data["split"] != "train":
+        raise ValueError(f"{args.model} trained on {dataset}, one local file with no held-out split: split "
+                         f"'{data['split']}' of it is every row the run trained on, not held-out problems. Pass "
+                         "--dataset HELD_OUT_FILE (problems it did not train on, the same columns), or --split train "
+                         "to grade its training rows as training rows")
     same_data = run is not None and dataset == run.data.source
     if args.subset is not None:
         data["subset"] = args.subset
@@ -82,12 +92,18 @@ def _task_setup(args):
             if run is not None else 256
     if args.temperature is None:  # K samples at the temperature GRPO sampled the run's groups at
         args.temperature = _grpo_temperature(run) if run is not None else 0.7
-    args.seed, args.task, args.dataset, args.split = seed, task_name, dataset, data["split"]
+    args.seed, args.task, args.dataset = seed, task_name, dataset
+    args.split = "train" if training_file else split_label(dataset, data["split"])
     if run is not None:
         prompt = "its own" if args.system_prompt is None else "--system-prompt"
         print(f"grading as the run was trained ({where}): task {task_name}, system prompt {prompt}, data {dataset}"
-              + (f" (subset {cfg.data.subset})" if cfg.data.subset else "") + f", split {args.split}, "
+              + (f" (subset {cfg.data.subset})" if cfg.data.subset else "") + f", {_rows_in_words(args)}, "
               f"seed {seed}, completions of at most {args.max_new_tokens} tokens; flags override each", file=sys.stderr)
+        trained = [s.data.get("categories", run.data.categories) for s in run.stages] or [run.data.categories]
+        if all(trained):  # every training of the run kept some kinds only
+            kinds = ", ".join(sorted({str(k) for ks in trained for k in ks}))
+            print(f"note: the run trained on the kinds {kinds} only (data.categories); every problem is graded, "
+                  "and the accuracy by kind shows them apart", file=sys.stderr)
     task = get_task(task_name)
     args.system_prompt_used = task.system_prompt if cfg.data.system_prompt is None else cfg.data.system_prompt
     try:
@@ -96,6 +112,15 @@ def _task_setup(args):
         raise exc.with_fix(f"Rename the file's columns to {cfg.data.question_column} and {cfg.data.answer_column} "
                            "(eval reads the columns that the run's config.yaml names, else the task's)") from None
     return rows, task.grading(cfg)
+
+
+def _rows_in_words(args) -> str:
+    """Which rows of ``--dataset`` are graded, for the messages: its split, or the whole file."""
+    if args.split is None:
+        return "every row of the file (a local file has no splits)"
+    if not has_splits(args.dataset):  # --split train on the run's own training file
+        return "split train (every row of the file the run trained on)"
+    return f"split {args.split}"
 
 
 def _grpo_temperature(run) -> float:
@@ -295,7 +320,7 @@ def _check_outputs(args, models: list[str]) -> None:
 
 def _some_problems(problems, args) -> None:
     if len(problems) == 0:
-        raise ValueError(f"--dataset {args.dataset} gives no problems to evaluate (split {args.split!r}); "
+        raise ValueError(f"--dataset {args.dataset} gives no problems to evaluate ({_rows_in_words(args)}); "
                          "check the file, --split and --limit")
 
 
@@ -309,7 +334,7 @@ def run(args) -> int:
         from unsloth_grpo.evaluation.headroom import headroom, headroom_line, headroom_warning
 
         result["headroom"] = headroom(result["records"], temperature=args.temperature,
-                                      what=f"problems of split {args.split}")
+                                      what=f"problems of {_rows_in_words(args)}")
     path = write_eval(result, args.output)
     print(f"{args.model}: {_summary(result)}")
     if result.get("headroom"):

@@ -100,6 +100,7 @@ class SftStart:
         from peft import set_peft_model_state_dict
 
         set_peft_model_state_dict(self.loaded.model, self.state)
+        self.loaded.trained_in = None  # the adapter is the SFT start again: the next arm trains from it
 
 
 def train_sft_start(cfg: RecipeConfig, *, log: Callable[[str], None] = print) -> SftStart:

@@ -70,6 +70,10 @@ class LoadedModel:
     model: Any
     tokenizer: Any
     info: BackendInfo
+    #: The run directory a ``train(cfg, loaded=...)`` trained this model's adapter into, else None: a second
+    #: train() of it is refused (it would continue that adapter as if it were new). Code that puts the
+    #: adapter back to where it started (the controls' arms) sets it to None again.
+    trained_in: str | None = None
 
 
 def _world_size() -> int:

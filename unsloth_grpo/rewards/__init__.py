@@ -35,7 +35,7 @@ import inspect
 from typing import Any, Callable, Iterable, Mapping
 
 from ._registry import REGISTRY, RewardInfo, parameter_problems
-from .calling import call_reward
+from .calling import call_reward, refusing_one_string
 from .wrapper import ON_ERROR_CHOICES, AdaptiveWeight, RewardError, RewardStats, validated, wrapper_metrics
 
 __all__ = [
@@ -193,7 +193,7 @@ def _build(name: str, params: dict[str, Any]) -> Callable[..., list]:
             raise ValueError(f"reward {name!r}: bad parameters {params!r}: {exc}") from exc
         fn.__name__ = fn.__qualname__ = name
         fn.__doc__ = inspect.getdoc(info.factory)
-        return fn
+        return refusing_one_string(fn, name)
     if not _is_import_path(name):
         raise ValueError(_unknown_name_message(name))
     target = _import_custom(name)

@@ -23,6 +23,7 @@ and the callers outside training build TRL's keywords with :func:`trl_keywords`:
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import threading
 from types import SimpleNamespace
@@ -33,6 +34,27 @@ from typing import Any, Callable, Sequence
 TRL_KEYWORDS = ("prompts", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
 #: Of those, the ones that are not one value per completion.
 RUN_WIDE = ("trainer_state", "log_extra", "log_metric")
+
+
+def completion_batch(completions: Any, name: str) -> list:
+    """``completions`` as a list, or a TypeError for one bare string: a reward scores a batch (TRL passes
+    a list, one completion per sample), and a string would be scored one character at a time."""
+    if isinstance(completions, (str, bytes)):
+        raise TypeError(f"reward {name!r}: completions must be a list of completions, one per sample (each a "
+                        f"string or a list of chat messages), not one string ({str(completions)[:40]!r}); "
+                        "wrap it in a list: completions=[text]")
+    return list(completions)
+
+
+def refusing_one_string(fn: Callable, name: str) -> Callable:
+    """``fn`` that refuses a bare string for ``completions`` (:func:`completion_batch`); its name, doc
+    and attributes (a correctness reward's ``.grader``) are kept."""
+
+    @functools.wraps(fn)
+    def reward(completions, **kwargs):
+        return fn(completions=completion_batch(completions, name), **kwargs)
+
+    return reward
 
 
 def call_reward(fn: Callable, completions: Sequence[Any], **kwargs: Any) -> Any:

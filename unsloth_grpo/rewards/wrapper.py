@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..grading import completion_text
-from .calling import call_reward, one_sample
+from .calling import call_reward, completion_batch, one_sample
 
 ON_ERROR_CHOICES = ("raise", "zero")
 _SNIPPET = 200
@@ -239,7 +239,7 @@ def validated(
     checked = _CheckedCalls(fn, name, on_error, adaptive, base_weight, timeout_s, slow_call_s, warn, stats)
 
     def wrapper(completions, **kwargs) -> list[float | None]:
-        return checked(list(completions), kwargs)
+        return checked(completion_batch(completions, name), kwargs)
 
     wrapper.__name__ = wrapper.__qualname__ = name
     wrapper.__doc__ = getattr(fn, "__doc__", None)

@@ -90,8 +90,19 @@ def own_directory_hint(output_dir: str | Path) -> str:
     first of ``OUTPUT-2``, ``OUTPUT-3``, ... that names nothing yet."""
     path = Path(output_dir)
     free = next(p for n in itertools.count(2) if not (p := path.with_name(f"{path.name}-{n}")).exists())
-    return (f"give this run a directory of its own: cfg.output_dir = '{free}' before train(cfg), or "
-            f"output_dir='{free}' in RECIPE.resolve (in this package's notebooks: OUTPUT_DIR in the parameters cell)")
+    return (f"give this run a directory of its own: cfg.output_dir = '{free}' before train(cfg) (a model passed as "
+            f"train(cfg, loaded=...) that trained already is refused: load it again), or output_dir='{free}' in "
+            "RECIPE.resolve (in this package's notebooks: OUTPUT_DIR in the parameters cell, then Run all, which "
+            "loads the model again)")
+
+
+def trained_already(run: str) -> str:
+    """Why ``train(cfg, loaded=loaded)`` refuses a model that a train() trained already, and what to do."""
+    return (f"loaded: this model was trained already, into {run}; its adapter holds that training, so a second "
+            "train() would continue it while the new run's config.yaml and reproducibility.json describe a fresh "
+            "start. Nothing was changed. Load the model again for this run (loaded = load_model(cfg.model, "
+            "cfg.lora, seed=cfg.seed)), or call train(cfg) without loaded= and it loads its own; to continue "
+            f"{run}, resume it there: train(cfg, resume=True) with cfg.output_dir = '{run}' and a model loaded again")
 
 
 # ---------------------------------------------------------------- writing

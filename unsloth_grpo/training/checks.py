@@ -60,6 +60,7 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
         problems += tool_problems(cfg, model)
     if cfg.stages:
         problems += _stage_problems(cfg)
+    problems += _held_out_problems(cfg)
     problems += trainer_problems(cfg, build=build and not problems)
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
 
@@ -163,6 +164,22 @@ def _task_problems(cfg: RecipeConfig) -> list[str]:
     from unsloth_grpo.tasks import available_tasks, unknown_task_message
 
     return [] if cfg.task in available_tasks() else [unknown_task_message(cfg.task)]
+
+
+def _held_out_problems(cfg: RecipeConfig) -> list[str]:
+    """Held-out evaluation without held-out problems (:func:`~unsloth_grpo.training.held_out.held_out_problem`),
+    for the run and for each GRPO stage with data of its own (a GRPO stage grades its own start and end)."""
+    from unsloth_grpo.training.held_out import held_out_problem
+    from unsloth_grpo.training.stages import stage_config
+
+    runs = [cfg]
+    for i, stage in enumerate(cfg.stages, 1):
+        if stage.kind == "grpo" and stage.data:
+            try:
+                runs.append(stage_config(cfg, i))
+            except ConfigError:
+                continue  # said by the stage checks
+    return [p for run in runs if (p := held_out_problem(run)) is not None]
 
 
 def _model_problems(model: ModelRef) -> list[str]:

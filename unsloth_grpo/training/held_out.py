@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from unsloth_grpo.config import RecipeConfig
-from unsloth_grpo.data import DataError, looks_like_path
+from unsloth_grpo.data import DataError, has_splits, looks_like_path
 
 
 def load_task_dataset(cfg: RecipeConfig):
@@ -49,13 +49,51 @@ def _load_rows(task, cfg: RecipeConfig):
             "data.source to a local .jsonl/.json/.csv/.parquet file") from None
 
 
-def held_out_rows(cfg: RecipeConfig):
-    """The evaluation slice: the task's held-out split of the same source, ``evaluation.limit`` rows."""
+def held_out_problem(cfg: RecipeConfig) -> str | None:
+    """Why ``cfg``'s held-out evaluation has no held-out problems, or None. A local ``data.source`` file is
+    one table (:func:`~unsloth_grpo.data.has_splits`): read at ``evaluation.split`` it gives the training
+    rows, and grading those as held-out would report what the model memorised as what it learned."""
+    e = cfg.evaluation
+    if not (e.before_after or e.every):
+        return None
+    if e.dataset is not None:
+        if looks_like_path(e.dataset) and not Path(e.dataset).expanduser().exists():
+            return f"evaluation.dataset='{e.dataset}' does not exist; check the path (a held-out file of its own)"
+        return None
+    if has_splits(cfg.data.source):
+        return None
+    return (f"evaluation: data.source='{cfg.data.source}' is one local file, which has no held-out split "
+            f"(evaluation.split='{e.split}' cannot pick rows of it): the held-out problems would be the training "
+            "rows. Put held-out problems (the same columns, not in the training file) in a file of their own and "
+            "set evaluation.dataset=HELD_OUT_FILE, or turn held-out evaluation off (evaluation.before_after=false, "
+            "evaluation.every=0)")
+
+
+def held_out_config(cfg: RecipeConfig) -> RecipeConfig:
+    """``cfg`` with the held-out problems as its data: ``evaluation.dataset`` (else ``data.source``) at
+    ``evaluation.split``, ``evaluation.limit`` rows, every kind of problem (``data.categories`` chooses what
+    trains, not what is graded: the report's accuracy by kind shows the kinds apart)."""
     import dataclasses
 
     e = cfg.evaluation
-    eval_cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, split=e.split, limit=e.limit))
-    return load_task_dataset(eval_cfg)
+    source = e.dataset or cfg.data.source
+    subset = cfg.data.subset if source == cfg.data.source else None  # the subset names a part of data.source
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, source=source, subset=subset, split=e.split,
+                                                             limit=e.limit, categories=None))
+
+
+def split_label(source: str, split: str) -> str | None:
+    """The split an evaluation records for its problems: None for a source without splits (a local file,
+    graded whole), so that no file is ever called a "test" split."""
+    return split if has_splits(source) else None
+
+
+def held_out_rows(cfg: RecipeConfig):
+    """The evaluation slice (:func:`held_out_config`); a DataError when there is none (:func:`held_out_problem`)."""
+    problem = held_out_problem(cfg)
+    if problem is not None:
+        raise DataError(problem)
+    return load_task_dataset(held_out_config(cfg))
 
 
 def eval_kwargs(cfg: RecipeConfig) -> dict:
@@ -85,7 +123,8 @@ def evaluate_held_out(cfg: RecipeConfig, model, tokenizer, dataset, where: Path,
         result = evaluate_with_tools(model, tokenizer, dataset, tools_cfg=cfg.tools, **eval_kwargs(cfg))
     else:
         result = evaluate(model, tokenizer, dataset, **eval_kwargs(cfg))
-    result.update(model=name, dataset=str(cfg.data.source), split=cfg.evaluation.split)
+    data = held_out_config(cfg).data
+    result.update(model=name, dataset=str(data.source), split=split_label(data.source, data.split))
     write_eval(result, where)
     return result
 

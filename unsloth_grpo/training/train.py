@@ -61,18 +61,22 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
     from unsloth_grpo.training import checkpoint as ckpt
 
     quiet_third_party()
+    if loaded is not None and loaded.trained_in is not None:
+        raise ValueError(ckpt.trained_already(loaded.trained_in))
     if decision is None:  # every config problem, this machine, the backend, TRL's own checks: once
         decision = check_before_loading(cfg, environment=loaded is None)
     # malformed data, and a reward that fails on it, stop the run here: before the run lock, the
     # output directory and the model
     data = dataset if dataset is not None else load_task_dataset(cfg)
     check_rewards_on_data(cfg, data)
+    if cfg.evaluation.before_after or cfg.evaluation.every:
+        held_out_rows(cfg)  # read once now: a held-out file that does not load stops the run before the model
     stage_rows = _stage_rows(cfg, data)
     # One training per output directory, every stage included: while this one runs (rank 0 holds the
     # lock), a second is refused. Taken at once when the directory exists, so the second run hears it
     # before any work; else as soon as the run makes the directory.
     lock = ckpt.RunLock(cfg.output_dir) if is_main_process() else None
-    refused = False
+    refused, given, trains = False, loaded, True
     try:
         if lock is not None and Path(cfg.output_dir).is_dir():
             lock.acquire()
@@ -80,7 +84,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
             from unsloth_grpo.training.stages import prepare_stages, stage_config
 
             first, resume_from = prepare_stages(cfg, resume, dataset=data, lock=lock, log=log)
-            if loaded is None and first <= len(cfg.stages):  # one model for every stage
+            trains = first <= len(cfg.stages)
+            if loaded is None and trains:  # one model for every stage
                 loaded = _load(stage_config(cfg, first), decision, log)
             return _train_stages(cfg, loaded, first=first, resume_from=resume_from, decision=decision,
                               callbacks=callbacks, log=log, dataset=data, stage_rows=stage_rows)
@@ -90,6 +95,8 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         refused = True  # bad input: the directory is left as it was found, lock file included
         raise
     finally:
+        if given is not None and trains and not refused:  # the caller's model holds this run's adapter now
+            given.trained_in = str(cfg.output_dir)
         if lock is not None:  # the run is over: its lock file goes with it (one found there is kept on a refusal)
             lock.release(remove=lock.created or not refused)
 
@@ -141,12 +148,13 @@ def _train_stages(cfg: RecipeConfig, loaded, *, first: int, resume_from, decisio
     for i in range(first, n + 1):
         stage = cfg.stages[i - 1]
         scfg = st.stage_config(cfg, i)
-        # one model for every stage: the adapter carries over in memory, and from disk into the first
-        if i == first and i > 1 and (resume_from is None or resume_from.stage != i):
+        step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
+        # one model for every stage: the adapter carries over in memory, and from disk into the first (also
+        # into a stage resumed mid-way, whose start is graded with it before its checkpoint replaces it)
+        if i == first and i > 1:
             st.load_adapter_weights(loaded.model, st.stage_dir(cfg, i - 1))
             log(f"stage {i}: starting from the adapter of stage {i - 1} ({st.stage_dir(cfg, i - 1)})")
         before = st.lora_state(loaded.model)
-        step_resume = resume_from if (resume_from is not None and i == resume_from.stage) else None
         log(f"--- stage {i}/{n}: {stage.name} ({stage.kind}, {stage.max_steps} steps, "
             f"lr {scfg.training.learning_rate:g})")
         if stage.kind == "sft":
