@@ -34,6 +34,7 @@ import difflib
 import functools
 import json
 import random
+import re
 from typing import Any, Sequence
 
 from unsloth_grpo.data import DataError, chat_prompt
@@ -66,6 +67,40 @@ REFUSED = {"composite": "it is reasoning-gym's own mixture; list its datasets un
 
 #: Datasets whose ``score_answer`` cannot tell right from wrong, graded against their oracle answer as text.
 ORACLE_ONLY = {"game_of_life_halting": "its score_answer pays any non-empty answer (bool('False') is True)"}
+
+#: Datasets whose ``score_answer`` hands the answer to Python's ``eval`` (to read a list or grid written
+#: as Python): an answer with a call, an operator that builds something big, or a dunder never reaches it.
+PYTHON_EVAL = ("binary_matrix", "n_queens", "spiral_matrix", "string_insertion")
+#: Datasets whose ``score_answer`` reads the answer with sympy's ``parse_expr``, which runs it through
+#: ``eval``: only names of one letter or of :data:`MATH_NAMES`, and small exponents, reach it.
+SYMPY_PARSE = ("countdown", "intermediate_integration", "polynomial_multiplication", "puzzle24",
+               "simple_integration")
+MATH_NAMES = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "sinh", "cosh", "tanh",
+                        "exp", "log", "ln", "sqrt", "pi", "oo", "Abs"})
+_PYTHON_CODE = re.compile(r"[()*<>@]|__|:=")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_POWER = re.compile(r"\*\*\s*(\(?\s*-?\s*\d{1,2}\s*\)?)?")
+
+
+def _code_in(name: str, answer: str) -> bool:
+    """Whether ``answer`` is more than data for a dataset whose scorer evaluates it (see :data:`PYTHON_EVAL`)."""
+    if name in PYTHON_EVAL:
+        return _PYTHON_CODE.search(answer) is not None
+    if name in SYMPY_PARSE:
+        powers = list(_POWER.finditer(answer))
+        return (any(c in answer for c in "'\"[];=") or "__" in answer or len(powers) > 8
+                or any(m.group(1) is None for m in powers) or re.search(r"[A-Za-z_)\]]\s*\.", answer) is not None
+                or any(len(w) > 1 and w not in MATH_NAMES for w in _NAME.findall(answer)))
+    return False
+
+
+def _puzzle24_numbers(answer: str, entry: dict) -> bool:
+    return sorted(int(n) for n in re.findall(r"\d+", answer)) == sorted(entry["metadata"]["numbers"])
+
+
+#: Checks made before a dataset's ``score_answer``, where it pays answers it should not (rule, check, why).
+EXTRA_CHECKS = {"puzzle24": ("wrong_numbers", _puzzle24_numbers,
+                             "its score_answer pays any four numbers that make 24, not only the given ones")}
 
 #: Rewards the recipe uses unless the config lists its own.
 DEFAULT_REWARDS = [
@@ -302,7 +337,7 @@ def load_reasoning_gym(entries: list[dict], *, split: str = "train", system_prom
     total = limit if held_out and limit is not None else num_synthetic
     train_sizes = sizes(specs, num_synthetic)
     rows: list[dict] = []
-    removed = made = 0
+    removed = made = unanswerable = 0
     for spec, n, n_train in zip(specs, sizes(specs, total), train_sizes):
         config, entries_made = _generate(spec, n, spec.seed + HELD_OUT_SEED_OFFSET if held_out else spec.seed)
         if held_out:
@@ -310,8 +345,13 @@ def load_reasoning_gym(entries: list[dict], *, split: str = "train", system_prom
             made += len(entries_made)
             entries_made = [e for e in entries_made if e["question"] not in seen]
             removed += n - len(entries_made)
+        kept = [e for e in entries_made if _gradable(spec.name, e)]
+        unanswerable += len(entries_made) - len(kept)
         rows += [{"prompt": chat_prompt(e["question"], system_prompt), "answer": encode_gold(spec.name, config, e),
-                  "category": spec.name} for e in entries_made]
+                  "category": spec.name} for e in kept]
+    if unanswerable:
+        print(f"reasoning_gym: {unanswerable} generated question(s) dropped: their own answer is one the grade refuses "
+              "(a hedge, code, or sympy's unevaluated Integral)")
     if held_out:
         print(f"reasoning_gym: held-out split '{split}': {removed} of {made} generated questions are also in the "
               f"training rows and were removed; {len(rows)} left")
@@ -325,6 +365,14 @@ def load_reasoning_gym(entries: list[dict], *, split: str = "train", system_prom
 # ---------------------------------------------------------------- grading
 
 
+def _gradable(name: str, entry: dict) -> bool:
+    """Whether the entry's own answer (when it has one) passes the grade's refusals: reasoning-gym writes a
+    few that do not (intermediate_integration's ``Integral(...)`` where sympy found no antiderivative)."""
+    oracle = entry.get("answer")
+    return oracle is None or (hedge_refusal(str(oracle), str(oracle)) is None and not _code_in(name, str(oracle)))
+
+
+
 def _same_text(a: str, b: str | None) -> bool:
     return b is not None and " ".join(a.split()).lower() == " ".join(b.split()).lower()
 
@@ -335,7 +383,9 @@ def grade(text: Any, gold: Any, *, tag: str | tuple[str, str] = "answer",
 
     Rules: ``no_answer`` / ``several_answers`` / ``too_many_answers`` (the toolkit's extraction),
     ``too_long``, a :func:`~unsloth_grpo.grading.hedge_refusal` rule (``hedge``, ``negation``,
-    ``several_numbers``, ``many_candidates``), ``score_error`` (``score_answer`` raised), then the dataset's
+    ``several_numbers``, ``many_candidates``), ``code`` (an answer a dataset's scorer would run: see
+    :data:`PYTHON_EVAL`), a check of :data:`EXTRA_CHECKS` (``wrong_numbers``), ``score_error``
+    (``score_answer`` raised), then the dataset's
     ``score_answer``: ``score_answer`` (1.0, right), ``partial_credit`` (above 0 and below 1: wrong here)
     or ``mismatch`` (0). ``value`` is the score reasoning-gym gave (0 for a refused answer).
     """
@@ -348,6 +398,11 @@ def grade(text: Any, gold: Any, *, tag: str | tuple[str, str] = "answer",
     refused = hedge_refusal(region, g.oracle)
     if refused is not None:
         return Verdict("wrong", refused, source, region, 0.0)
+    if _code_in(g.name, region):
+        return Verdict("wrong", "code", source, region, 0.0)
+    extra = EXTRA_CHECKS.get(g.name)
+    if extra is not None and not extra[1](region, g.entry):
+        return Verdict("wrong", extra[0], source, region, 0.0)
     if g.name in ORACLE_ONLY:
         score = 1.0 if _same_text(region, g.oracle) else 0.0
     else:
