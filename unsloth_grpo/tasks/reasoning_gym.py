@@ -382,9 +382,9 @@ def grade(text: Any, gold: Any, *, tag: str | tuple[str, str] = "answer",
     """Verdict on a whole completion against a reasoning-gym entry; right only on full marks.
 
     Rules: ``no_answer`` / ``several_answers`` / ``too_many_answers`` (the toolkit's extraction),
-    ``too_long``, a :func:`~unsloth_grpo.grading.hedge_refusal` rule (``hedge``, ``negation``,
-    ``several_numbers``, ``many_candidates``), ``code`` (an answer a dataset's scorer would run: see
-    :data:`PYTHON_EVAL`), a check of :data:`EXTRA_CHECKS` (``wrong_numbers``), ``score_error``
+    ``too_long``, ``code`` (an answer a dataset's scorer would run: see :data:`PYTHON_EVAL`), a
+    :func:`~unsloth_grpo.grading.hedge_refusal` rule (``hedge``, ``negation``, ``several_numbers``,
+    ``many_candidates``), a check of :data:`EXTRA_CHECKS` (``wrong_numbers``), ``score_error``
     (``score_answer`` raised), then the dataset's
     ``score_answer``: ``score_answer`` (1.0, right), ``partial_credit`` (above 0 and below 1: wrong here)
     or ``mismatch`` (0). ``value`` is the score reasoning-gym gave (0 for a refused answer).
@@ -395,11 +395,11 @@ def grade(text: Any, gold: Any, *, tag: str | tuple[str, str] = "answer",
         return Verdict("missing" if source == "no_answer" else "wrong", source)
     if len(region) > MAX_ANSWER_CHARS:
         return Verdict("wrong", "too_long", source, region[:200], 0.0)
+    if _code_in(g.name, region):
+        return Verdict("wrong", "code", source, region, 0.0)
     refused = hedge_refusal(region, g.oracle)
     if refused is not None:
         return Verdict("wrong", refused, source, region, 0.0)
-    if _code_in(g.name, region):
-        return Verdict("wrong", "code", source, region, 0.0)
     extra = EXTRA_CHECKS.get(g.name)
     if extra is not None and not extra[1](region, g.entry):
         return Verdict("wrong", extra[0], source, region, 0.0)
