@@ -497,7 +497,7 @@ DEFAULTS = {
     "data": {"source": "synthetic", "subset": None, "num_synthetic": 2048, "max_prompt_tokens": 512,
              "datasets": MIXTURE},
     "rewards": DEFAULT_REWARDS,
-    "training": {"max_steps": 300, "max_completion_length": 256},
+    "training": {"max_steps": 300},
 }
 
 PRESETS = {
