@@ -80,9 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                         d = differ[(name, kind)]
                         d["rg"].append(score)
                         d["ours"].add(f"{'right' if verdict.correct else 'wrong'} ({verdict.rule})")
-                        d["example"] = d["example"] or answer
+                        d["example"] = d["example"] or answer.replace(tmp, "TMP")
                     elif score >= 1.0 and verdict.correct and kind != "other_entry":
-                        both.setdefault((name, kind), answer)
+                        both.setdefault((name, kind), answer.replace(tmp, "TMP"))
             if marker.exists():
                 ran.append(name)
                 os.remove(marker)
