@@ -19,6 +19,8 @@ datasets where reasoning-gym pays partial credit (the grade never does); and the
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import tempfile
 import warnings
@@ -62,11 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     differ: dict[tuple[str, str], dict] = defaultdict(lambda: {"rg": [], "ours": set(), "example": ""})
     both: dict[tuple[str, str], str] = {}
     ran: list[str] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    tmp = tempfile.gettempdir()  # a fixed place: the marker's path is part of the answer, and of its scores
+    with contextlib.redirect_stdout(io.StringIO()):  # a few scorers print what they refuse
         for name in names:
             rows = [dict(r) for r in rg.load_reasoning_gym([{"name": name}], num_synthetic=args.entries, seed=0)]
             golds = [rg.decode_gold(r["answer"]) for r in rows]
-            marker = Path(tmp) / f"ran-{name}"
+            marker = Path(tmp) / f"reasoning-gym-ran-{name}"
             for i, gold in enumerate(golds):
                 other = golds[(i + 1) % len(golds)].oracle
                 scorer = rg._scorer(gold.name, gold.config)
