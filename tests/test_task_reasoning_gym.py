@@ -232,6 +232,20 @@ def test_every_reasoning_gym_dataset_builds_rows_and_grades_its_own_answer_right
     assert len(walked) == len(DATASETS) - len(rg.REFUSED)
 
 
+def test_gsm_symbolic_is_an_offline_source_of_the_gsm8k_task_graded_by_its_grader():
+    from unsloth_grpo.tasks import gsm8k
+
+    train = gsm8k.load_gsm8k("synthetic", subset="gsm_symbolic", num_synthetic=40, seed=0)
+    test = gsm8k.load_gsm8k("synthetic", "test", subset="gsm_symbolic", num_synthetic=20, seed=0)
+    assert (len(train), len(test), set(train["category"])) == (40, 20, {"gsm_symbolic"})
+    assert train[0]["answer"] == "28080" and "carpenter" in train[0]["prompt"][-1]["content"]
+    assert not {p[-1]["content"] for p in train["prompt"]} & {p[-1]["content"] for p in test["prompt"]}
+    assert gsm8k.TASK.grade(answer("28080"), "28080").correct
+    assert gsm8k.TASK.grade(answer("28080 or 28000"), "28080").rule == "hedge"
+    cfg = gsm8k.RECIPE.resolve(preset="smoke", overrides=["data.subset=gsm_symbolic"])
+    assert config_problems(cfg) == [] and get_task("gsm8k").load(cfg)["category"][:2] == ["gsm_symbolic"] * 2
+
+
 # --- the recipe ----------------------------------------------------------------------------------
 
 

@@ -362,6 +362,30 @@ def load_reasoning_gym(entries: list[dict], *, split: str = "train", system_prom
         {"prompt": [], "answer": [], "category": []})
 
 
+#: gsm_symbolic's split for the gsm8k task: a question is held out when its CRC is divisible by this, so no
+#: held-out question is a training question, whatever the sizes (its templates repeat questions: 2 of 200
+#: drawn with seeds 0 and 1,000,000 were the same).
+GSM_SYMBOLIC_HELD_OUT_EVERY = 4
+
+
+def gsm_symbolic_problems(n: int, seed: int, *, split: str = "train") -> list[dict]:
+    """``n`` of reasoning-gym's templated GSM8K problems as the gsm8k task's offline rows (``question``,
+    ``answer`` as ``#### N``, ``category``): its ``data.subset: gsm_symbolic``, graded by its own grader.
+    Training and held-out questions are told apart by :data:`GSM_SYMBOLIC_HELD_OUT_EVERY`."""
+    import zlib
+
+    held_out = split != "train"
+    dataset = _factory().create_dataset("gsm_symbolic", seed=seed, size=n * 2 * GSM_SYMBOLIC_HELD_OUT_EVERY + 16)
+    rows = []
+    for i in range(len(dataset)):
+        entry = dataset[i]
+        if (zlib.crc32(entry["question"].encode()) % GSM_SYMBOLIC_HELD_OUT_EVERY == 0) == held_out:
+            rows.append({"question": entry["question"], "answer": f"#### {entry['answer']}", "category": "gsm_symbolic"})
+            if len(rows) == n:
+                return rows
+    raise DataError(f"gsm_symbolic gave fewer than {n} {split} questions from seed {seed}")
+
+
 # ---------------------------------------------------------------- grading
 
 
