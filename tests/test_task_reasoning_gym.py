@@ -110,6 +110,10 @@ def test_code_in_an_answer_never_reaches_a_scorer_that_runs_it(tmp_path):
         verdict = rg.grade(answer(code), first_entry(name)[2])
         assert verdict.rule == "code", name
     assert not marker.exists()
+    # what would not finish in sympy never reaches it either; a polynomial's powers do
+    gold = first_entry("polynomial_multiplication")[2]
+    assert [rg.grade(answer(a), gold).rule for a in ("99**99**99", "99999999!", "x**n", "x.func")] == ["code"] * 4
+    assert rg.grade(answer(rg.decode_gold(gold).oracle), gold).correct
 
 
 # --- the config, before any load -----------------------------------------------------------------

@@ -72,7 +72,8 @@ ORACLE_ONLY = {"game_of_life_halting": "its score_answer pays any non-empty answ
 #: as Python): an answer with a call, an operator that builds something big, or a dunder never reaches it.
 PYTHON_EVAL = ("binary_matrix", "n_queens", "spiral_matrix", "string_insertion")
 #: Datasets whose ``score_answer`` reads the answer with sympy's ``parse_expr``, which runs it through
-#: ``eval``: only names of one letter or of :data:`MATH_NAMES`, and small exponents, reach it.
+#: ``eval``: only names of one letter or of :data:`MATH_NAMES`, and small exponents that are not raised again
+#: (``99**99**99`` would not finish), without ``!`` (a factorial), reach it.
 SYMPY_PARSE = ("countdown", "intermediate_integration", "polynomial_multiplication", "puzzle24",
                "simple_integration")
 MATH_NAMES = frozenset({"sin", "cos", "tan", "cot", "sec", "csc", "asin", "acos", "atan", "sinh", "cosh", "tanh",
@@ -88,8 +89,9 @@ def _code_in(name: str, answer: str) -> bool:
         return _PYTHON_CODE.search(answer) is not None
     if name in SYMPY_PARSE:
         powers = list(_POWER.finditer(answer))
-        return (any(c in answer for c in "'\"[];=") or "__" in answer or len(powers) > 8
-                or any(m.group(1) is None for m in powers) or re.search(r"[A-Za-z_)\]]\s*\.", answer) is not None
+        return (any(c in answer for c in "'\"[];=!") or "__" in answer or len(powers) > 8
+                or any(m.group(1) is None or answer[m.end():].lstrip().startswith("**") for m in powers)
+                or re.search(r"[A-Za-z_)\]]\s*\.", answer) is not None
                 or any(len(w) > 1 and w not in MATH_NAMES for w in _NAME.findall(answer)))
     return False
 
