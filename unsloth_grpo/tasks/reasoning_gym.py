@@ -382,7 +382,8 @@ def gsm_symbolic_problems(n: int, seed: int, *, split: str = "train") -> list[di
     for i in range(len(dataset)):
         entry = dataset[i]
         if (zlib.crc32(entry["question"].encode()) % GSM_SYMBOLIC_HELD_OUT_EVERY == 0) == held_out:
-            rows.append({"question": entry["question"], "answer": f"#### {entry['answer']}", "category": "gsm_symbolic"})
+            rows.append({"question": entry["question"], "answer": f"#### {entry['answer']}",
+                         "category": "gsm_symbolic"})
             if len(rows) == n:
                 return rows
     raise DataError(f"gsm_symbolic gave fewer than {n} {split} questions from seed {seed}")
