@@ -161,6 +161,8 @@ CASES = {
         "custom",
     ),
     "arith": ({"arith_correct": {"reward": [3.0], "tag": ["SOLUTION", ["<ans>", "</ans>"]]}}, "arith"),
+    "reasoning_gym": ({"reasoning_gym_correct": {"reward": [3.0], "tag": ["SOLUTION", ["<ans>", "</ans>"]]}},
+                      "reasoning_gym"),
 }
 
 
@@ -173,6 +175,14 @@ def _samples(task: str):
         bodies = ["132", " 0132 ", "131", "-132", "one hundred"]
         texts = [f"<{t}>{b}</{t.strip('<>')}>" for t in ("answer", "SOLUTION") for b in bodies]
         return [(t, "132") for t in texts + [f"<ans>{b}</ans>" for b in bodies] + ["132"]]
+    if task == "reasoning_gym":
+        pytest.importorskip("reasoning_gym", reason="the reasoning_gym extra: pip install 'unsloth-grpo[reasoning_gym]'")
+        from unsloth_grpo.tasks.reasoning_gym import encode_gold
+
+        gold = encode_gold("chain_sum", {"seed": 0, "size": 1}, {"question": "2 + 3 =", "answer": "5", "metadata": {}})
+        bodies = ["5", "it is 5", "5 or 6", "6", "__import__('os')"]
+        texts = [f"<{t}>{b}</{t}>" for t in ("answer", "SOLUTION") for b in bodies]
+        return [(t, gold) for t in texts + [f"<ans>{b}</ans>" for b in bodies] + ["5"]]
     if task == "countdown":
         gold = _countdown_gold()
         bodies = ["(3 + 4) * 2", "(3 + 4) + 2", "3 * 3", "14", "__import__('os')"]

@@ -19,7 +19,8 @@ def _smoke(name: str, *overrides: str):
 
 
 def test_every_module_of_the_package_is_a_task_named_after_it():
-    assert TASKS == ["arith", "code", "countdown", "custom", "gsm8k", "gsm8k_tools", "guess_number", "json_extract"]
+    assert TASKS == ["arith", "code", "countdown", "custom", "gsm8k", "gsm8k_tools", "guess_number", "json_extract",
+                     "reasoning_gym"]
     for name in TASKS:
         task = get_task(name)
         assert isinstance(task, Task) and task.name == name

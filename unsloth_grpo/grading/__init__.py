@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from unsloth_grpo.grading.grader import answers_match, grade, is_correct, lenient, lenient_answer, make_grader, matches_format
 from unsloth_grpo.grading.locate import completion_text, content_text, extract_answer, extract_tag, find_answer, tag_markers
-from unsloth_grpo.grading.numbers import numbers_equal, parse_number, read_answer
+from unsloth_grpo.grading.numbers import hedge_refusal, numbers_equal, parse_number, read_answer
 from unsloth_grpo.grading.verdict import DEFAULT_IGNORE_INSIDE, RULES, Verdict
 
 __all__ = [
@@ -77,6 +77,7 @@ __all__ = [
     "extract_tag",
     "find_answer",
     "read_answer",
+    "hedge_refusal",
     "parse_number",
     "numbers_equal",
     "answers_match",

@@ -441,6 +441,42 @@ def _values_equal(pa: tuple[Number, bool], pb: tuple[Number, bool], rel_tol: flo
     return bool(pct_b and not pct_a and not _whole(va) and _close(va, _percent(vb), rel_tol))
 
 
+def hedge_refusal(answer: str, gold: str | None = None) -> str | None:
+    """The rule that refuses ``answer`` as no single committed answer to ``gold``, or None.
+
+    For a grader that scores answers its own way (a library's ``score_answer``), this is the toolkit's
+    refusal of hedges put in front of it. Against a gold that is one number the number reader decides
+    (``18 or 20`` is ``hedge``, ``18, 20`` is ``several_numbers``, ``not 18`` is ``negation``). Against any
+    other gold (text, a list, a grid, or no gold at all) a hedging or negating word that the gold does not
+    itself hold refuses it (``apple or pear``, ``maybe apple``); and with a gold, ``many_candidates`` is an
+    answer of more non-empty lines than the gold has (one candidate a line) or the gold with more words
+    or numbers before or after it (``apple, pear``, ``pear apple``, ``The answer is apple``).
+
+    >>> hedge_refusal("18 or 20", "18"), hedge_refusal("maybe apple", "apple"), hedge_refusal("apple", "apple")
+    ('hedge', 'hedge', None)
+    >>> hedge_refusal(chr(10).join(["apple", "pear"]), "apple"), hedge_refusal("apple, pear", "apple")
+    ('many_candidates', 'many_candidates')
+    """
+    if gold is not None and parse_number(gold) is not None:
+        rule = read_answer(answer)[2]
+        return rule if rule in ("hedge", "negation", "several_numbers") else None
+    allowed = set(_words(gold or ""))
+    for word in _words(answer):
+        if word not in allowed and (word in _NEGATIONS or word.endswith("n't")):
+            return "negation"
+        if word not in allowed and word in _HEDGES:
+            return "hedge"
+    if gold is not None:
+        lines = [line for line in answer.splitlines() if line.strip()]
+        if len(lines) > max(1, len([line for line in gold.splitlines() if line.strip()])):
+            return "many_candidates"
+        said, want = " ".join(answer.split()), " ".join(gold.split())
+        rest = said.replace(want, "", 1) if want and (said.startswith(want) or said.endswith(want)) else ""
+        if any(c.isalnum() for c in rest):
+            return "many_candidates"
+    return None
+
+
 def numbers_equal(a: Any, b: Any, *, rel_tol: float = 1e-9) -> bool:
     """True when ``a`` and ``b`` (strings or numbers) denote the same number.
 

@@ -52,6 +52,7 @@ RULES = {
     "negation": "a negation ('not 18', '18 is wrong')",
     "hedge": "a hedge or bound ('18 or so', 'about 18', 'at least 18')",
     "several_numbers": "more than one number ('18 or 20', '2(3)', '18 - 1')",
+    "many_candidates": "a text gold with more words beside it, or more lines than it has (hedge_refusal)",
     "wrong_expression": "an equation whose arithmetic does not give its result",
     "not_a_number": "no number this reader accepts (words, other text around it, LaTeX it cannot read)",
     "mismatch": "a readable answer that differs from the gold (after the rules that read it)",

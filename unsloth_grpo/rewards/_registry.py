@@ -119,6 +119,7 @@ TASK_REWARDS = {
     "code_block_format": "code", "code_compiles": "code", "tests_passed": "code",
     "countdown_equation": "countdown",
     "qa_correctness": "custom",
+    "reasoning_gym_correct": "reasoning_gym",
     "tool_call_budget": "gsm8k_tools", "tool_call_format": "gsm8k_tools",
     "guess_solved": "guess_number",
     "json_extract_keys": "json_extract", "json_extract_valid": "json_extract", "json_extract_values": "json_extract",

@@ -101,6 +101,11 @@ class Task:
             options.update(question_column=d.question_column, answer_column=d.answer_column)
         return options
 
+    def config_problems(self, cfg) -> list[str]:
+        """What the task finds wrong with ``cfg`` before any row is read or model loaded, one line each
+        (:func:`unsloth_grpo.training.checks.config_problems` adds them to the run's list); none by default."""
+        return []
+
     def gold_completion(self, row: dict) -> str | None:
         """The row's gold answer written as a correct completion, or None when the row does not
         carry one (every reward is tried on it before the model loads)."""

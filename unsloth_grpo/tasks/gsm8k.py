@@ -99,7 +99,8 @@ def load_gsm8k(
 
     ``source`` is ``"openai/gsm8k"`` (hub), a local ``.jsonl/.json/.csv/.parquet`` file with
     ``question`` and ``answer`` columns in GSM8K's format, or ``"synthetic"`` for offline problems;
-    then ``subset`` picks the offline set (:data:`SYNTHETIC_SUBSETS`: ``main``, or ``easy``).
+    then ``subset`` picks the offline set (:data:`SYNTHETIC_SUBSETS`: ``main``, ``easy``, ``reworded``, ``everyday`` or
+    ``gsm_symbolic``, reasoning-gym's templated GSM8K problems, graded by this task's grader).
     """
     system = SYSTEM_PROMPT if system_prompt is None else system_prompt
     if source == "synthetic":
@@ -158,7 +159,8 @@ def _problem(rng: random.Random) -> dict[str, str]:
 #: ``reworded`` is the ``easy`` arithmetic in phrasings no other set uses (:data:`REWORDED_TEMPLATES`),
 #: half additions and half subtractions: a held-out set for what a model trained on ``easy`` learned;
 #: ``everyday`` is the same arithmetic again, in phrasings of neither (:data:`EVERYDAY_TEMPLATES`).
-SYNTHETIC_SUBSETS = ("main", "easy", "reworded", "everyday")
+#: ``gsm_symbolic`` is reasoning-gym's templated GSM8K problems (the ``reasoning_gym`` extra).
+SYNTHETIC_SUBSETS = ("main", "easy", "reworded", "everyday", "gsm_symbolic")
 
 #: The offline sets that are held out whatever the split: evaluated on, never trained on (a training
 #: split of them is refused), so that what they measure was never rewarded.
@@ -330,6 +332,10 @@ def make_synthetic_problems(n: int, seed: int = 0, *, subset: str = "main",
         return [_reworded_problem(rng, i) for i in range(n)]
     if kind == "everyday":
         return [_everyday_problem(rng, i) for i in range(n)]
+    if kind == "gsm_symbolic":
+        from unsloth_grpo.tasks.reasoning_gym import gsm_symbolic_problems
+
+        return gsm_symbolic_problems(n, seed, split=split)
     return [_problem(rng) for _ in range(n)]
 
 

@@ -5,8 +5,8 @@ then this machine, then the run's one decision.
 the ground floor). What needs the rest of the package is checked here, in this order:
 
 1. the config's own shape checks (:func:`unsloth_grpo.config.validate`);
-2. the task exists, a ``builtin:`` model name is one of the built-in models, and every reward
-   builds with its parameters;
+2. the task exists and finds nothing wrong with the config (:meth:`unsloth_grpo.tasks.Task.config_problems`),
+   a ``builtin:`` model name is one of the built-in models, and every reward builds with its parameters;
 3. the health monitor's settings, the process layout and TRL's batch rules;
 4. the stages, each checked as the single-stage config it runs as;
 5. TRL's fields: every ``training`` key is a field of the installed ``GRPOConfig`` (a stage's own
@@ -161,9 +161,11 @@ def _runs(cfg: RecipeConfig) -> list[tuple[str, RecipeConfig, str]]:
 
 
 def _task_problems(cfg: RecipeConfig) -> list[str]:
-    from unsloth_grpo.tasks import available_tasks, unknown_task_message
+    from unsloth_grpo.tasks import available_tasks, get_task, unknown_task_message
 
-    return [] if cfg.task in available_tasks() else [unknown_task_message(cfg.task)]
+    if cfg.task not in available_tasks():
+        return [unknown_task_message(cfg.task)]
+    return get_task(cfg.task).config_problems(cfg)
 
 
 def _held_out_problems(cfg: RecipeConfig) -> list[str]:
