@@ -100,3 +100,42 @@ def f(tok, model):
         "ChatML template text", "a token id assigned the literal 2", "a token id compared with a literal",
         "bos_token_id: 1", "eos_token_id=2", "the vocabulary size 49152"]
     assert hard_coded("models/builtin.py", ast.parse('T = "<|im_start|>"')) == []  # allowed there
+
+
+# ------------------------------------------------------------------ both real models through the code that reads them
+
+#: What each real model's own files say, and what the code must make of them (seen on the converted checkpoints).
+REAL = {
+    "smollm2": dict(model_type="llama", vocab=49152, params=134_515_008, eos="<|im_end|>", pad="<|im_end|>",
+                    chat="chatml"),
+    "gemma3": dict(model_type="gemma3_text", vocab=262144, params=268_098_176, eos="<eos>", pad="<pad>", chat=None),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", sorted(REAL))
+def test_each_real_models_tokenizer_and_config_go_through_the_code_that_reads_them(which, request):
+    """The eos/pad rule, the parameter count the planner and memory guard use, the probe prompt of the export's
+    check and the Ollama chat format, each on what the model's own files say."""
+    from transformers import AutoTokenizer
+
+    from unsloth_grpo.export import probe_text
+    from unsloth_grpo.export.gguf_ollama import chat_format
+    from unsloth_grpo.export.gguf_vocab import prepared_tokenizer
+    from unsloth_grpo.hardware.architecture import count_parameters, meta_parameter_count
+
+    want, folder = REAL[which], Path(request.getfixturevalue(f"{which}_dir"))
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["model_type"], config["vocab_size"]) == (want["model_type"], want["vocab"])
+    assert count_parameters(config) == meta_parameter_count(config) == want["params"]
+    tok = prepared_tokenizer(folder)  # the tokenizer as training, evaluation and export see it
+    generation = json.loads((folder / "generation_config.json").read_text())
+    assert tok.eos_token_id == generation["eos_token_id"] and len(tok) == config["vocab_size"]
+    assert (tok.eos_token, tok.pad_token, tok.padding_side) == (want["eos"], want["pad"], "left")
+    assert chat_format(tok) == want["chat"]
+    probe = probe_text(tok)
+    if want["chat"]:
+        assert probe == AutoTokenizer.from_pretrained(folder).apply_chat_template(
+            [{"role": "user", "content": "What is 15 + 27?"}], tokenize=False, add_generation_prompt=True)
+    else:  # a base model: no template, a plain completion prompt
+        assert tok.chat_template is None and probe == "Question: What is 15 + 27?\nAnswer:"
