@@ -137,5 +137,8 @@ def test_each_real_models_tokenizer_and_config_go_through_the_code_that_reads_th
     if want["chat"]:
         assert probe == AutoTokenizer.from_pretrained(folder).apply_chat_template(
             [{"role": "user", "content": "What is 15 + 27?"}], tokenize=False, add_generation_prompt=True)
-    else:  # a base model: no template, a plain completion prompt
-        assert tok.chat_template is None and probe == "Question: What is 15 + 27?\nAnswer:"
+    else:  # a base model: its file has no template, so the load gives it the plain question/answer format
+        from unsloth_grpo.models.prompt_format import PLAIN_TEMPLATE
+
+        assert AutoTokenizer.from_pretrained(folder).chat_template is None and tok.chat_template == PLAIN_TEMPLATE
+        assert probe == f"{tok.bos_token}Question: What is 15 + 27?\nAnswer:"

@@ -164,3 +164,24 @@ def test_the_saved_tokenizer_is_sentencepieces_bpe_with_the_files_special_tokens
         assert ids == [2] + _spm_reference(text, vocab, scores, whole), text
         assert tok.decode(ids, skip_special_tokens=True) == text.replace("<start_of_turn>", "").replace(
             "<end_of_turn>", "")
+
+
+@pytest.mark.slow
+def test_the_base_models_plain_prompt_opens_with_bos_and_an_answer_ends_with_its_eos(gemma3_dir):
+    """Gemma 3 270M has no chat template; loaded, it gets the plain question/answer format: the prompt
+    starts with ``<bos>`` (Gemma needs it; every caller tokenizes with ``add_special_tokens=False``), is a
+    token prefix of the conversation, and the SFT completion ends with ``<eos>``, the token generation stops on."""
+    from transformers import AutoTokenizer
+
+    from unsloth_grpo.export.gguf_vocab import prepared_tokenizer
+
+    tok = prepared_tokenizer(Path(gemma3_dir))
+    chat = [{"role": "system", "content": "Solve it."}, {"role": "user", "content": "What is 2 + 3?"}]
+    prompt = tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    assert prompt == "<bos>Solve it.\n\nQuestion: What is 2 + 3?\nAnswer:"
+    prompt_ids = tok(prompt, add_special_tokens=False).input_ids
+    full_ids = tok(tok.apply_chat_template(chat + [{"role": "assistant", "content": "<answer>5</answer>"}],
+                                           tokenize=False), add_special_tokens=False).input_ids
+    assert prompt_ids[0] == tok.bos_token_id == 2 and full_ids[:len(prompt_ids)] == prompt_ids
+    assert tok.decode(full_ids[len(prompt_ids):]) == " <answer>5</answer><eos>\n\n"
+    assert full_ids[-2] == tok.eos_token_id == 1 and AutoTokenizer.from_pretrained(gemma3_dir).chat_template is None
