@@ -132,7 +132,8 @@ class ModelRef:
 
     @property
     def license(self) -> str | None:
-        """The weights' license (SPDX) where the tables record it: the real built-in models."""
+        """The weights' license where the tables record it (the real built-in models): an SPDX id, or the hub's
+        id where SPDX has none (``gemma``)."""
         return self.real.license if self.real is not None else None
 
     @property
