@@ -412,17 +412,18 @@ def closing_lines(summary: list[dict]) -> list[str]:
 
 
 def prepare_stages(cfg: RecipeConfig, resume=None, *, dataset=None, lock=None,
-                   log: Callable[[str], None] = print) -> tuple[int, ckpt.CheckpointInfo | None]:
-    """Where a multi-stage run starts (:func:`plan_resume`), and its directory laid out for it: the
-    config and reproducibility bundle written, the stages that run again cleared of their completion
-    marker, checkpoints off the path the run now takes set aside. ``lock`` is the run's lock, taken as
-    soon as the run directory exists. Returns (first stage to run, checkpoint to resume it from).
+                   log: Callable[[str], None] = print, plan=None) -> tuple[int, ckpt.CheckpointInfo | None]:
+    """Where a multi-stage run starts (:func:`plan_resume`, or ``plan`` when the caller made it and
+    checked it), and its directory laid out for it: the config and reproducibility bundle written, the
+    stages that run again cleared of their completion marker, checkpoints off the path the run now
+    takes set aside. ``lock`` is the run's lock, taken as soon as the run directory exists. Returns
+    (first stage to run, checkpoint to resume it from).
     """
     from unsloth_grpo.config import dump_config
     from unsloth_grpo.runs import collect_bundle, write_bundle
 
     run = Path(cfg.output_dir)
-    first, resume_from = plan_resume(cfg, resume)
+    first, resume_from = plan if plan is not None else plan_resume(cfg, resume)
     n = len(cfg.stages)
     if detect().is_main:
         run.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,8 @@ from unsloth_grpo.runs import package_versions
 from unsloth_grpo.training import generation_hooks
 from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.training.held_out import (eval_kwargs, evaluate_held_out, headroom_end, headroom_start,
-                                            held_out_rows, load_task_dataset, report_before_after)
+                                            held_out_rows, load_task_dataset, refuse_other_held_out,
+                                            report_before_after)
 from unsloth_grpo.training.loop import DISK_FULL_EXIT_CODE, REWARD_FAILED_EXIT_CODE, disk_full
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
 from unsloth_grpo.training.trainer_args import grpo_args
@@ -75,9 +76,15 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         if lock is not None and Path(cfg.output_dir).is_dir():
             lock.acquire()
         if cfg.stages:
-            from unsloth_grpo.training.stages import prepare_stages, stage_config
+            from unsloth_grpo.training.stages import plan_resume, prepare_stages, stage_config
 
-            first, resume_from = prepare_stages(cfg, resume, dataset=data, lock=lock, log=log)
+            # every refusal of the resume comes before the directory is laid out (config.yaml included)
+            plan = first, resume_from = plan_resume(cfg, resume)
+            if resume_from is not None:
+                refuse_resume_from(stage_config(cfg, first), resume_from, resume, first)
+            if resume_from is not None or 1 < first <= len(cfg.stages):  # the start read back must match the end
+                refuse_other_held_out(cfg, Path(cfg.output_dir) / "eval_before")
+            prepare_stages(cfg, resume, dataset=data, lock=lock, log=log, plan=plan)
             if loaded is None and first <= len(cfg.stages):  # one model for every stage
                 loaded = _load(stage_config(cfg, first), decision, log)
             return _train_stages(cfg, loaded, first=first, resume_from=resume_from, decision=decision,
@@ -434,6 +441,16 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
     from unsloth_grpo.training import checkpoint as ckpt
 
     resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir, log=log)
+    refuse_resume_from(cfg, resume_from, resume, stage_index)
+    return resume_from
+
+
+def refuse_resume_from(cfg: RecipeConfig, resume_from, resume, stage_index: int) -> None:
+    """Raise CheckpointError when training ``cfg`` (stage ``stage_index`` of a multi-stage run, 0 for a
+    run without stages) cannot continue from ``resume_from`` (None: a fresh start, which an earlier
+    run's checkpoints or finished adapter refuse). It changes nothing, so a run with stages asks it
+    before it lays out its directory: a refused resume leaves the run as it was."""
+    from unsloth_grpo.training import checkpoint as ckpt
     from unsloth_grpo.runs import other_task
 
     why = other_task(ckpt.run_dir_of(resume_from.path), cfg.task) if resume_from is not None else None
@@ -460,9 +477,10 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
                                "start again with training.save_steps a multiple of it"))
     max_steps = cfg.training.max_steps
     if resume_from is not None and resume_from.step >= max_steps:
+        key = f"stages.{stage_index - 1}.max_steps" if stage_index else "training.max_steps"  # the key the user sets
         raise ckpt.CheckpointError(
-            f"{resume_from.path} is at step {resume_from.step} and training.max_steps is {max_steps}: there is "
-            f"nothing left to train. To train further, add training.max_steps=N with N > {resume_from.step} "
+            f"{resume_from.path} is at step {resume_from.step} and {key} is {max_steps}: there is "
+            f"nothing left to train. To train further, add {key}=N with N > {resume_from.step} "
             "to the resume command")
     finished = ckpt.finished_run(cfg.output_dir) if stage_index == 0 and resume_from is None else None
     if finished is not None:  # a stage directory is rewritten by the stage runner on purpose
@@ -472,7 +490,6 @@ def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[st
                    "a new run there would overwrite it. Nothing was changed: ")
         raise ckpt.EarlierRun(earlier + ckpt.own_directory_hint(cfg.output_dir) + ", or move that directory away",
                               earlier + "choose another --output-dir, or move that directory away to start over")
-    return resume_from
 
 
 def generation_round_steps(cfg: RecipeConfig) -> int:
