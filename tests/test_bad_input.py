@@ -650,7 +650,7 @@ def test_resume_with_another_recipe_is_refused(tmp_path, capsys):
 def test_the_library_refuses_a_checkpoint_of_another_task(tmp_path):
     from unsloth_grpo.recipes import countdown
     from unsloth_grpo.training.checkpoint import CheckpointError
-    from unsloth_grpo.training.train import _resume_point
+    from unsloth_grpo.training.resume import resume_point as _resume_point
 
     run = _run_with_checkpoint(tmp_path / "gsm8k-run")
     cfg = countdown.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "new"))

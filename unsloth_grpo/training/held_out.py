@@ -32,7 +32,8 @@ def _load_rows(task, cfg: RecipeConfig):
     source = str(cfg.data.source)
     if source == "synthetic" or looks_like_path(source):
         return task.load(cfg)
-    from unsloth_grpo.hardware.doctor.recipe import hub_offline_mode, hub_unreachable
+    from unsloth_grpo.hardware.doctor.probes import hub_unreachable
+    from unsloth_grpo.hardware.doctor.recipe import hub_offline_mode
 
     why = hub_unreachable()
     if why is None:
