@@ -154,3 +154,23 @@ def test_empty_rewards_and_one_generation_are_problems():
 def test_unknown_preset_lists_the_valid_ones():
     with pytest.raises(ConfigError, match="choose one of: smoke"):
         gsm8k.RECIPE.resolve(preset="tiny")
+
+
+def test_a_config_changed_in_python_is_checked_for_the_types_a_file_would_be():
+    """A notebook edits ``cfg`` in Python: a dict appended where a RewardSpec belongs was an
+    AttributeError traceback, and a weight of text passed ``config_problems`` to be refused only by
+    ``train()``. Both are problems now, named by their key."""
+    from unsloth_grpo.config import RewardSpec
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.checks import config_problems
+
+    cfg = RECIPE.resolve(preset="smoke")
+    cfg.rewards.append({"name": "xml_count", "weight": 1})
+    assert config_problems(cfg) == [
+        "rewards[2]: expected a RewardSpec, got dict {'name': 'xml_count', 'weight': 1}; write "
+        "RewardSpec(**{'name': 'xml_count', 'weight': 1}) (from unsloth_grpo.config import RewardSpec)"]
+    cfg = RECIPE.resolve(preset="smoke")
+    cfg.rewards.append(RewardSpec("xml_count", weight="high"))
+    assert config_problems(cfg) == ["rewards[2].weight: expected a number, got 'high'"]
+    cfg.rewards[2] = RewardSpec("xml_count", weight=0.5)
+    assert config_problems(cfg) == []

@@ -4,7 +4,8 @@ then this machine, then the run's one decision.
 ``unsloth_grpo.config`` parses and checks shapes and names on its own (it imports nothing above
 the ground floor). What needs the rest of the package is checked here, in this order:
 
-1. the config's own shape checks (:func:`unsloth_grpo.config.validate`);
+1. the config's own shape checks (:func:`unsloth_grpo.config.validate`), after the types of a config
+   changed in Python (:func:`python_problems`: what a config file could not hold);
 2. the task exists, a ``builtin:`` model name is one of the built-in models, and every reward
    builds with its parameters;
 3. the health monitor's settings, the process layout and TRL's batch rules;
@@ -47,6 +48,9 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
 
     ``build`` adds TRL's own checks (step 7) when nothing else was found; it imports TRL.
     """
+    typed = python_problems(cfg)
+    if typed:  # the checks below read these values as the types they should be
+        return typed
     model = model_ref(cfg.model.name)  # what the name means, decided once for every check below
     problems = validate(cfg)
     problems += _task_problems(cfg)
@@ -62,6 +66,48 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
         problems += _stage_problems(cfg)
     problems += trainer_problems(cfg, build=build and not problems)
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
+
+
+def python_problems(cfg: RecipeConfig) -> list[str]:
+    """What a config changed in Python holds that a config file could not, one line each: an entry of
+    the wrong kind (a dict appended to ``cfg.rewards`` where a RewardSpec belongs), then a value of the
+    wrong type (``RewardSpec("xml_count", weight="high")``), found by reading the config back as a
+    file would be read."""
+    from unsloth_grpo.config import config_from_dict, config_to_dict
+
+    wrong = _wrong_kinds(cfg, "")
+    if wrong:
+        return wrong
+    try:
+        config_from_dict(config_to_dict(cfg))
+    except ConfigError as exc:
+        lines = str(exc).splitlines()  # format_problems: one problem, or a heading and "  - " lines
+        return [line.strip().removeprefix("- ") for line in lines[1:]] if len(lines) > 1 else lines
+    return []
+
+
+def _wrong_kinds(obj, where: str) -> list[str]:
+    """Each section or list entry under ``obj`` that is not of its declared dataclass, named by its key."""
+    import dataclasses
+    import typing
+
+    out = []
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        tp, value = hints[f.name], getattr(obj, f.name)
+        entries = [(f"{where}{f.name}", value, tp)]
+        if typing.get_origin(tp) is list and isinstance(value, list):
+            entries = [(f"{where}{f.name}[{i}]", v, typing.get_args(tp)[0]) for i, v in enumerate(value)]
+        for key, v, kind in entries:
+            if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+                continue
+            if isinstance(v, kind):
+                out += _wrong_kinds(v, f"{key}.")
+                continue
+            fix = f"{kind.__name__}(**{v!r})" if isinstance(v, dict) else f"a {kind.__name__}(...)"
+            out.append(f"{key}: expected a {kind.__name__}, got {type(v).__name__} {v!r}; write {fix} "
+                       f"(from unsloth_grpo.config import {kind.__name__})")
+    return out
 
 
 def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None, profile=None,
