@@ -269,9 +269,12 @@ def _report(result) -> int:
         for line in closing_lines(stages):
             print(f"  {line}")
     else:
-        first, last = result.mean_reward(first=5), result.mean_reward(last=5)
-        print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
-              f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")
+        from unsloth_grpo.training.results import ends_compared, ends_words
+
+        m = ends_compared([r["reward"] for r in result.metrics if isinstance(r.get("reward"), (int, float))])
+        change = f"mean reward first 5 logged steps {m['first5']:.3f} -> last 5 {m['last5']:.3f}" if "first5" in m \
+            else ends_words("mean reward", m)
+        print(f"done in {result.seconds:.1f}s: {result.global_step} steps, {change}; outputs in {result.output_dir}")
     headroom = getattr(result, "headroom_line", lambda: None)()
     if headroom:  # pass@1 after GRPO against the pass@K it started from, on training prompts
         print(headroom)

@@ -45,6 +45,7 @@ from typing import Any, Callable
 from unsloth_grpo.training import checkpoint as ckpt
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.config import RecipeConfig, StageConfig, STAGE_KINDS, config_from_dict, config_to_dict
+from unsloth_grpo.training.results import ends_compared, ends_words
 
 STAGE_COMPLETE = "stage_complete.json"
 SUMMARY_FILE = "stages_summary.json"
@@ -307,23 +308,15 @@ def combined_metrics(cfg: RecipeConfig) -> list[dict]:
     return rows
 
 
-def _window(rows: list[dict], key: str, first: bool, k: int = 5) -> float | None:
-    vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
-    if not vals:
-        return None
-    vals = vals[:k] if first else vals[-k:]
-    return sum(vals) / len(vals)
-
-
 def summarize_stage(index: int, stage: StageConfig, result, change_l2: float | None, scfg: RecipeConfig) -> dict:
     """What a stage changed: its key metrics over the first vs last 5 logged steps, and the adapter."""
     keys = ["loss", "mean_token_accuracy"] if stage.kind == "sft" else \
         ["reward", *[f"rewards/{r.name}/mean" for r in scfg.rewards], "completions/mean_length"]
     changes = {}
     for key in keys:
-        a, b = _window(result.metrics, key, True), _window(result.metrics, key, False)
-        if a is not None and b is not None:
-            changes[key] = {"first5": round(a, 6), "last5": round(b, 6), "delta": round(b - a, 6)}
+        values = [r[key] for r in result.metrics if isinstance(r.get(key), (int, float))]
+        if values:
+            changes[key] = ends_compared(values)
     return {
         "stage": index, "name": stage.name, "kind": stage.kind, "steps": result.global_step,
         "learning_rate": scfg.training.learning_rate, "seconds": round(result.seconds, 2),
@@ -335,7 +328,7 @@ def summarize_stage(index: int, stage: StageConfig, result, change_l2: float | N
 def describe_summary(summary: list[dict]) -> str:
     lines = []
     for s in summary:
-        parts = [f"{k} {v['first5']:.3g} -> {v['last5']:.3g}" for k, v in s["metrics"].items()]
+        parts = [ends_words(k, v, ".3g") for k, v in s["metrics"].items()]
         change = "" if s["adapter_change_l2"] is None else f"; adapter moved {s['adapter_change_l2']:.3g} (L2)"
         lines.append(f"stage {s['stage']} {s['name']} ({s['kind']}, {s['steps']} steps, lr {s['learning_rate']:g}, "
                      f"{s['seconds']:.0f}s): " + ("; ".join(parts) or "no metrics logged") + change)
@@ -392,8 +385,8 @@ def closing_lines(summary: list[dict]) -> list[str]:
         parts, fell = [], []
         m = s["metrics"].get(key)
         if m is not None:
-            parts.append(f"{key} {m['first5']:.3f} -> {m['last5']:.3f}")
-            if key == "reward" and m["last5"] < m["first5"]:
+            parts.append(ends_words(key, m))
+            if key == "reward" and "first5" in m and m["last5"] < m["first5"]:
                 fell.append(f"its reward ({m['first5']:.3f} -> {m['last5']:.3f})")
         h = s.get("held_out")
         if h is not None:
