@@ -38,6 +38,23 @@ def test_token_f1_exact_values():
     assert token_f1("the", "a") == 1.0                             # both empty after normalising
 
 
+def test_token_f1_counts_the_characters_of_a_script_written_without_spaces():
+    """``東京都`` against ``東京`` scored 0: whitespace alone gave one token each, and they differ."""
+    assert token_f1("東京都", "東京") == pytest.approx(0.8)         # P 2/3, R 2/2
+    assert token_f1("東京。", "東京") == 1.0                           # its punctuation dropped too
+    assert token_f1("in 東京", "東京") == pytest.approx(0.8)         # a mixed answer: words and characters
+    assert token_f1("กรุงเทพ", "กรุงเทพ") == 1.0 and token_f1("とうきょう", "きょうと") == pytest.approx(8 / 9)
+
+
+def test_numeric_mode_reads_a_decimal_comma_as_no_number():
+    """Documented in docs/rewards.md: ``3,5`` is not 3.5 (a comma groups thousands), nor 35; text modes
+    grade it as written."""
+    assert grade(answer("3,5"), "3.5", mode="numeric").value == 0.0
+    assert grade(answer("3,5"), "35", mode="numeric").value == 0.0
+    assert grade(answer("3,500"), "3500", mode="numeric").value == 1.0
+    assert grade(answer("3,5"), "3,5", mode="exact").value == 1.0
+
+
 @pytest.mark.parametrize("text, gold, mode, expected", [
     (answer("Harbor  guest"), "Harbor Guest", "exact", 1.0),
     (answer("Harbor Guest network"), "Harbor Guest", "exact", 0.0),
