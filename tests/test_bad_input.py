@@ -421,6 +421,12 @@ def test_a_failing_reward_is_refused_before_the_run_touches_its_output_dir(tmp_p
     assert list(existing.iterdir()) == []  # no .run.lock, no config.yaml
 
 
+def test_check_names_each_reward_with_its_weight(capsys):
+    code, out, err = _run(capsys, "--check")
+    assert code == 0, err
+    assert "rewards xml_count x1, correctness x1 (each tried" in out  # it said "xml_countx1"
+
+
 def test_on_error_zero_lets_a_failing_reward_through_the_check(capsys, broken_rewards):
     code, out, err = _run(capsys, "--check",
                           f"rewards=[{{name: '{broken_rewards}:explodes', params: {{on_error: zero}}}}]")

@@ -361,6 +361,7 @@ def test_sigint_on_the_cli_saves_and_resume_finishes_the_run(tmp_path):
     assert proc.returncode == 130, output[-2000:]
     assert "Traceback" not in output
     assert f"resume with: unsloth-grpo train --config {run / 'config.yaml'} --resume" in output
+    assert output.count("resume with:") == 1 and output.count(f"SIGINT at step ") == 1  # said once, one wording
     stopped_at = runs.read_marker(runs.latest_checkpoint(run))["step"]
     assert 3 <= stopped_at < 20
     assert not (run / "adapter_model.safetensors").exists()

@@ -203,7 +203,7 @@ def _check_config_and_data(cfg: RecipeConfig) -> int:
     ds = load_task_dataset(cfg)
     check_rewards_on_data(cfg, ds)
     print(f"config and data OK: {len(ds)} training rows, rewards "
-          + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards)
+          + ", ".join(f"{r.name} x{r.weight:g}" for r in cfg.rewards)
           + " (each tried on sample completions of the first rows)")
     return 0
 

@@ -78,8 +78,9 @@ def run_trainer(trainer, cfg: RecipeConfig, saver, *, resume_from: ckpt.Checkpoi
         saver.restore_signals()  # also when training raised: Ctrl-C must work again afterwards
     if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
         raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
-                              f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
-                              f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
+                              f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint: "
+                              f"{saver.last_checkpoint or ckpt.latest_checkpoint(out)}; resume with: "
+                              f"{hint or ckpt.resume_hint(out)}")
 
 
 def _cpu_resume_fix():

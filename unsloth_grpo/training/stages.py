@@ -240,7 +240,7 @@ def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list |
         write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=info.to_dict(), extra={"kind": "sft"}))
     args = sft_args(cfg, info)
     saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0], stage_name=stage[1],
-                                          hint=hint, log=log)
+                                          log=log)
     trainer = SFTTrainer(model=loaded.model, processing_class=loaded.tokenizer, args=args, train_dataset=dataset,
                          callbacks=[_sft_metrics_callback(metrics_path, log), saver, *(callbacks or [])])
     from transformers.trainer_callback import PrinterCallback

@@ -218,7 +218,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     if main_process:
         _write_run_info(cfg, loaded, dataset)
     saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0],
-                                          stage_name=stage[1], hint=hint, log=log,
+                                          stage_name=stage[1], log=log,
                                           round_steps=generation_round_steps(cfg))
     trainer, health = _make_trainer(cfg, loaded, args, dataset, reward_funcs, weights, tool_kwargs,
                                     [saver, *(callbacks or [])], resume_from, main_process, log)
