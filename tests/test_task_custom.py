@@ -199,3 +199,27 @@ def test_smoke_preset_reward_rises(tmp_path):
     last = sum(r["reward"] for r in rows[-5:]) / 5
     # seed 0 rose 0.24-0.45 across machines, once by only 0.2001 (docs/development.md): half the smallest
     assert last > first + MIN_SMOKE_RISE, (first, last)
+
+
+def test_check_counts_the_rows_the_run_trains_and_says_the_repeats(tmp_path, capsys):
+    """``--check`` said "12 training rows" for a file whose run then dropped one prompt as too long, and
+    said nothing of rows given twice (each trained twice)."""
+    import csv
+
+    from unsloth_grpo.cli.recipe import run_recipe
+
+    rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(9)]
+    rows += [rows[0], rows[1]]  # two repeats
+    rows.append({"question": "Explain " + "the whole handbook, " * 200, "answer": "no"})  # far over 128 tokens
+    data = tmp_path / "qa.csv"
+    with data.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["question", "answer"])
+        writer.writeheader()
+        writer.writerows(rows)
+    code = run_recipe(recipe.RECIPE, ["--preset", "smoke", "--check", f"data.source={data}",
+                                      "data.max_prompt_tokens=128", "training.max_completion_length=64"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "config and data OK: 11 training rows" in out
+    assert "note: data: 2 of 12 rows repeat an earlier row (the same prompt and answer)" in out
+    assert "note: data: dropped 1 of 12 prompts longer than 128 tokens" in out

@@ -110,6 +110,24 @@ def _wrong_kinds(obj, where: str) -> list[str]:
     return out
 
 
+def rows_to_train(cfg: RecipeConfig, dataset) -> tuple[int, list[str]]:
+    """How many rows of ``dataset`` the run will train on, and what to say about them: rows that repeat
+    an earlier one, and prompts over ``data.max_prompt_tokens`` that the run drops (counted with the
+    model's tokenizer where it is here without the network, by the rule the run uses; otherwise the
+    count is the rows read, and a note says the lengths are counted when the model loads). Raises
+    DataError when every prompt is too long, as the run would."""
+    from unsloth_grpo.data import filter_long_prompts, repeated_rows_note
+
+    notes = [n for n in [repeated_rows_note(dataset)] if n]
+    tokenizer = model_ref(cfg.model.name).local_tokenizer()
+    if tokenizer is None:
+        notes.append(f"prompt lengths not counted: {cfg.model.name}'s tokenizer is not here without the network; "
+                     f"prompts over data.max_prompt_tokens={cfg.data.max_prompt_tokens} are dropped when it loads")
+        return len(dataset), notes
+    kept = filter_long_prompts(dataset, tokenizer, cfg.data.max_prompt_tokens, log=notes.append)
+    return len(kept), notes
+
+
 def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None, profile=None,
                          cpu_presets=None):
     """The one check before loading; returns the run's decision (None with ``environment=False``).

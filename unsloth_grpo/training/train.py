@@ -292,7 +292,7 @@ def _load_for_training(cfg: RecipeConfig, decision, loaded, dataset, log: Callab
     """The model (``loaded`` when given) and the dataset without the prompts too long for it. A failed
     start, a failed load or every prompt too long, leaves no half output folder behind when
     ``remove_on_failure`` (the run made the folder)."""
-    from unsloth_grpo.data import filter_long_prompts
+    from unsloth_grpo.data import filter_long_prompts, repeated_rows_note
 
     def remove_folder() -> None:
         if remove_on_failure:
@@ -306,6 +306,9 @@ def _load_for_training(cfg: RecipeConfig, decision, loaded, dataset, log: Callab
         except BaseException:
             remove_folder()
             raise
+    repeated = repeated_rows_note(dataset)
+    if repeated:
+        log(repeated)
     try:
         return loaded, filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
     except DataError:
