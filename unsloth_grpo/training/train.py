@@ -30,7 +30,7 @@ from unsloth_grpo.training.held_out import (eval_kwargs, evaluate_held_out, head
                                             held_out_rows, load_task_dataset, report_before_after)
 from unsloth_grpo.training.loop import DISK_FULL_EXIT_CODE, REWARD_FAILED_EXIT_CODE, disk_full
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
-from unsloth_grpo.training.resume import stage_plan, check_output_dir, generation_round_steps, resume_point
+from unsloth_grpo.training.resume import check_output_dir, generation_round_steps, resume_point, stage_plan
 from unsloth_grpo.training.trainer_args import grpo_args
 
 __all__ = ["DISK_FULL_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "TrainResult", "TrainingStopped", "build_grpo_args",
