@@ -237,5 +237,4 @@ def hub_model_problem(name: str, *, env: Mapping[str, str] | None = None,
     hint = f"did you mean '{close[0]}'? " if close else ""
     folder = "" if "/" in name else f"there is no folder '{name}' here (a mistyped run or model directory?), and "
     return (f"model '{name}' is not in the local cache ({cache}) and {why}",
-            f"{hint}{folder}use a run directory, an adapter, a merged model, a cached model, or run once with "
-            "network to download it")
+            f"{hint}{folder}use a cached model or a local directory, or run once with network to download it")
