@@ -435,6 +435,12 @@ def test_a_failing_reward_is_refused_before_the_run_touches_its_output_dir(tmp_p
     assert list(existing.iterdir()) == []  # no .run.lock, no config.yaml
 
 
+def test_check_names_each_reward_with_its_weight(capsys):
+    code, out, err = _run(capsys, "--check")
+    assert code == 0, err
+    assert "rewards xml_count x1, correctness x1 (each tried" in out  # it said "xml_countx1"
+
+
 def test_on_error_zero_lets_a_failing_reward_through_the_check(capsys, broken_rewards):
     code, out, err = _run(capsys, "--check",
                           f"rewards=[{{name: '{broken_rewards}:explodes', params: {{on_error: zero}}}}]")
@@ -688,7 +694,7 @@ def test_resume_with_another_recipe_is_refused(tmp_path, capsys):
 def test_the_library_refuses_a_checkpoint_of_another_task(tmp_path):
     from unsloth_grpo.recipes import countdown
     from unsloth_grpo.training.checkpoint import CheckpointError
-    from unsloth_grpo.training.train import _resume_point
+    from unsloth_grpo.training.resume import resume_point as _resume_point
 
     run = _run_with_checkpoint(tmp_path / "gsm8k-run")
     cfg = countdown.RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "new"))

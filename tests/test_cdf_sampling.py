@@ -125,3 +125,59 @@ def test_calls_it_does_not_serve_go_to_transformers_own_loop(tiny):
     with torch.no_grad():
         got = model.generate(**enc, generation_config=config, custom_generate=decode)
     assert torch.equal(got.sequences, want.sequences) and len(got.scores) == len(want.scores)
+
+
+def test_a_row_of_nan_stops_the_draw_naming_the_row_and_the_token(tiny):
+    """``torch.multinomial`` refuses a row of NaN; the draw used to return a token for it, so a model whose
+    logits went NaN kept generating (and training on noise)."""
+    import torch
+    from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+
+    from unsloth_grpo.training.cdf_sampling import NonFiniteProbabilities
+
+    probs = torch.tensor([[0.2, 0.8], [float("nan"), 0.5], [0.0, 0.0]])
+    with pytest.raises(NonFiniteProbabilities, match=r"2 of 3 rows \(rows \[1, 2\]\) are NaN or infinite"):
+        sample(probs)
+
+    class NanFromThirdToken(LogitsProcessor):
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, input_ids, scores):
+            self.calls += 1
+            return scores * float("nan") if self.calls >= 3 else scores
+
+    model, tokenizer = tiny
+    enc = tokenizer(["What is 2 + 3?"], return_tensors="pt")
+    config = GenerationConfig(do_sample=True, max_new_tokens=8, pad_token_id=tokenizer.pad_token_id,
+                              eos_token_id=tokenizer.eos_token_id)
+    with torch.no_grad(), pytest.raises(NonFiniteProbabilities, match="at generated token 3: the model's logits "
+                                                                     "went NaN"):
+        model.generate(**enc, generation_config=config, custom_generate=decode,
+                       logits_processor=LogitsProcessorList([NanFromThirdToken()]))
+
+
+def test_a_run_whose_logits_went_nan_stops_naming_the_step_and_the_checkpoint(tmp_path):
+    """The trainer loop turns the sampler's error (or torch.multinomial's own) into a stop that names the
+    step whose completions were being generated and the checkpoint to resume from."""
+    from types import SimpleNamespace
+
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training import loop
+    from unsloth_grpo.training.cdf_sampling import NonFiniteProbabilities
+    from unsloth_grpo.training.checkpoint import finalize_checkpoint
+    from unsloth_grpo.training.results import TrainingStopped
+
+    cfg = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"))
+    staged = tmp_path / "run" / "checkpoint-4"
+    staged.mkdir(parents=True)
+    (staged / "adapter_model.safetensors").write_bytes(b"w")
+    finalize_checkpoint(staged, tmp_path / "run", step=4)
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=6))
+    for exc in (NonFiniteProbabilities("rows [0] are NaN"),
+                RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")):
+        stop = loop._stopped(exc, trainer, cfg, resume_from=None, finalize=None, hint=None, log=print,
+                             fresh_dir=False, main_process=True, decision=None)
+        assert isinstance(stop, TrainingStopped) and stop.code == loop.DIVERGED_EXIT_CODE
+        assert "while generating the completions of step 7: the training diverged" in str(stop)
+        assert "checkpoint-4 was saved before; resume from it with a lower training.learning_rate" in str(stop)

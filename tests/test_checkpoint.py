@@ -115,7 +115,8 @@ def test_resuming_an_earlier_checkpoint_sets_the_later_ones_aside(tmp_path):
     """``--resume run/checkpoints/checkpoint-20`` with 30 and 40 saved: they belong to the abandoned
     branch; they are moved out of checkpoints/ (not deleted), so the new branch's saves are the
     latest and keep_last=1 keeps them."""
-    from unsloth_grpo.training.train import _prepare_output_dir, _resume_point
+    from unsloth_grpo.training.resume import resume_point as _resume_point
+    from unsloth_grpo.training.train import _prepare_output_dir
 
     for step in (10, 20, 30, 40):
         ck.finalize_checkpoint(_staged(tmp_path, step), tmp_path, step=step)
@@ -137,7 +138,7 @@ def test_resuming_an_earlier_checkpoint_sets_the_later_ones_aside(tmp_path):
 def test_resume_inside_a_generation_round_is_refused_with_the_boundary_to_use(tmp_path):
     """With steps_per_generation=4 (accumulation 1), completions generated at step 4 serve steps 5-8;
     TRL keeps them only in memory, so only a checkpoint at a round boundary resumes exactly."""
-    from unsloth_grpo.training.train import _resume_point, generation_round_steps
+    from unsloth_grpo.training.resume import generation_round_steps, resume_point as _resume_point
 
     cfg = _smoke(tmp_path, "training.steps_per_generation=4")
     assert generation_round_steps(cfg) == 4
@@ -360,6 +361,7 @@ def test_sigint_on_the_cli_saves_and_resume_finishes_the_run(tmp_path):
     assert proc.returncode == 130, output[-2000:]
     assert "Traceback" not in output
     assert f"resume with: unsloth-grpo train --config {run / 'config.yaml'} --resume" in output
+    assert output.count("resume with:") == 1 and output.count(f"SIGINT at step ") == 1  # said once, one wording
     stopped_at = runs.read_marker(runs.latest_checkpoint(run))["step"]
     assert 3 <= stopped_at < 20
     assert not (run / "adapter_model.safetensors").exists()

@@ -154,3 +154,43 @@ def test_empty_rewards_and_one_generation_are_problems():
 def test_unknown_preset_lists_the_valid_ones():
     with pytest.raises(ConfigError, match="choose one of: smoke"):
         gsm8k.RECIPE.resolve(preset="tiny")
+
+
+def test_a_config_changed_in_python_is_checked_for_the_types_a_file_would_be():
+    """A notebook edits ``cfg`` in Python: a dict appended where a RewardSpec belongs was an
+    AttributeError traceback, and a weight of text passed ``config_problems`` to be refused only by
+    ``train()``. Both are problems now, named by their key."""
+    from unsloth_grpo.config import RewardSpec
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training.checks import config_problems
+
+    cfg = RECIPE.resolve(preset="smoke")
+    cfg.rewards.append({"name": "xml_count", "weight": 1})
+    assert config_problems(cfg) == [
+        "rewards[2]: expected a RewardSpec, got dict {'name': 'xml_count', 'weight': 1}; write "
+        "RewardSpec(**{'name': 'xml_count', 'weight': 1}) (from unsloth_grpo.config import RewardSpec)"]
+    cfg = RECIPE.resolve(preset="smoke")
+    cfg.rewards.append(RewardSpec("xml_count", weight="high"))
+    assert config_problems(cfg) == ["rewards[2].weight: expected a number, got 'high'"]
+    cfg.rewards[2] = RewardSpec("xml_count", weight=0.5)
+    assert config_problems(cfg) == []
+
+
+def test_resolve_takes_one_override_string_a_dict_of_overrides_and_a_path():
+    """``RECIPE.resolve(overrides="training.max_steps=4")`` was read character by character ("override
+    't' is not of the form ..."), a dict of overrides by its keys, and ``output_dir=Path(...)`` refused."""
+    from pathlib import Path
+
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+
+    for overrides in ("training.max_steps=4", ["training.max_steps=4"], {"training.max_steps": 4},
+                      {"training": {"max_steps": 4}}):
+        assert RECIPE.resolve(preset="smoke", overrides=overrides).training.max_steps == 4, overrides
+    cfg = RECIPE.resolve(preset="smoke", output_dir=Path("outputs") / "mine", overrides={"seed": 7, "output_dir": "x"})
+    assert (cfg.output_dir, cfg.seed) == ("x", 7)  # the overrides come after output_dir, as on the command line
+    assert RECIPE.resolve(preset="smoke", output_dir=Path("outputs") / "mine").output_dir == "outputs/mine"
+    with pytest.raises(TypeError, match=r"overrides: expected a list of 'section.key=value' strings \(or one "
+                                        r"string, or a dict such as \{'training.max_steps': 4\}\), got int \(5\)"):
+        RECIPE.resolve(preset="smoke", overrides=5)
+    with pytest.raises(TypeError, match=r"output_dir: expected a str or a path, got int \(3\)"):
+        RECIPE.resolve(preset="smoke", output_dir=3)

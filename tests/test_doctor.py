@@ -185,6 +185,22 @@ def test_unsloth_ranges_block_only_runs_that_use_unsloth():
     preflight("transformers", report=report)  # does not raise
 
 
+def test_a_warning_is_logged_once_per_process(monkeypatch, caplog):
+    """A notebook that trains twice heard the same environment warnings (the CPU fallback, a CUDA build
+    of torch without a GPU) on every train()."""
+    import logging
+
+    from unsloth_grpo.hardware.doctor import checks
+
+    monkeypatch.setattr(checks, "_WARNED", set(), raising=False)
+    report = make_report(versions=dict(HEALTHY, datasets="4.0.1"))
+    with caplog.at_level(logging.WARNING, logger=checks.logger.name):
+        preflight("transformers", report=report)
+        preflight("transformers", report=report)
+    said = [r.getMessage() for r in caplog.records if "datasets" in r.getMessage()]
+    assert len(said) == 1, said
+
+
 def test_our_extras_are_checked_only_when_installed_and_only_warn():
     assert "pandas" not in by_package(run_checks(make_report()))
     old = by_package(run_checks(make_report(versions=dict(HEALTHY, pandas="1.5.3"))))["pandas"]

@@ -281,7 +281,7 @@ def test_signals_kills_and_a_second_run_on_one_training(tmp_path, ref, capsys):
     assert rc == 130, out[-3000:]
     assert "resume with: unsloth-grpo train --config" in out and "Traceback" not in out
     saved = step + EVENTS[event][1]
-    assert f"stopped by SIGINT at step {saved};" in out, out[-3000:]
+    assert f"stopped: SIGINT at step {saved};" in out, out[-3000:]
     _assert_intact("SIGINT", f"step {step}, {EVENTS[event][0]}", run, saved, f"exit 130, saved step {_newest(run)}")
     assert _newest(run) == saved
 
@@ -302,7 +302,7 @@ def test_signals_kills_and_a_second_run_on_one_training(tmp_path, ref, capsys):
     assert rc == 143, out[-3000:]
     assert "resume with:" in out and "Traceback" not in out
     saved = step + EVENTS[event][1]
-    assert f"stopped by SIGTERM at step {saved};" in out, out[-3000:]
+    assert f"stopped: SIGTERM at step {saved};" in out, out[-3000:]
     _assert_intact("SIGTERM", f"step {step}, {EVENTS[event][0]}", run, saved, f"exit 143, saved step {_newest(run)}")
     assert _newest(run) == saved
 
@@ -408,7 +408,7 @@ def test_signals_a_full_disk_and_a_second_run_in_an_sft_stage(tmp_path, staged_r
     assert rc == 143, out[-3000:]
     assert "resume with:" in out and "Traceback" not in out
     saved = step + EVENTS[event][1]
-    assert f"stopped by SIGTERM at step {saved};" in out, out[-3000:]
+    assert f"stopped: SIGTERM at step {saved};" in out, out[-3000:]
     _assert_intact("SIGTERM in an SFT stage", f"step {step}, {EVENTS[event][0]}", sft, saved,
                    f"exit 143, saved step {_newest(sft)}")
     assert _newest(sft) == saved and runs.read_marker(runs.latest_checkpoint(sft))["stage"] == 1

@@ -111,3 +111,36 @@ def test_generate_answers_on_the_smoke_model(smoke_run, capsys):
     assert main(["generate", "--model", str(run), "--max-new-tokens", "12", "What is 15 + 27?"]) == 0
     out = capsys.readouterr().out
     assert "Q: What is 15 + 27?" in out and "\nanswer: " in out
+
+
+def test_one_question_as_a_string_is_one_question_and_other_types_are_named(tiny_model_dir, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from unsloth_grpo.evaluation import generation
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    monkeypatch.setattr(generation, "generate_detailed",
+                        lambda model, tokenizer, prompts, **kw: [[generation.Generation("<answer>4</answer>", 3, True)]
+                                                                 for _ in prompts])
+    (answer,) = inf.answer_questions("builtin:tiny", "What is 2+2?", loaded=_Loaded(None, tok))
+    assert (answer.question, answer.answer) == ("What is 2+2?", "4")
+    with pytest.raises(TypeError, match=r"questions: expected a list of strings \(or one string\), got a list "
+                                        r"holding int \(2\)"):
+        inf.answer_questions("builtin:tiny", ["What is 1+1?", 2], loaded=_Loaded(None, tok))
+    with pytest.raises(TypeError, match="questions: expected a list of strings .*got int"):
+        inf.answer_questions("builtin:tiny", 5, loaded=_Loaded(None, tok))
+
+
+def test_a_mistyped_run_folder_is_refused_at_once_not_looked_up_on_the_hub(tmp_path, monkeypatch):
+    """``answer_questions("run-nope", ...)``: no folder of that name, read as a hub id the hub cannot serve
+    (offline here): refused before anything loads, naming the folder (it used to retry the hub for 47 s
+    and end in transformers' OSError)."""
+    from unsloth_grpo.hardware import backend
+    from unsloth_grpo.models.ref import BackendError
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(backend, "load", lambda *a, **k: pytest.fail("a model load was tried"))
+    with pytest.raises(BackendError, match="model 'run-nope' is not in the local cache .* offline mode is on.*"
+                                           "there is no folder 'run-nope' here"):
+        inf.answer_questions("run-nope", ["What is 2+2?"])

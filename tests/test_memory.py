@@ -373,6 +373,16 @@ def test_cli_refuses_8b_16bit_at_6gb(capsys):
     assert "does not fit" in out and "nearest alternative" in out and "llama-3.2-3b" in out
 
 
+def test_the_paste_ready_overrides_are_one_line_when_piped(capsys):
+    """Piped (no terminal: rich's 80 columns), the overrides were hard-wrapped into four lines."""
+    assert planner_cli.run(_plan_args(model="qwen2.5-0.5b", vram_gb=6, load_in_4bit=False)) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("config overrides: ")]
+    assert len(line) > 80 and line.rstrip().endswith("model.fast_inference=off")
+    assert planner_cli.run(_plan_args(model="llama-3.1-8b", vram_gb=6, load_in_4bit=False)) == 1
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("its overrides: ")]
+    assert "lora.r=" in line and "model.name=" in line
+
+
 def test_cli_parser_json_and_errors(capsys, tmp_path):
     parser = argparse.ArgumentParser()
     planner_cli.add_parser(parser.add_subparsers())

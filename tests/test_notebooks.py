@@ -184,6 +184,20 @@ def test_gsm8k_notebook_runs_in_smoke_mode(tmp_path, kernel_name):
 
     assert "Rewards on 64 completions in 8 groups" in _text(_cell(nb, "analyse(records"))
     assert "no GPU here; assuming a Colab T4" in _text(_cell(nb, "plan_for_choice("))
+    _second_run_all_changes_nothing("gsm8k_grpo", work, run, kernel_name, SMOKE=True, EVAL_PROBLEMS=8)
+
+
+def _second_run_all_changes_nothing(name: str, work: Path, run: Path, kernel: str, **parameters) -> None:
+    """"Run all" again over a finished run: refused in the config cell (its output directory holds that
+    run), before the baseline cell writes its evaluation into the run; every file of the run is unchanged."""
+    from cli_replay import snapshot
+    from nbclient.exceptions import CellExecutionError
+
+    before = snapshot(run)
+    with pytest.raises(CellExecutionError) as refused:
+        execute(name, work, kernel, **parameters)
+    assert "EarlierRun" in str(refused.value) and "holds a run that finished" in str(refused.value)
+    assert snapshot(run) == before
 
 
 @pytest.mark.slow
@@ -210,3 +224,4 @@ def test_custom_task_notebook_runs_in_smoke_mode(tmp_path, kernel_name):
     assert (run / "report.md").is_file()
     assert (work / "exports" / "kb_notebook" / "merged" / "config.json").is_file()
     assert _text(_cell(nb, "answer_questions(")).count("Q: ") == 2
+    _second_run_all_changes_nothing("custom_task", work, run, kernel_name, SMOKE=True)

@@ -71,6 +71,16 @@ def test_unknown_reward_lists_valid_names_and_suggests():
     assert "mypkg.rewards:my_reward" in message
 
 
+def _my_reward(completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+def test_a_function_given_for_a_name_is_told_its_import_path():
+    with pytest.raises(ValueError, match=r"takes a reward's name, not the function itself: name yours by its import "
+                                         r"path, 'module:function' \(here 'test_rewards:_my_reward'"):
+        get_reward(_my_reward)
+
+
 def test_unknown_parameter_names_the_accepted_ones():
     with pytest.raises(ValueError, match=r"no parameter\(s\) rewrd.*reward \(default 2.0\)"):
         get_reward("correctness", rewrd=1.0)

@@ -165,6 +165,32 @@ def test_summary_text():
         "stage 1 fmt (grpo, 10 steps, lr 0.01, 3s): reward 0.05 -> 0.4; adapter moved 1.5 (L2)"
 
 
+def test_a_stage_too_short_to_compare_its_ends_says_so(capsys):
+    """A 5-step stage's first 5 and last 5 logged steps are the same five: it said "reward 2.14 -> 2.14"."""
+    from types import SimpleNamespace
+
+    from unsloth_grpo.cli.recipe import _report
+    from unsloth_grpo.config import StageConfig
+    from unsloth_grpo.training.results import TrainResult
+
+    rows = [{"step": i, "reward": r} for i, r in enumerate([2.0, 2.1, 2.2, 2.2, 2.2], 1)]
+    stage = StageConfig(name="grpo", max_steps=5)
+    scfg = SimpleNamespace(rewards=[], training=SimpleNamespace(learning_rate=1e-4))
+    entry = st.summarize_stage(2, stage, SimpleNamespace(metrics=rows, global_step=5, seconds=1.0), None, scfg)
+    assert entry["metrics"]["reward"] == {"mean": 2.14, "logged": 5}
+    assert st.closing_lines([entry]) == [
+        "stage 2 grpo (grpo, 5 steps): reward 2.140 over 5 logged steps (too short to compare its first and last 5)"]
+    long = [{"step": i, "reward": float(i)} for i in range(1, 11)]
+    entry = st.summarize_stage(2, stage, SimpleNamespace(metrics=long, global_step=10, seconds=1.0), None, scfg)
+    assert entry["metrics"]["reward"] == {"first5": 3.0, "last5": 8.0, "delta": 5.0, "logged": 10}
+    # a run without stages says it the same way
+    assert _report(TrainResult(Path("out"), rows, {}, 1.0, 5)) == 0
+    assert "5 steps, mean reward 2.140 over 5 logged steps (too short to compare its first and last 5); " \
+           "outputs in out" in capsys.readouterr().out
+    assert _report(TrainResult(Path("out"), long, {}, 1.0, 10)) == 0
+    assert "mean reward first 5 logged steps 3.000 -> last 5 8.000" in capsys.readouterr().out
+
+
 def _graded_as(where: Path, right: list[bool]) -> None:
     """An evaluation of 4 sums written at ``where``: the i-th right when ``right[i]``."""
     from unsloth_grpo.evaluation.evaluate import evaluate, write_eval

@@ -38,6 +38,23 @@ def test_token_f1_exact_values():
     assert token_f1("the", "a") == 1.0                             # both empty after normalising
 
 
+def test_token_f1_counts_the_characters_of_a_script_written_without_spaces():
+    """``東京都`` against ``東京`` scored 0: whitespace alone gave one token each, and they differ."""
+    assert token_f1("東京都", "東京") == pytest.approx(0.8)         # P 2/3, R 2/2
+    assert token_f1("東京。", "東京") == 1.0                           # its punctuation dropped too
+    assert token_f1("in 東京", "東京") == pytest.approx(0.8)         # a mixed answer: words and characters
+    assert token_f1("กรุงเทพ", "กรุงเทพ") == 1.0 and token_f1("とうきょう", "きょうと") == pytest.approx(8 / 9)
+
+
+def test_numeric_mode_reads_a_decimal_comma_as_no_number():
+    """Documented in docs/rewards.md: ``3,5`` is not 3.5 (a comma groups thousands), nor 35; text modes
+    grade it as written."""
+    assert grade(answer("3,5"), "3.5", mode="numeric").value == 0.0
+    assert grade(answer("3,5"), "35", mode="numeric").value == 0.0
+    assert grade(answer("3,500"), "3500", mode="numeric").value == 1.0
+    assert grade(answer("3,5"), "3,5", mode="exact").value == 1.0
+
+
 @pytest.mark.parametrize("text, gold, mode, expected", [
     (answer("Harbor  guest"), "Harbor Guest", "exact", 1.0),
     (answer("Harbor Guest network"), "Harbor Guest", "exact", 0.0),
@@ -182,3 +199,27 @@ def test_smoke_preset_reward_rises(tmp_path):
     last = sum(r["reward"] for r in rows[-5:]) / 5
     # seed 0 rose 0.24-0.45 across machines, once by only 0.2001 (docs/development.md): half the smallest
     assert last > first + MIN_SMOKE_RISE, (first, last)
+
+
+def test_check_counts_the_rows_the_run_trains_and_says_the_repeats(tmp_path, capsys):
+    """``--check`` said "12 training rows" for a file whose run then dropped one prompt as too long, and
+    said nothing of rows given twice (each trained twice)."""
+    import csv
+
+    from unsloth_grpo.cli.recipe import run_recipe
+
+    rows = [{"question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(9)]
+    rows += [rows[0], rows[1]]  # two repeats
+    rows.append({"question": "Explain " + "the whole handbook, " * 200, "answer": "no"})  # far over 128 tokens
+    data = tmp_path / "qa.csv"
+    with data.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=["question", "answer"])
+        writer.writeheader()
+        writer.writerows(rows)
+    code = run_recipe(recipe.RECIPE, ["--preset", "smoke", "--check", f"data.source={data}",
+                                      "data.max_prompt_tokens=128", "training.max_completion_length=64"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "config and data OK: 11 training rows" in out
+    assert "note: data: 2 of 12 rows repeat an earlier row (the same prompt and answer)" in out
+    assert "note: data: dropped 1 of 12 prompts longer than 128 tokens" in out

@@ -447,6 +447,22 @@ def prompt_lengths(ds, tokenizer) -> list[int]:
     return lengths
 
 
+def repeated_rows_note(ds) -> str | None:
+    """``data: 3 of 12 rows repeat an earlier row ...`` when rows have the same prompt and answer as an
+    earlier one (each copy is trained on, as often as it appears), else None."""
+    import json
+
+    seen, repeats = set(), 0
+    for prompt, answer in zip(ds["prompt"], ds["answer"]):
+        key = json.dumps([prompt, answer], sort_keys=True, default=str)
+        repeats += key in seen
+        seen.add(key)
+    if not repeats:
+        return None
+    return (f"data: {repeats} of {len(ds)} rows repeat an earlier row (the same prompt and answer); each copy is "
+            "trained on as often as it appears: remove the copies unless that is meant")
+
+
 def filter_long_prompts(ds, tokenizer, max_tokens: int, *, log: Callable[[str], None] = print):
     """Drop prompts longer than ``max_tokens`` (TRL no longer truncates prompts) and say how many."""
     lengths = prompt_lengths(ds, tokenizer)

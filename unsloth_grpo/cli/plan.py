@@ -123,6 +123,11 @@ def _print_plan(p: planner.Plan, console, hint: str = "") -> None:
             console.print(f"      {hint}")
 
 
+#: How a line meant to be pasted into a command is printed: one line at any width (rich wraps at 80
+#: columns when the output is piped), its brackets as written, never read as rich markup.
+_PASTE_READY = {"soft_wrap": True, "markup": False, "highlight": False}
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -171,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     _print_plan(p, console, getattr(args, "capability_hint", ""))
     if p.fits:
         console.print(f"[bold]fits[/bold]: {p.summary()}")
-        console.print(f"config overrides: {p.overrides_text()}")
+        console.print(f"config overrides: {p.overrides_text()}", **_PASTE_READY)
         return 0
     console.print(f"[bold red]does not fit[/bold red]: {p.reason}")
     if p.alternative_note:
@@ -179,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
     if p.alternative is not None:
         console.print(f"its overrides: {p.alternative.overrides_text()}"
                       + (f" model.name={architecture.BUILTIN_HUB_IDS[p.alternative.model]}"
-                         if p.alternative.model in architecture.BUILTIN_HUB_IDS and p.alternative.model != p.model else ""))
+                         if p.alternative.model in architecture.BUILTIN_HUB_IDS and p.alternative.model != p.model else ""),
+                      **_PASTE_READY)
     return 1
 
 

@@ -195,16 +195,21 @@ def _refuse_another_tasks_run(recipe: Recipe, cfg: RecipeConfig, resumed: Path |
 
 
 def _check_config_and_data(cfg: RecipeConfig) -> int:
-    """``--check``: the config, the data and the rewards tried on it, without the machine or a model."""
-    from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
+    """``--check``: the config, the data and the rewards tried on it, without the machine or a model:
+    the rows counted as the run will train them (prompts too long dropped, where the model's tokenizer
+    is here to count them), and rows that repeat an earlier one said."""
+    from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data, rows_to_train
     from unsloth_grpo.training.train import load_task_dataset
 
     check_before_loading(cfg, environment=False)
     ds = load_task_dataset(cfg)
     check_rewards_on_data(cfg, ds)
-    print(f"config and data OK: {len(ds)} training rows, rewards "
-          + ", ".join(f"{r.name}x{r.weight:g}" for r in cfg.rewards)
+    rows, notes = rows_to_train(cfg, ds)
+    print(f"config and data OK: {rows} training rows, rewards "
+          + ", ".join(f"{r.name} x{r.weight:g}" for r in cfg.rewards)
           + " (each tried on sample completions of the first rows)")
+    for note in notes:
+        print(f"note: {note}")
     return 0
 
 
@@ -269,9 +274,12 @@ def _report(result) -> int:
         for line in closing_lines(stages):
             print(f"  {line}")
     else:
-        first, last = result.mean_reward(first=5), result.mean_reward(last=5)
-        print(f"done in {result.seconds:.1f}s: {result.global_step} steps, mean reward first 5 logged steps "
-              f"{first:.3f} -> last 5 {last:.3f}; outputs in {result.output_dir}")
+        from unsloth_grpo.training.results import ends_compared, ends_words
+
+        m = ends_compared([r["reward"] for r in result.metrics if isinstance(r.get("reward"), (int, float))])
+        change = f"mean reward first 5 logged steps {m['first5']:.3f} -> last 5 {m['last5']:.3f}" if "first5" in m \
+            else ends_words("mean reward", m)
+        print(f"done in {result.seconds:.1f}s: {result.global_step} steps, {change}; outputs in {result.output_dir}")
     headroom = getattr(result, "headroom_line", lambda: None)()
     if headroom:  # pass@1 after GRPO against the pass@K it started from, on training prompts
         print(headroom)

@@ -89,18 +89,24 @@ def _plain_text(messages: list[dict[str, str]]) -> str:
     return "\n\n".join(m["content"] for m in messages) + "\n"
 
 
-def answer_questions(model: Any, questions: list[str], *, system_prompt: str | None = None,
+def answer_questions(model: Any, questions: list[str] | str, *, system_prompt: str | None = None,
                      task: str | None = None, max_new_tokens: int = 256, temperature: float = 0.0,
                      top_p: float = 1.0, seed: int | None = 0, loaded: Any = None, log=print) -> list[Answer]:
     """Generate one completion per question and extract its answer.
 
     ``model`` is a path or name for :func:`unsloth_grpo.hardware.backend.load_for_inference`; pass an
     already loaded ``LoadedModel`` as ``loaded`` to skip loading (the path then only serves to
-    find the run's system prompt).
+    find the run's system prompt). ``questions`` is a list of strings, or one string (one question).
+    A model name that cannot load (a folder that does not exist, a hub id out of reach) is refused at
+    once, before anything loads.
     """
     from unsloth_grpo.grading import extract_answer
     from unsloth_grpo.evaluation.generation import generate_detailed
 
+    if isinstance(questions, str):  # one question, not its characters
+        questions = [questions]
+    if not isinstance(questions, (list, tuple)) or not all(isinstance(q, str) for q in questions):
+        raise TypeError(f"questions: expected a list of strings (or one string), got {_type_of(questions)}")
     if not questions:
         raise ValueError("no question given: pass at least one, e.g. \"What is 15 + 27?\"")
     if any(not str(q).strip() for q in questions):  # said before the model loads, not after
@@ -123,6 +129,14 @@ def answer_questions(model: Any, questions: list[str], *, system_prompt: str | N
                              temperature=temperature, top_p=top_p, seed=seed)
     return [Answer(q, g[0].text, extract_answer(g[0].text), g[0].num_tokens, g[0].finished)
             for q, g in zip(questions, outs)]
+
+
+def _type_of(value: Any) -> str:
+    """``value``'s type in words, with the first item's for a list (``a list holding int``)."""
+    if isinstance(value, (list, tuple)):
+        odd = next((v for v in value if not isinstance(v, str)), None)
+        return f"a {type(value).__name__} holding {type(odd).__name__} ({odd!r})"
+    return f"{type(value).__name__} ({value!r})"[:120]
 
 
 __all__ = ["Answer", "answer_questions", "resolve_system_prompt"]

@@ -577,13 +577,17 @@ def load_for_inference(name_or_path: str, *, backend: str = "transformers", devi
     adapter directory is loaded on top of the base model named in its ``adapter_config.json`` (the
     tokenizer saved beside the adapter wins, so the chat template travels with it).
     """
-    problem = model_ref(str(name_or_path)).local_problem()
+    from unsloth_grpo.hardware.doctor.probes import hub_model_problem
+
+    ref = model_ref(str(name_or_path))
+    unreachable = hub_model_problem(ref.hub_id) if ref.hub_id else None  # said now, not after the hub's retries
+    problem = "; ".join(unreachable) if unreachable else ref.local_problem()
     if problem is not None:
         raise BackendError(problem)
     profile = measure() if profile is None else profile
     dev = resolve_device(device, profile)
     dt = resolve_dtype(dtype, dev, profile)
-    path = model_ref(str(name_or_path)).path()
+    path = ref.path()
     adapter = is_adapter_dir(path)
     base = json.loads((Path(path) / "adapter_config.json").read_text())["base_model_name_or_path"] if adapter else path
     base = model_ref(base).path()  # an adapter of the smoke run names builtin:tiny

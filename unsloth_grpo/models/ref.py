@@ -205,6 +205,24 @@ class ModelRef:
             raise BackendError(f"unknown built-in model '{self.name}'; choose one of: {', '.join(BUILTIN_MODELS)}")
         return self.name
 
+    def local_tokenizer(self):
+        """This model's tokenizer where it can be had without the network: a tiny model (built on first
+        use, in seconds), a real built-in model fetched already, a local folder, a hub id in the cache;
+        None otherwise. For the checks that count prompt tokens before any model loads."""
+        from transformers import AutoTokenizer
+
+        if self.kind == HUB:
+            try:
+                return AutoTokenizer.from_pretrained(self.name, local_files_only=True)
+            except (OSError, ValueError):
+                return None
+        built = cache_dir() / _TINY_BUILDS[self.name][0] if self.kind == TINY else None
+        folder = {TINY: lambda: built if built.is_dir() else Path(self.path(log=lambda _m: None)),
+                  LOCAL: lambda: self.local_path, REAL: lambda: self.checkpoint_dir}.get(self.kind, lambda: None)()
+        if folder is None or not (folder / "tokenizer_config.json").is_file():
+            return None
+        return AutoTokenizer.from_pretrained(str(folder))
+
     def local_problem(self) -> str | None:
         """What stops this name from loading as a local model, said before anything loads, or None.
 

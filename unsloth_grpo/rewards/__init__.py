@@ -159,6 +159,11 @@ def get_reward(name: str, **params: Any) -> Callable[..., list]:
     what is accepted. The wrapper keys ``on_error`` / ``adaptive`` return the function
     inside :func:`~unsloth_grpo.rewards.wrapper.validated`.
     """
+    if callable(name):  # a function of one's own is named by where it lives, so a config can name it too
+        where = f"{getattr(name, '__module__', 'your_module')}:{getattr(name, '__name__', 'your_function')}"
+        raise ValueError(f"get_reward takes a reward's name, not the function itself: name yours by its import path, "
+                         f"'module:function' (here '{where}', importable from where the run starts), or call "
+                         "the function directly")
     if not isinstance(name, str) or not name:
         raise ValueError(f"a reward name must be a non-empty string, got {name!r}")
     wrapper_opts = {k: params.pop(k) for k in WRAPPER_KEYS if k in params}

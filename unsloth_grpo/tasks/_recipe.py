@@ -13,6 +13,7 @@ of presets that run on a CPU live here too.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 
 from unsloth_grpo.config import ConfigError, RecipeConfig, load_config, merge_dicts, parse_override
@@ -27,15 +28,23 @@ class Recipe:
     presets: dict[str, dict] = field(default_factory=dict)
     description: str = ""
 
-    def resolve(self, *, preset: str | None = None, config: str | None = None,
-                output_dir: str | None = None, overrides: list[str] | None = None,
+    def resolve(self, *, preset: str | None = None, config: str | os.PathLike | None = None,
+                output_dir: str | os.PathLike | None = None, overrides: list[str] | str | dict | None = None,
                 gpu: dict | None = None) -> RecipeConfig:
-        """The config for these arguments. ``preset='auto'`` plans for the detected GPU (or ``gpu``)."""
+        """The config for these arguments. ``preset='auto'`` plans for the detected GPU (or ``gpu``).
+
+        ``overrides``: ``'section.key=value'`` strings (a list, or one string), or a dict of values by
+        dotted key (``{"training.max_steps": 4}``); ``output_dir`` a string or a path.
+        """
         base = dict(self.defaults)
         extra: list[str | dict] = []
         if output_dir is not None:
-            extra.append({"output_dir": output_dir})  # a path as typed, never read as YAML
-        extra += list(overrides or [])
+            if not isinstance(output_dir, (str, os.PathLike)):
+                raise TypeError(f"output_dir: expected a str or a path, got {type(output_dir).__name__} "
+                                f"({output_dir!r})")
+            extra.append({"output_dir": os.fspath(output_dir)})  # a path as typed, never read as YAML
+        overrides = _as_overrides(overrides)
+        extra += overrides
         if preset == AUTO_PRESET:
             # the model and the vLLM settings may come from the config file or an override: resolve them first
             alternatives = " or ".join(f"--preset {p} ({what})" for p, what in self.cpu_presets().items())
@@ -58,6 +67,31 @@ class Recipe:
 
 #: The preset computed by the memory planner for the GPU in this machine.
 AUTO_PRESET = "auto"
+
+
+def _as_overrides(overrides) -> list[str | dict]:
+    """``resolve``'s overrides as a list of ``'section.key=value'`` strings and partial configs: one string
+    is one override (not its characters), a dict's dotted keys are nested (``{"training.max_steps": 4}``
+    is ``{"training": {"max_steps": 4}}``, its values as given, never read as YAML)."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return [overrides]
+    items = [overrides] if isinstance(overrides, dict) else overrides
+    if not isinstance(items, (list, tuple)) or not all(isinstance(i, (str, dict)) for i in items):
+        raise TypeError(f"overrides: expected a list of 'section.key=value' strings (or one string, or a dict "
+                        f"such as {{'training.max_steps': 4}}), got {type(overrides).__name__} ({overrides!r})"[:300])
+    out: list[str | dict] = []
+    for item in items:
+        if isinstance(item, dict):
+            for key, value in item.items():
+                nested: dict = value
+                for part in reversed(str(key).split(".")):
+                    nested = {part: nested}
+                out.append(nested)
+        else:
+            out.append(item)
+    return out
 
 
 def _refuse_overrides_stages_ignore(cfg: RecipeConfig, overrides: list[str | dict]) -> None:

@@ -7,7 +7,11 @@ The config-only task: point ``data.source`` at the file, name its columns
 - ``exact``: the answer's text equals the reference, ignoring case and spacing;
 - ``numeric``: the same number (``$1,200.00`` = ``1200``), as the GSM8K ``correctness`` reward reads it;
 - ``f1``: token overlap (SQuAD's F1 on lower-cased words without punctuation and articles), for
-  free-text answers where partial credit helps.
+  free-text answers where partial credit helps. Scripts written without spaces (Chinese, Japanese
+  kana, Thai, Lao, Khmer) count each character as a token: ``東京都`` against ``東京`` is 0.8, not 0.
+
+``numeric`` reads numbers as English writes them: ``3,5`` is no number (a comma separates thousands,
+``3,500``), so it never equals ``3.5``; a decimal comma is graded as text (``exact``).
 
 The reward and evaluation share :func:`grade`. ``data.source: synthetic`` gives an offline
 stand-in: short handbook excerpts with a question whose answer is in the excerpt.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import random
 import re
 import string
+import unicodedata
 from collections import Counter
 from typing import Any, Sequence
 
@@ -66,14 +71,20 @@ DEFAULT_REWARDS = [
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
+#: Scripts written without spaces between words: Thai, Lao, Khmer, kana, CJK ideographs, half-width kana.
+_UNSPACED = "\u0e00-\u0eff\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+#: A character of such a script, or a run of other characters between spaces.
+_TOKEN = re.compile(f"[{_UNSPACED}]|[^\\s{_UNSPACED}]+")
 
 
 # ---------------------------------------------------------------- grading
 
 
 def answer_tokens(text: str) -> list[str]:
-    """Lower-cased words without punctuation and articles (SQuAD's normalisation)."""
-    return _ARTICLES.sub(" ", text.casefold().translate(_PUNCTUATION)).split()
+    """Lower-cased words without punctuation and articles (SQuAD's normalisation); in a script written
+    without spaces each character is a token, as the space-separated words are elsewhere."""
+    text = "".join(c for c in text.casefold().translate(_PUNCTUATION) if not unicodedata.category(c).startswith("P"))
+    return _TOKEN.findall(_ARTICLES.sub(" ", text))
 
 
 def token_f1(predicted: str, gold: str) -> float:

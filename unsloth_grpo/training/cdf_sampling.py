@@ -20,16 +20,32 @@ tokens than ``torch.multinomial`` would. What a run learns was measured with it 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 
-def sample(probs):
+class NonFiniteProbabilities(FloatingPointError):
+    """A row's next-token probabilities are NaN or infinite: the model's logits went NaN (a training that
+    diverged, broken weights). ``torch.multinomial`` refuses such a row; a draw from it would only be
+    noise, and the run would go on training on noise."""
+
+
+def sample(probs, *, token: int | None = None):
     """One index per row of ``probs`` ([rows, vocab], non-negative, rows need not sum to one), drawn
-    with probability proportional to its entry; an entry of zero is never drawn."""
+    with probability proportional to its entry; an entry of zero is never drawn. A row whose mass is
+    NaN, infinite or zero raises :class:`NonFiniteProbabilities` (``token``: the position being drawn,
+    named in the message)."""
     import torch
 
     cdf = probs.to(torch.float64).cumsum(-1)
     total = cdf[:, -1:]
+    bad = ~(total[:, 0] > 0) | torch.isinf(total[:, 0])  # NaN fails every comparison
+    if bool(bad.any()):
+        rows = bad.nonzero().flatten().tolist()
+        raise NonFiniteProbabilities(
+            f"the next-token probabilities of {len(rows)} of {probs.shape[0]} rows (rows {rows[:8]}) are NaN or "
+            f"infinite{f' at generated token {token}' if token is not None else ''}: the model's logits went NaN, "
+            "so every token from here would be noise")
     u = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device) * total
     # the first index whose cumulative mass exceeds u; u < total, so it exists, and a zero entry
     # (an empty interval of the cumulative sum) can never hold u
@@ -51,12 +67,12 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
     ends_on_eos = any(hasattr(criterion, "eos_token_id") for criterion in stopping_criteria)
     running = torch.ones(input_ids.shape[0], dtype=torch.long, device=input_ids.device)
     outputs = model._prefill(input_ids, generation_config, model_kwargs, is_first_iteration=True)
-    while True:
+    for token in itertools.count(1):
         model_kwargs = model._update_model_kwargs_for_generation(outputs, model_kwargs, is_encoder_decoder=False)
         logits = outputs.logits[:, -1].to(dtype=torch.float32, copy=True)
         del outputs
         scores = logits_processor(input_ids, logits)
-        tokens = sample(torch.softmax(scores, dim=-1))
+        tokens = sample(torch.softmax(scores, dim=-1), token=token)
         if ends_on_eos and pad is not None:
             tokens = tokens * running + pad.to(tokens.device) * (1 - running)
         input_ids = torch.cat([input_ids, tokens[:, None]], dim=-1)
@@ -67,4 +83,4 @@ def decode(model, input_ids, logits_processor, stopping_criteria, generation_con
         outputs = model(**inputs, return_dict=True)
 
 
-__all__ = ["decode", "sample"]
+__all__ = ["NonFiniteProbabilities", "decode", "sample"]

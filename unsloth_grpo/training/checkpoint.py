@@ -462,7 +462,7 @@ def resume_hint(run_dir: str | os.PathLike) -> str:
 
 def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | None = None, stage: int = 0,
                              stage_name: str | None = None, handle_signals: bool = True,
-                             hint: str | None = None, log: Callable[[str], None] = print,
+                             log: Callable[[str], None] = print,
                              round_steps: int = 1):
     """A ``TrainerCallback`` that finalizes every Trainer save atomically and saves on SIGINT/SIGTERM.
 
@@ -532,11 +532,7 @@ def make_checkpoint_callback(run_dir: str | os.PathLike, *, keep_last: int | Non
                 self.last_checkpoint = finalize_checkpoint(
                     staged, self.run_dir, step=state.global_step, stage=stage, stage_name=stage_name,
                     keep_last=keep_last)
-            _wait_for_everyone()
-            if self.interrupted is not None and state.is_world_process_zero:
-                where = self.last_checkpoint or latest_checkpoint(self.run_dir)
-                log(f"stopped by {self.interrupted} at step {state.global_step}; checkpoint: {where}")
-                log(f"resume with: {hint or resume_hint(self.run_dir)}")
+            _wait_for_everyone()  # the stop and its resume command are said once, by the TrainingStopped it ends in
             return control
 
     return CheckpointCallback()

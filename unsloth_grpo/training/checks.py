@@ -4,7 +4,8 @@ then this machine, then the run's one decision.
 ``unsloth_grpo.config`` parses and checks shapes and names on its own (it imports nothing above
 the ground floor). What needs the rest of the package is checked here, in this order:
 
-1. the config's own shape checks (:func:`unsloth_grpo.config.validate`);
+1. the config's own shape checks (:func:`unsloth_grpo.config.validate`), after the types of a config
+   changed in Python (:func:`python_problems`: what a config file could not hold);
 2. the task exists and finds nothing wrong with the config (:meth:`unsloth_grpo.tasks.Task.config_problems`),
    a ``builtin:`` model name is one of the built-in models, and every reward builds with its parameters;
 3. the health monitor's settings, the process layout and TRL's batch rules;
@@ -47,6 +48,9 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
 
     ``build`` adds TRL's own checks (step 7) when nothing else was found; it imports TRL.
     """
+    typed = python_problems(cfg)
+    if typed:  # the checks below read these values as the types they should be
+        return typed
     model = model_ref(cfg.model.name)  # what the name means, decided once for every check below
     problems = validate(cfg)
     problems += _task_problems(cfg)
@@ -63,6 +67,66 @@ def config_problems(cfg: RecipeConfig, *, build: bool = False) -> list[str]:
     problems += _held_out_problems(cfg)
     problems += trainer_problems(cfg, build=build and not problems)
     return list(dict.fromkeys(problems))  # a problem shared by several stages is said once
+
+
+def python_problems(cfg: RecipeConfig) -> list[str]:
+    """What a config changed in Python holds that a config file could not, one line each: an entry of
+    the wrong kind (a dict appended to ``cfg.rewards`` where a RewardSpec belongs), then a value of the
+    wrong type (``RewardSpec("xml_count", weight="high")``), found by reading the config back as a
+    file would be read."""
+    from unsloth_grpo.config import config_from_dict, config_to_dict
+
+    wrong = _wrong_kinds(cfg, "")
+    if wrong:
+        return wrong
+    try:
+        config_from_dict(config_to_dict(cfg))
+    except ConfigError as exc:
+        lines = str(exc).splitlines()  # format_problems: one problem, or a heading and "  - " lines
+        return [line.strip().removeprefix("- ") for line in lines[1:]] if len(lines) > 1 else lines
+    return []
+
+
+def _wrong_kinds(obj, where: str) -> list[str]:
+    """Each section or list entry under ``obj`` that is not of its declared dataclass, named by its key."""
+    import dataclasses
+    import typing
+
+    out = []
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        tp, value = hints[f.name], getattr(obj, f.name)
+        entries = [(f"{where}{f.name}", value, tp)]
+        if typing.get_origin(tp) is list and isinstance(value, list):
+            entries = [(f"{where}{f.name}[{i}]", v, typing.get_args(tp)[0]) for i, v in enumerate(value)]
+        for key, v, kind in entries:
+            if not (isinstance(kind, type) and dataclasses.is_dataclass(kind)):
+                continue
+            if isinstance(v, kind):
+                out += _wrong_kinds(v, f"{key}.")
+                continue
+            fix = f"{kind.__name__}(**{v!r})" if isinstance(v, dict) else f"a {kind.__name__}(...)"
+            out.append(f"{key}: expected a {kind.__name__}, got {type(v).__name__} {v!r}; write {fix} "
+                       f"(from unsloth_grpo.config import {kind.__name__})")
+    return out
+
+
+def rows_to_train(cfg: RecipeConfig, dataset) -> tuple[int, list[str]]:
+    """How many rows of ``dataset`` the run will train on, and what to say about them: rows that repeat
+    an earlier one, and prompts over ``data.max_prompt_tokens`` that the run drops (counted with the
+    model's tokenizer where it is here without the network, by the rule the run uses; otherwise the
+    count is the rows read, and a note says the lengths are counted when the model loads). Raises
+    DataError when every prompt is too long, as the run would."""
+    from unsloth_grpo.data import filter_long_prompts, repeated_rows_note
+
+    notes = [n for n in [repeated_rows_note(dataset)] if n]
+    tokenizer = model_ref(cfg.model.name).local_tokenizer()
+    if tokenizer is None:
+        notes.append(f"prompt lengths not counted: {cfg.model.name}'s tokenizer is not here without the network; "
+                     f"prompts over data.max_prompt_tokens={cfg.data.max_prompt_tokens} are dropped when it loads")
+        return len(dataset), notes
+    kept = filter_long_prompts(dataset, tokenizer, cfg.data.max_prompt_tokens, log=notes.append)
+    return len(kept), notes
 
 
 def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=None, profile=None,

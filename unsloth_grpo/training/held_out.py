@@ -32,7 +32,8 @@ def _load_rows(task, cfg: RecipeConfig):
     source = str(cfg.data.source)
     if source == "synthetic" or looks_like_path(source):
         return task.load(cfg)
-    from unsloth_grpo.hardware.doctor.recipe import hub_offline_mode, hub_unreachable
+    from unsloth_grpo.hardware.doctor.probes import hub_unreachable
+    from unsloth_grpo.hardware.doctor.recipe import hub_offline_mode
 
     why = hub_unreachable()
     if why is None:
@@ -94,6 +95,46 @@ def held_out_rows(cfg: RecipeConfig):
     if problem is not None:
         raise DataError(problem)
     return load_task_dataset(held_out_config(cfg))
+
+
+#: The settings that choose the held-out problems (:func:`held_out_rows`), named when a resume changes them.
+_CHOOSE_HELD_OUT = ("evaluation.split", "evaluation.limit", "data.source", "data.subset", "data.num_synthetic",
+                    "data.system_prompt", "data.question_column", "data.answer_column", "data.shuffle_seed",
+                    "data.categories", "seed")
+
+
+def refuse_other_held_out(cfg: RecipeConfig, graded: Path) -> None:
+    """Raise ConfigError when a resumed run would grade its end on other held-out problems than the
+    start graded in ``graded`` (an eval folder the run reads back): the two could not be compared, and
+    the run would fail only after training. Names the settings that changed, with their earlier values
+    (from the run's config.yaml, not yet rewritten). Nothing to say without ``evaluation.before_after``
+    or a start graded."""
+    from unsloth_grpo.config import ConfigError, load_config
+    from unsloth_grpo.evaluation.evaluate import EVAL_FILE, read_eval
+
+    if not cfg.evaluation.before_after or not (graded / EVAL_FILE).is_file():
+        return
+    same = json.loads(json.dumps([(r["prompt"], r["answer"]) for r in held_out_rows(cfg)], default=str))
+    start = read_eval(graded)
+    if same == [[r["prompt"], r["gold"]] for r in start["records"]]:
+        return
+    try:
+        earlier = load_config(Path(cfg.output_dir) / "config.yaml")
+    except (ConfigError, OSError):
+        earlier = None
+
+    def value(c, key):
+        section, _, name = key.rpartition(".")
+        return getattr(getattr(c, section) if section else c, name)
+
+    changed = [f"{key}={value(cfg, key)!r} (the run's: {value(earlier, key)!r})" for key in _CHOOSE_HELD_OUT
+               if earlier is not None and value(earlier, key) != value(cfg, key)]
+    raise ConfigError(
+        f"this resume would grade the run's end on other held-out problems than its start, graded on "
+        f"{len(start['records'])} problems in {graded}: the two could not be compared"
+        + (f" ({', '.join(changed)})" if changed else "")
+        + ". Resume with the run's own settings (drop " + (", ".join(c.split("=")[0] for c in changed) or "the change")
+        + " from the command), or start a new run with --output-dir to grade other problems. Nothing was changed")
 
 
 def eval_kwargs(cfg: RecipeConfig) -> dict:

@@ -11,6 +11,8 @@ GRPO runs and stages (TRL's ``GRPOTrainer``) and SFT stages (``SFTTrainer``) all
   (:func:`unsloth_grpo.training.oom.handle_oom`), exit 3;
 - a reward that fails on real completions: the reward, the sample and a checkpoint to resume from,
   exit :data:`REWARD_FAILED_EXIT_CODE`;
+- logits gone NaN while generating (a training that diverged): the step named, with the newest
+  checkpoint to resume from, exit :data:`DIVERGED_EXIT_CODE`;
 - a checkpoint file that would run code when read back: refused unread;
 - the signal handlers of before training are back however the run ends.
 
@@ -37,6 +39,8 @@ from unsloth_grpo.training.results import TrainingStopped
 DISK_FULL_EXIT_CODE = 4
 #: Exit status of a run stopped by a reward that failed on real completions (a checkpoint is kept).
 REWARD_FAILED_EXIT_CODE = 5
+#: Exit status of a run whose model's logits went NaN while it generated (the training diverged).
+DIVERGED_EXIT_CODE = 6
 
 
 def run_trainer(trainer, cfg: RecipeConfig, saver, *, resume_from: ckpt.CheckpointInfo | None = None,
@@ -74,8 +78,9 @@ def run_trainer(trainer, cfg: RecipeConfig, saver, *, resume_from: ckpt.Checkpoi
         saver.restore_signals()  # also when training raised: Ctrl-C must work again afterwards
     if saver.interrupted:  # the checkpoint is saved; the run is not finished, so no final adapter
         raise TrainingStopped(ckpt.EXIT_CODES[saver.interrupted],
-                              f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint "
-                              f"{saver.last_checkpoint}; resume with: {hint or ckpt.resume_hint(out)}")
+                              f"{saver.interrupted} at step {trainer.state.global_step}; checkpoint: "
+                              f"{saver.last_checkpoint or ckpt.latest_checkpoint(out)}; resume with: "
+                              f"{hint or ckpt.resume_hint(out)}")
 
 
 def _cpu_resume_fix():
@@ -104,10 +109,23 @@ def _stopped(exc: Exception, trainer, cfg: RecipeConfig, *, resume_from, finaliz
             + (f"the newest complete checkpoint {last} is untouched. Free some space, then resume with: "
                f"{hint or ckpt.resume_hint(out)}" if last else
                "no checkpoint was completed. Free some space and start again"))
-    reward_error = _reward_error(exc)
+    from unsloth_grpo.rewards import RewardError
+    from unsloth_grpo.training.cdf_sampling import NonFiniteProbabilities
+
+    reward_error = _in_chain(exc, RewardError)
     if reward_error is not None:  # a reward failed on real completions: no traceback from deep in TRL
         return _stopped_by_reward(reward_error, trainer, out, finalize=finalize, fresh_dir=fresh_dir,
                                   main_process=main_process, hint=hint, log=log)
+    nan = _in_chain(exc, NonFiniteProbabilities) or (_in_chain(exc, RuntimeError) if _MULTINOMIAL_NAN in str(exc)
+                                                     else None)
+    if nan is not None:  # the model's logits went NaN: generating on would train on noise
+        last = ckpt.latest_checkpoint(out)
+        return TrainingStopped(
+            DIVERGED_EXIT_CODE,
+            f"{nan} -- while generating the completions of step {int(trainer.state.global_step) + 1}: the training "
+            "diverged. " + (f"The newest checkpoint {last} was saved before; resume from it with a lower "
+                            f"training.learning_rate: {hint or ckpt.resume_hint(out)} training.learning_rate=..."
+                            if last else "No checkpoint was kept; start again with a lower training.learning_rate"))
     from unsloth_grpo.training import oom
 
     # torch.OutOfMemoryError, and the RuntimeError("CUDA out of memory") that kernels of
@@ -142,14 +160,16 @@ def disk_full(exc: BaseException) -> bool:
     return False
 
 
-def _reward_error(exc: BaseException):
-    """The :class:`~unsloth_grpo.rewards.RewardError` behind ``exc`` (itself, its cause, ...), or None."""
-    from unsloth_grpo.rewards import RewardError
+#: What ``torch.multinomial`` says of a row of NaN (training.cdf_sampling off).
+_MULTINOMIAL_NAN = "probability tensor contains either `inf`, `nan` or element < 0"
 
+
+def _in_chain(exc: BaseException | None, kind: type) -> BaseException | None:
+    """The exception of type ``kind`` behind ``exc`` (itself, its cause, their causes), or None."""
     for _ in range(8):
         if exc is None:
             return None
-        if isinstance(exc, RewardError):
+        if isinstance(exc, kind):
             return exc
         exc = exc.__cause__ or exc.__context__
     return None
@@ -194,4 +214,4 @@ def _refused_pickle(exc: BaseException) -> bool:
     return isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower()
 
 
-__all__ = ["DISK_FULL_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "disk_full", "run_trainer"]
+__all__ = ["DISK_FULL_EXIT_CODE", "DIVERGED_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "disk_full", "run_trainer"]

@@ -55,6 +55,29 @@ class TrainResult:
         return sum(rows) / len(rows) if rows else float("nan")
 
 
+#: Logged steps at each end of a run or stage that its closing words compare (the first 5 against the last 5).
+ENDS = 5
+
+
+def ends_compared(values: list[float], k: int = ENDS) -> dict:
+    """The mean of the first and of the last ``k`` values and their difference, with the count
+    (``logged``). With fewer than ``2k`` values the two ends would share steps (a 5-step stage: the same
+    five, "2.14 -> 2.14"), so only the mean and the count: the run was too short to compare."""
+    n = len(values)
+    if n < 2 * k:
+        return {"mean": round(sum(values) / n, 6) if n else float("nan"), "logged": n}
+    a, b = sum(values[:k]) / k, sum(values[-k:]) / k
+    return {"first5": round(a, 6), "last5": round(b, 6), "delta": round(b - a, 6), "logged": n}
+
+
+def ends_words(key: str, m: dict, fmt: str = ".3f") -> str:
+    """``reward 0.120 -> 0.450`` for an :func:`ends_compared` entry, or the mean and why there is no change."""
+    if "first5" not in m:
+        return (f"{key} {m['mean']:{fmt}} over {m['logged']} logged steps (too short to compare its first and last "
+                f"{ENDS})")
+    return f"{key} {m['first5']:{fmt}} -> {m['last5']:{fmt}}"
+
+
 def held_out_summary(before: dict, after: dict, report: dict | None = None) -> dict:
     """What the one closing line of a run says about two evaluations of the same held-out problems."""
     return {"n": after["n"], "strict": [before["accuracy"], after["accuracy"]],

@@ -45,6 +45,7 @@ from typing import Any, Callable
 from unsloth_grpo.training import checkpoint as ckpt
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.config import RecipeConfig, StageConfig, STAGE_KINDS, config_from_dict, config_to_dict
+from unsloth_grpo.training.results import ends_compared, ends_words
 
 STAGE_COMPLETE = "stage_complete.json"
 SUMMARY_FILE = "stages_summary.json"
@@ -253,7 +254,7 @@ def train_sft(cfg: RecipeConfig, loaded, *, num_examples: int, callbacks: list |
         write_bundle(out, collect_bundle(cfg, dataset=dataset, backend=info.to_dict(), extra={"kind": "sft"}))
     args = sft_args(cfg, info)
     saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0], stage_name=stage[1],
-                                          hint=hint, log=log)
+                                          log=log)
     trainer = SFTTrainer(model=loaded.model, processing_class=loaded.tokenizer, args=args, train_dataset=dataset,
                          callbacks=[_sft_metrics_callback(metrics_path, log), saver, *(callbacks or [])])
     from transformers.trainer_callback import PrinterCallback
@@ -321,23 +322,15 @@ def combined_metrics(cfg: RecipeConfig) -> list[dict]:
     return rows
 
 
-def _window(rows: list[dict], key: str, first: bool, k: int = 5) -> float | None:
-    vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
-    if not vals:
-        return None
-    vals = vals[:k] if first else vals[-k:]
-    return sum(vals) / len(vals)
-
-
 def summarize_stage(index: int, stage: StageConfig, result, change_l2: float | None, scfg: RecipeConfig) -> dict:
     """What a stage changed: its key metrics over the first vs last 5 logged steps, and the adapter."""
     keys = ["loss", "mean_token_accuracy"] if stage.kind == "sft" else \
         ["reward", *[f"rewards/{r.name}/mean" for r in scfg.rewards], "completions/mean_length"]
     changes = {}
     for key in keys:
-        a, b = _window(result.metrics, key, True), _window(result.metrics, key, False)
-        if a is not None and b is not None:
-            changes[key] = {"first5": round(a, 6), "last5": round(b, 6), "delta": round(b - a, 6)}
+        values = [r[key] for r in result.metrics if isinstance(r.get(key), (int, float))]
+        if values:
+            changes[key] = ends_compared(values)
     return {
         "stage": index, "name": stage.name, "kind": stage.kind, "steps": result.global_step,
         "learning_rate": scfg.training.learning_rate, "seconds": round(result.seconds, 2),
@@ -349,7 +342,7 @@ def summarize_stage(index: int, stage: StageConfig, result, change_l2: float | N
 def describe_summary(summary: list[dict]) -> str:
     lines = []
     for s in summary:
-        parts = [f"{k} {v['first5']:.3g} -> {v['last5']:.3g}" for k, v in s["metrics"].items()]
+        parts = [ends_words(k, v, ".3g") for k, v in s["metrics"].items()]
         change = "" if s["adapter_change_l2"] is None else f"; adapter moved {s['adapter_change_l2']:.3g} (L2)"
         lines.append(f"stage {s['stage']} {s['name']} ({s['kind']}, {s['steps']} steps, lr {s['learning_rate']:g}, "
                      f"{s['seconds']:.0f}s): " + ("; ".join(parts) or "no metrics logged") + change)
@@ -406,8 +399,8 @@ def closing_lines(summary: list[dict]) -> list[str]:
         parts, fell = [], []
         m = s["metrics"].get(key)
         if m is not None:
-            parts.append(f"{key} {m['first5']:.3f} -> {m['last5']:.3f}")
-            if key == "reward" and m["last5"] < m["first5"]:
+            parts.append(ends_words(key, m))
+            if key == "reward" and "first5" in m and m["last5"] < m["first5"]:
                 fell.append(f"its reward ({m['first5']:.3f} -> {m['last5']:.3f})")
         h = s.get("held_out")
         if h is not None:
@@ -426,17 +419,18 @@ def closing_lines(summary: list[dict]) -> list[str]:
 
 
 def prepare_stages(cfg: RecipeConfig, resume=None, *, dataset=None, lock=None,
-                   log: Callable[[str], None] = print) -> tuple[int, ckpt.CheckpointInfo | None]:
-    """Where a multi-stage run starts (:func:`plan_resume`), and its directory laid out for it: the
-    config and reproducibility bundle written, the stages that run again cleared of their completion
-    marker, checkpoints off the path the run now takes set aside. ``lock`` is the run's lock, taken as
-    soon as the run directory exists. Returns (first stage to run, checkpoint to resume it from).
+                   log: Callable[[str], None] = print, plan=None) -> tuple[int, ckpt.CheckpointInfo | None]:
+    """Where a multi-stage run starts (:func:`plan_resume`, or ``plan`` when the caller made it and
+    checked it), and its directory laid out for it: the config and reproducibility bundle written, the
+    stages that run again cleared of their completion marker, checkpoints off the path the run now
+    takes set aside. ``lock`` is the run's lock, taken as soon as the run directory exists. Returns
+    (first stage to run, checkpoint to resume it from).
     """
     from unsloth_grpo.config import dump_config
     from unsloth_grpo.runs import collect_bundle, write_bundle
 
     run = Path(cfg.output_dir)
-    first, resume_from = plan_resume(cfg, resume)
+    first, resume_from = plan if plan is not None else plan_resume(cfg, resume)
     n = len(cfg.stages)
     if detect().is_main:
         run.mkdir(parents=True, exist_ok=True)

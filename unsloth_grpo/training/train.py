@@ -16,7 +16,6 @@ costs seconds, not a model load. Outputs land in ``cfg.output_dir``:
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import Callable
@@ -31,10 +30,11 @@ from unsloth_grpo.training.held_out import (eval_kwargs, evaluate_held_out, head
                                             held_out_rows, load_task_dataset, report_before_after)
 from unsloth_grpo.training.loop import DISK_FULL_EXIT_CODE, REWARD_FAILED_EXIT_CODE, disk_full
 from unsloth_grpo.training.results import TrainingStopped, TrainResult, metrics_row
+from unsloth_grpo.training.resume import check_output_dir, generation_round_steps, resume_point, stage_plan
 from unsloth_grpo.training.trainer_args import grpo_args
 
 __all__ = ["DISK_FULL_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "TrainResult", "TrainingStopped", "build_grpo_args",
-           "disk_full", "is_main_process", "load_task_dataset", "metrics_row", "train", "train_grpo"]
+           "check_output_dir", "disk_full", "is_main_process", "load_task_dataset", "metrics_row", "train", "train_grpo"]
 
 
 def is_main_process() -> bool:
@@ -83,7 +83,9 @@ def train(cfg: RecipeConfig, *, callbacks: list | None = None, log: Callable[[st
         if cfg.stages:
             from unsloth_grpo.training.stages import prepare_stages, stage_config
 
-            first, resume_from = prepare_stages(cfg, resume, dataset=data, lock=lock, log=log)
+            # every refusal of the resume comes before the directory is laid out (config.yaml included)
+            plan = first, resume_from = stage_plan(cfg, resume)
+            prepare_stages(cfg, resume, dataset=data, lock=lock, log=log, plan=plan)
             trains = first <= len(cfg.stages)
             if loaded is None and trains:  # one model for every stage
                 loaded = _load(stage_config(cfg, first), decision, log)
@@ -206,7 +208,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     from unsloth_grpo.training import distributed
     from unsloth_grpo.training.loop import run_trainer
 
-    resume_from = _resume_point(cfg, resume, stage[0], log)
+    resume_from = resume_point(cfg, resume, stage[0], log)
     _say_where_training_starts(cfg, resume_from, resume, log)
     layout = distributed.detect()
     if layout.is_main:  # per-device and global batch numbers, once per launch
@@ -228,7 +230,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     if main_process:
         _write_run_info(cfg, loaded, dataset)
     saver = ckpt.make_checkpoint_callback(out, keep_last=cfg.run.keep_last, stage=stage[0],
-                                          stage_name=stage[1], hint=hint, log=log,
+                                          stage_name=stage[1], log=log,
                                           round_steps=generation_round_steps(cfg))
     trainer, health = _make_trainer(cfg, loaded, args, dataset, reward_funcs, weights, tool_kwargs,
                                     [saver, *(callbacks or [])], resume_from, main_process, log,
@@ -303,7 +305,7 @@ def _load_for_training(cfg: RecipeConfig, decision, loaded, dataset, log: Callab
     """The model (``loaded`` when given) and the dataset without the prompts too long for it. A failed
     start, a failed load or every prompt too long, leaves no half output folder behind when
     ``remove_on_failure`` (the run made the folder)."""
-    from unsloth_grpo.data import filter_long_prompts
+    from unsloth_grpo.data import filter_long_prompts, repeated_rows_note
 
     def remove_folder() -> None:
         if remove_on_failure:
@@ -317,6 +319,9 @@ def _load_for_training(cfg: RecipeConfig, decision, loaded, dataset, log: Callab
         except BaseException:
             remove_folder()
             raise
+    repeated = repeated_rows_note(dataset)
+    if repeated:
+        log(repeated)
     try:
         return loaded, filter_long_prompts(dataset, loaded.tokenizer, cfg.data.max_prompt_tokens, log=log)
     except DataError:
@@ -441,64 +446,6 @@ def _config_changes(old_path: Path, cfg: RecipeConfig) -> list[str]:
 
     a, b = flat(old), flat(new)
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k != "training.max_steps")
-
-
-def _resume_point(cfg: RecipeConfig, resume, stage_index: int, log: Callable[[str], None] = print):
-    """The checkpoint to continue from (None for a fresh run), refusing mismatched resumes."""
-    from unsloth_grpo.training import checkpoint as ckpt
-
-    resume_from = resume if isinstance(resume, ckpt.CheckpointInfo) else ckpt.resolve_resume(resume, cfg.output_dir, log=log)
-    from unsloth_grpo.runs import other_task
-
-    why = other_task(ckpt.run_dir_of(resume_from.path), cfg.task) if resume_from is not None else None
-    if why is not None:
-        raise ckpt.CheckpointError(why)
-    if resume_from is not None and resume_from.stage != stage_index:
-        raise ckpt.CheckpointError(
-            f"{resume_from.path} belongs to stage {resume_from.stage} of a multi-stage run; resume it with that "
-            f"run's config, which lists the stages ({ckpt.resume_hint(ckpt.run_dir_of(resume_from.path))})")
-    if resume_from is None and not resume and ckpt.list_checkpoints(cfg.output_dir):
-        raise ckpt.EarlierRun.over(cfg.output_dir, "checkpoints of an earlier run (latest: "
-                                   f"{ckpt.latest_checkpoint(cfg.output_dir)})")
-    round_steps = generation_round_steps(cfg)
-    if resume_from is not None and resume_from.step % round_steps:
-        aligned = [c for c in ckpt.list_checkpoints(ckpt.run_dir_of(resume_from.path))
-                   if c.step % round_steps == 0 and c.step < resume_from.step and c.stage == resume_from.stage]
-        raise ckpt.CheckpointError(
-            f"{resume_from.path} was saved at step {resume_from.step}, inside a generation round: with "
-            f"training.steps_per_generation={cfg.training.steps_per_generation} one round of completions serves "
-            f"{round_steps} optimizer steps, and TRL does not save the completions it still holds, so this run "
-            "could not continue exactly. "
-            + (f"Resume from {aligned[-1].path} (step {aligned[-1].step}, a round boundary) instead"
-               if aligned else f"No checkpoint of this run is at a round boundary (a multiple of {round_steps}); "
-                               "start again with training.save_steps a multiple of it"))
-    max_steps = cfg.training.max_steps
-    if resume_from is not None and resume_from.step >= max_steps:
-        raise ckpt.CheckpointError(
-            f"{resume_from.path} is at step {resume_from.step} and training.max_steps is {max_steps}: there is "
-            f"nothing left to train. To train further, add training.max_steps=N with N > {resume_from.step} "
-            "to the resume command")
-    finished = ckpt.finished_run(cfg.output_dir) if stage_index == 0 and resume_from is None else None
-    if finished is not None:  # a stage directory is rewritten by the stage runner on purpose
-        if resume:
-            raise ckpt.CheckpointError(ckpt.finished_without_checkpoint(cfg.output_dir, finished["step"]))
-        earlier = (f"{cfg.output_dir} holds a run that finished at step {finished['step']} (adapter, metrics.jsonl); "
-                   "a new run there would overwrite it. Nothing was changed: ")
-        raise ckpt.EarlierRun(earlier + ckpt.own_directory_hint(cfg.output_dir) + ", or move that directory away",
-                              earlier + "choose another --output-dir, or move that directory away to start over")
-    return resume_from
-
-
-def generation_round_steps(cfg: RecipeConfig) -> int:
-    """Optimizer steps served by one round of generation: TRL generates every
-    ``steps_per_generation x num_iterations`` micro-batches and steps the optimizer every
-    ``gradient_accumulation_steps`` of them. Resume is exact only at a round boundary."""
-    from unsloth_grpo.training.trl_schema import field_table
-
-    t = cfg.training
-    iterations = t.get("num_iterations", field_table()["num_iterations"].default)  # TRL's default: 1
-    micro = (t.steps_per_generation or t.gradient_accumulation_steps) * int(iterations)
-    return micro // math.gcd(micro, t.gradient_accumulation_steps)
 
 
 def _load(cfg: RecipeConfig, decision, log: Callable[[str], None]):

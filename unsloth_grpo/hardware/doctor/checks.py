@@ -423,6 +423,11 @@ def _disk_problems(report: Report) -> list[Problem]:
     return out
 
 
+#: The warnings :func:`preflight` has logged in this process: a notebook's second ``train()`` (the
+#: same CPU fallback, the same CUDA build of torch on a machine without a GPU) does not repeat them.
+_WARNED: set[str] = set()
+
+
 def preflight(
     backend: str,
     *,
@@ -435,7 +440,7 @@ def preflight(
 ) -> None:
     """The check a recipe runs first: raise :class:`EnvironmentProblem` on blocking problems.
 
-    Warnings are logged. The hub is not probed (a recipe finds out soon enough), so this takes
+    Warnings are logged, each once per process. The hub is not probed (a recipe finds out soon enough), so this takes
     no longer than importing torch and reading package metadata.
     """
     if report is None:
@@ -443,7 +448,8 @@ def preflight(
     problems = run_checks(report, backend=backend, need_bf16=need_bf16, fast_inference=fast_inference,
                           load_in_4bit=load_in_4bit)
     for p in problems:
-        if not p.blocking:
+        if not p.blocking and str(p) not in _WARNED:
+            _WARNED.add(str(p))
             logger.warning("%s", p)
     blocking = [p for p in problems if p.blocking]
     if blocking:

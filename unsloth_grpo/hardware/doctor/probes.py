@@ -3,7 +3,8 @@
 :func:`probe_torch` is the only heavy import the doctor makes. The network probes never wait
 much longer than their timeout (:func:`tcp_probe`, :func:`http_health_probe`); :func:`hub_address`
 and :func:`hf_cache_dir` read the hub's address and cache folder from the environment the way
-huggingface_hub does.
+huggingface_hub does; :func:`hub_unreachable` and :func:`hub_model_problem` say, in one short probe,
+that the hub cannot serve a model (the loader for inference asks them too).
 """
 
 from __future__ import annotations
@@ -178,3 +179,62 @@ def hub_address(env: Mapping[str, str]) -> tuple[str, int]:
 def truthy(value: str | None) -> bool:
     """Whether an environment variable's value means "on" (1, true, yes, on; any case)."""
     return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _cached_repos(cache_dir: str) -> list[str]:
+    """Model repositories in the hub cache (``models--org--name`` folders), as ``org/name``."""
+    root = Path(cache_dir)
+    if not root.is_dir():
+        return []
+    return sorted(d.name[len("models--"):].replace("--", "/") for d in root.iterdir()
+                  if d.is_dir() and d.name.startswith("models--"))
+
+
+def _in_cache(repo: str, cache_dir: str) -> bool:
+    """Whether the hub cache holds ``repo``'s config.json (what loading reads first)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo, "config.json", cache_dir=cache_dir), str)
+    except ValueError:  # not a valid repo id
+        return False
+
+
+def hub_unreachable(env: Mapping[str, str] | None = None,
+                    probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe) -> str | None:
+    """Why the model hub cannot be used now (offline mode, or no answer within ``HUB_TIMEOUT_S``), or None.
+
+    One short TCP probe instead of the libraries' own retries, which take ~25 s to give up.
+    """
+    env = dict(os.environ if env is None else env)
+    if any(truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return "offline mode is on (HF_HUB_OFFLINE)"
+    host, port = hub_address(env)
+    ok, detail = probe(host, port, HUB_TIMEOUT_S)
+    return None if ok else f"the hub {host} does not answer ({detail})"
+
+
+def hub_model_problem(name: str, *, env: Mapping[str, str] | None = None,
+                      hub_probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe,
+                      cache_dir: str | None = None) -> tuple[str, str] | None:
+    """(the problem, the fix) when the hub id ``name`` cannot load here: not in the local cache while the
+    hub is off (offline mode, or no answer within 1.5 s), which the libraries find out only after ~25 s
+    of retries; the fix names the nearest cached or built-in id, and for a name with no ``org/`` (a
+    hub id is ``org/name``) a mistyped folder. None when it may load."""
+    import difflib
+
+    from unsloth_grpo.hardware.architecture import BUILTIN_HUB_IDS
+
+    env = dict(os.environ if env is None else env)
+    cache = cache_dir or hf_cache_dir(env)
+    if _in_cache(name, cache):
+        return None
+    why = hub_unreachable(env, hub_probe)
+    if why is None:
+        return None
+    known = _cached_repos(cache) + list(BUILTIN_HUB_IDS.values())
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    folder = "" if "/" in name else f"there is no folder '{name}' here (a mistyped run or model directory?), and "
+    return (f"model '{name}' is not in the local cache ({cache}) and {why}",
+            f"{hint}{folder}use a cached model or a local directory, or run once with network to download it")

@@ -1,8 +1,8 @@
 """A recipe on this machine: what stops it before anything is loaded (no GPU, a missing model, the hub off).
 
 :func:`recipe_problems` lists the problems, :func:`preflight_recipe` raises
-:class:`RecipeCannotRunHere` on the blocking ones (the CLI exits with 2). :func:`hub_unreachable`
-and :func:`hub_offline_mode` are the hub helpers that loading the training data uses too.
+:class:`RecipeCannotRunHere` on the blocking ones (the CLI exits with 2). :func:`hub_offline_mode` is
+the hub helper that loading the training data uses too (with the probes' ``hub_unreachable``).
 """
 
 from __future__ import annotations
@@ -13,14 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from unsloth_grpo.hardware.doctor.checks import ERROR, EnvironmentProblem, Problem
-from unsloth_grpo.hardware.doctor.probes import (
-    HUB_TIMEOUT_S,
-    hf_cache_dir,
-    hub_address,
-    nvidia_driver_present,
-    tcp_probe,
-    truthy,
-)
+from unsloth_grpo.hardware.doctor.probes import hub_model_problem, nvidia_driver_present, tcp_probe
 from unsloth_grpo.hardware.profiles import CardProfile
 from unsloth_grpo.models.ref import LOCAL, ModelRef, model_ref
 from unsloth_grpo.runs import output_problem
@@ -32,39 +25,6 @@ class RecipeCannotRunHere(EnvironmentProblem):
     def __init__(self, problems: Sequence[Problem]):
         self.problems = list(problems)
         RuntimeError.__init__(self, "this recipe cannot run here:\n" + "\n".join(f"  - {p}" for p in self.problems))
-
-
-def _cached_repos(cache_dir: str) -> list[str]:
-    """Model repositories in the hub cache (``models--org--name`` folders), as ``org/name``."""
-    root = Path(cache_dir)
-    if not root.is_dir():
-        return []
-    return sorted(d.name[len("models--"):].replace("--", "/") for d in root.iterdir()
-                  if d.is_dir() and d.name.startswith("models--"))
-
-
-def _in_cache(repo: str, cache_dir: str) -> bool:
-    """Whether the hub cache holds ``repo``'s config.json (what loading reads first)."""
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        return isinstance(try_to_load_from_cache(repo, "config.json", cache_dir=cache_dir), str)
-    except ValueError:  # not a valid repo id
-        return False
-
-
-def hub_unreachable(env: Mapping[str, str] | None = None,
-                    probe: Callable[[str, int, float], tuple[bool, str]] = tcp_probe) -> str | None:
-    """Why the model hub cannot be used now (offline mode, or no answer within ``HUB_TIMEOUT_S``), or None.
-
-    One short TCP probe instead of the libraries' own retries, which take ~25 s to give up.
-    """
-    env = dict(os.environ if env is None else env)
-    if any(truthy(env.get(k)) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
-        return "offline mode is on (HF_HUB_OFFLINE)"
-    host, port = hub_address(env)
-    ok, detail = probe(host, port, HUB_TIMEOUT_S)
-    return None if ok else f"the hub {host} does not answer ({detail})"
 
 
 @contextlib.contextmanager
@@ -158,21 +118,9 @@ def recipe_problems(cfg, *, profile: CardProfile | None = None, env: Mapping[str
             out.append(Problem(ERROR, "model", f"model.name: {problem}",
                                "point model.name at the folder that holds the model (its config.json), or at a hub id"))
         return out
-    cache = cache_dir or hf_cache_dir(env)
-    if _in_cache(name, cache):
-        return out
-    why = hub_unreachable(env, hub_probe)
-    if why is None:
-        return out
-    import difflib
-
-    from unsloth_grpo.hardware.architecture import BUILTIN_HUB_IDS
-
-    known = _cached_repos(cache) + list(BUILTIN_HUB_IDS.values())
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-    hint = f"did you mean '{close[0]}'? " if close else ""
-    out.append(Problem(ERROR, "model", f"model '{name}' is not in the local cache ({cache}) and {why}",
-                       f"{hint}use a cached model or a local directory, or run once with network to download it"))
+    unreachable = hub_model_problem(name, env=env, hub_probe=hub_probe, cache_dir=cache_dir)  # probes.py
+    if unreachable is not None:
+        out.append(Problem(ERROR, "model", *unreachable))
     return out
 
 
