@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from unsloth_grpo.hardware.backend import prepare_tokenizer
+from unsloth_grpo.models.tokenizer import prepare_tokenizer
 from unsloth_grpo.models.builtin import CHATML_TEMPLATE, build_tokenizer
 from unsloth_grpo.models.prompt_format import PLAIN_TEMPLATE
 

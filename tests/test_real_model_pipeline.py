@@ -85,7 +85,7 @@ def test_prepare_tokenizer_lets_the_generation_config_name_the_eos(tiny_model_di
 
     from transformers import AutoTokenizer
 
-    from unsloth_grpo.hardware.backend import prepare_tokenizer
+    from unsloth_grpo.models.tokenizer import prepare_tokenizer
 
     def fresh():
         tok = AutoTokenizer.from_pretrained(tiny_model_dir)

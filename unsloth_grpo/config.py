@@ -153,8 +153,7 @@ class DataConfig:
     categories: list[str] | None = _f(
         None, help="Keep only the rows whose 'category' column is one of these kinds of problem (gsm8k's offline "
                    "sets: addition, subtraction, ...); None keeps every row. An sft stage's worked answers too.")
-    datasets: Any = _f(None, help="The reasoning_gym task's generated datasets, a list of {name, weight, config, seed, "
-                                  "size} (checked by the task; docs/reasoning-gym.md). None: the task's default.")
+    datasets: Any = _f(None, help="reasoning_gym's datasets: [{name, weight, config, seed, size}] (docs/reasoning-gym.md)")
 
 
 @_section
@@ -312,9 +311,8 @@ class EvalConfig:
     every: int = _f(0, help="Evaluate a held-out slice every N training steps (0 = never); logged as eval/*.")
     before_after: bool = _f(False, help="Evaluate before and after training and write report.md / report.json.")
     split: str = _f("test", help="Held-out split of data.source (or of evaluation.dataset, when it is a hub id).")
-    dataset: str | None = _f(None, help="Held-out problems of their own: a local file with the training data's "
-                             "columns (graded whole) or a hub id. None: evaluation.split of data.source, which a local "
-                             "data.source file does not have (docs/evaluation.md).")
+    dataset: str | None = _f(None, help="Held-out problems of their own: a local file with the training data's columns "
+                             "(graded whole) or a hub id. None: evaluation.split of data.source (docs/evaluation.md).")
     limit: int = _f(32, help="Held-out problems to evaluate.")
     samples: int = _f(1, help="Completions per problem (pass@k for k up to this).")
     max_new_tokens: int | None = _f(None, help="Generation length (default: training.max_completion_length).")

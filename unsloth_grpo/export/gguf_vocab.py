@@ -9,7 +9,7 @@ model: every vocabulary row's text and type (normal, control, user-defined, unus
 pre-tokenizer's name, bos/eos/pad/unk, whether bos/eos are added, and the chat template. The
 tokenizer is the one the model's folder loads as (transformers may rebuild it for the folder's
 ``model_type``: the tiny built-in models load as Qwen2's tokenizer), with eos and pad as
-:func:`unsloth_grpo.hardware.backend.prepare_tokenizer` settles them.
+:func:`unsloth_grpo.models.tokenizer.prepare_tokenizer` settles them.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def prepared_tokenizer(model_dir: Path):
 
     from transformers import AutoTokenizer, GenerationConfig
 
-    from unsloth_grpo.hardware.backend import prepare_tokenizer
+    from unsloth_grpo.models.tokenizer import prepare_tokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     try:

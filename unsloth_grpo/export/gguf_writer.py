@@ -8,7 +8,7 @@ The file holds everything llama.cpp, Ollama or LM Studio need to run the model a
 the architecture's hyperparameters, every weight (f32, f16, bf16 or q8_0, quantized here in numpy
 by the ``gguf`` package), the byte-level BPE tokenizer (vocabulary, token types, merges, the
 pre-tokenizer's name, bos/eos/pad) and the chat template (:mod:`unsloth_grpo.export.gguf_vocab`). The
-end-of-sequence and padding tokens are the ones :func:`unsloth_grpo.hardware.backend.prepare_tokenizer`
+end-of-sequence and padding tokens are the ones :func:`unsloth_grpo.models.tokenizer.prepare_tokenizer`
 settles on (the model's generation config wins over a tokenizer file that names the wrong one), so
 llama.cpp stops where training and evaluation stopped. The Ollama Modelfile beside it is
 :mod:`unsloth_grpo.export.gguf_ollama`'s; the check that reads the file back, :mod:`unsloth_grpo.export.gguf_check`'s.

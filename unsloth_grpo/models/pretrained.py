@@ -334,7 +334,7 @@ def convert_gguf(spec: RealModel, gguf: str | os.PathLike, dest: str | os.PathLi
     transformers reads a GGUF file but refuses to save the model it loads from one ("quantized
     with GGUF, not serializable"), so the weights are moved into a plain model of the same
     config first. The tokenizer is saved as the file describes it; the file's eos token is wrong
-    for chat (see :func:`unsloth_grpo.hardware.backend.prepare_tokenizer`, which every load uses).
+    for chat (see :func:`unsloth_grpo.models.tokenizer.prepare_tokenizer`, which every load uses).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
