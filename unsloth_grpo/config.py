@@ -154,7 +154,7 @@ class DataConfig:
         None, help="Keep only the rows whose 'category' column is one of these kinds of problem (gsm8k's offline "
                    "sets: addition, subtraction, ...); None keeps every row. An sft stage's worked answers too.")
     datasets: Any = _f(None, help="The reasoning_gym task's generated datasets, a list of {name, weight, config, seed, "
-                                  "size} (checked by the task; docs/reasoning-gym.md). None: the task's default.")
+                                  "size, curriculum} (checked by the task; docs/reasoning-gym.md). None: the task's default.")
 
 
 @_section
