@@ -81,14 +81,15 @@ class Curriculum:
         self.windows = {name: deque(maxlen=rule.window) for name, rule in self.rules.items()}
         self.step: int | None = None
         self.counts: dict[str, list[int]] = {}  # this step's [all right, all wrong, groups] by dataset
-        self.shares: dict[str, tuple[float, float]] = {}  # the last full window's (all right, all wrong)
-        self.moves: list[tuple[int, str, int, int]] = []  # (step, dataset, from, to)
+        self.shares: dict[str, tuple[float, float]] = {}  # this step's decisions: the window's (all right, all wrong)
+        self.moves: list[tuple[int, str, int, int]] = []  # (global step it began, dataset, from, to)
 
     def begin_step(self, step: int) -> bool:
         """Settle the levels for optimizer step ``step``; True when this call began it. A second call for
         the same step changes nothing: the levels hold for every generation round of a step."""
         if step == self.step:
             return False
+        self.shares = {}
         if self.step is not None:
             for name, window in self.windows.items():
                 window.append(tuple(self.counts.get(name, (0, 0, 0))))
@@ -135,15 +136,6 @@ class Curriculum:
             out.append(row)
         return out
 
-    def summary(self) -> str:
-        """One line for the run's end: each dataset's level now, and its moves."""
-        parts = []
-        for name, level in self.levels.items():
-            moves = [f"{a}->{b} at step {s}" for s, n, a, b in self.moves if n == name]
-            parts.append(f"{name} level {level} (started at {self.source.start[name]}"
-                         f"{'; ' + ', '.join(moves) if moves else ', never moved'})")
-        return "curriculum: " + "; ".join(parts)
-
 
 def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = None) -> Curriculum:
     """Give a built ``GRPOTrainer`` the curriculum of ``source``; attach before dynamic sampling."""
@@ -154,9 +146,16 @@ def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = 
     column = names.index(source.grading_reward)
     curriculum = Curriculum(source)
     generate, rewards_of = trainer._generate_and_score_completions, trainer._calculate_rewards
+    moved = [0]  # the moves already said
 
     def generate_and_score(inputs):
         if trainer.model.training and curriculum.begin_step(trainer.state.global_step):
+            for step, name, old, new in curriculum.moves[moved[0]:]:
+                if log is not None:
+                    right, wrong = curriculum.shares.get(name, (0.0, 0.0))
+                    log(f"curriculum: {name} level {old} -> {new} from step {step + 1} ({right:.0%} of its groups all "
+                        f"right, {wrong:.0%} all wrong over the last {curriculum.rules[name].window} steps)")
+            moved[0] = len(curriculum.moves)
             metrics = trainer._metrics["train"]
             for name, level in curriculum.levels.items():
                 metrics[f"curriculum/{name}/level"].append(float(level))
