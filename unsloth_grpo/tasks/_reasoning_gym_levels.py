@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+from typing import Any, Callable
 
 #: A curriculum entry's keys and defaults: the share of groups all right (``up``) or all wrong (``down``) over
 #: the last ``window`` optimizer steps that moves the level, and the level training starts at.
@@ -97,10 +97,10 @@ class Levels:
 
     grading_reward = "reasoning_gym_correct"
 
-    def __init__(self, specs, train_sizes: list[int], system_prompt: str | None) -> None:
+    def __init__(self, specs, train_sizes: list[int], make_rows: Callable[[Any, int, int], list[dict]]) -> None:
         chosen = [(s, n) for s, n in zip(specs, train_sizes) if s.curriculum is not None]
         self.specs = {s.name: (s, n) for s, n in chosen}
-        self.system_prompt = system_prompt
+        self.make_rows = make_rows  # (spec, rows, seed) -> the task's prompt and answer rows
         self.start = {s.name: s.curriculum["start_level"] for s, _ in chosen}
         self.rules = {s.name: {"up": s.curriculum["up"], "down": s.curriculum["down"],
                                "window": s.curriculum["window"], "highest": highest_level(s.name)}
@@ -109,15 +109,9 @@ class Levels:
     @functools.lru_cache(maxsize=64)
     def rows(self, name: str, level: int) -> list[dict[str, Any]]:
         """``name``'s pool at ``level``: ``prompt`` and ``answer`` rows in reasoning-gym's order."""
-        from unsloth_grpo.data import chat_prompt
-        from unsloth_grpo.tasks.reasoning_gym import _generate, _gradable, encode_gold
-
         spec, n = self.specs[name]
-        start = self.start[name]
         at_level = dataclasses.replace(spec, config=level_config(name, spec.config, level))
-        config, entries = _generate(at_level, n, spec.seed + LEVEL_SEED_STRIDE * (level - start))
-        rows = [{"prompt": chat_prompt(e["question"], self.system_prompt), "answer": encode_gold(name, config, e)}
-                for e in entries if _gradable(name, e)]
+        rows = self.make_rows(at_level, n, spec.seed + LEVEL_SEED_STRIDE * (level - self.start[name]))
         if not rows:
             from unsloth_grpo.data import DataError
 

@@ -514,7 +514,13 @@ class ReasoningGym(Task):
         if all(s.curriculum is None for s in specs):
             return None
         prompt = self.system_prompt if cfg.data.system_prompt is None else cfg.data.system_prompt
-        return Levels(specs, sizes(specs, cfg.data.num_synthetic), prompt)
+
+        def pool(spec: Spec, n: int, seed: int) -> list[dict]:
+            config, entries = _generate(spec, n, seed)
+            return [{"prompt": chat_prompt(e["question"], prompt), "answer": encode_gold(spec.name, config, e)}
+                    for e in entries if _gradable(spec.name, e)]
+
+        return Levels(specs, sizes(specs, cfg.data.num_synthetic), pool)
 
     def datasets(self, cfg) -> list:
         """``data.datasets``, or the default mixture when the config leaves it out."""
