@@ -136,7 +136,7 @@ def test_config_problems_name_the_dataset_the_field_and_the_fix():
         "'max_terms'?; its fields: min_terms, max_terms, min_digits, max_digits, allow_negation",
         "data.datasets[2] (chain_sum): reasoning-gym's check refuses config.min_terms, config.max_terms: "
         "max_terms must be >= min_terms",
-        "data.datasets[3]: unknown key 'wieght'; did you mean 'weight'?; an entry takes name, weight, config, seed, size",
+        "data.datasets[3]: unknown key 'wieght'; did you mean 'weight'?; an entry takes name, weight, config, seed, size, curriculum",
         "data.datasets[3].config.seed: give it as data.datasets[3].seed; the task sets the config's seed and size "
         "(the held-out split needs its own seed)",
         "data.datasets[4]: name='composite' is not trained on here: it is reasoning-gym's own mixture; list its "

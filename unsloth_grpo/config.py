@@ -153,7 +153,7 @@ class DataConfig:
     categories: list[str] | None = _f(
         None, help="Keep only the rows whose 'category' column is one of these kinds of problem (gsm8k's offline "
                    "sets: addition, subtraction, ...); None keeps every row. An sft stage's worked answers too.")
-    datasets: Any = _f(None, help="reasoning_gym's datasets: [{name, weight, config, seed, size}] (docs/reasoning-gym.md)")
+    datasets: Any = _f(None, help="reasoning_gym: [{name, weight, config, seed, size, curriculum}] (docs/reasoning-gym.md)")
 
 
 @_section

@@ -283,6 +283,9 @@ def _report(result) -> int:
     headroom = getattr(result, "headroom_line", lambda: None)()
     if headroom:  # pass@1 after GRPO against the pass@K it started from, on training prompts
         print(headroom)
+    levels = getattr(result, "curriculum_line", lambda: None)()
+    if levels:  # where each curriculum dataset started and ended
+        print(levels)
     held_out = getattr(result, "evaluation_line", lambda: None)()
     if held_out:  # the last word of the run: what it did on problems it never trained on
         print(held_out)

@@ -24,8 +24,9 @@ _SINGLE = [
     ("kl", "KL to the reference model", "kl", ["kl"]),
     ("completion_length", "Completion length", "tokens", ["completions/mean_length"]),
 ]
-#: Every file :func:`plot_run` may write: a PNG per single-series plot, each reward's mean, the held-out evaluation.
-PLOT_FILES = tuple(f"{stem}.png" for stem in [*(row[0] for row in _SINGLE), "rewards", "eval"])
+#: Every file :func:`plot_run` may write: a PNG per single-series plot, each reward's mean, the held-out evaluation,
+#: the curriculum's level of each dataset.
+PLOT_FILES = tuple(f"{stem}.png" for stem in [*(row[0] for row in _SINGLE), "rewards", "eval", "curriculum"])
 
 
 def read_metrics(output_dir: str | Path) -> list[dict[str, Any]]:
@@ -132,7 +133,9 @@ def build_figures(rows: list[dict[str, Any]], warnings: list[dict[str, Any]]) ->
                sorted(k for k in keys if k.startswith("rewards/") and k.endswith("/mean"))),
               ("eval", "Held-out evaluation", "value",
                sorted(k for k in keys if k.startswith("eval/") and not k.endswith("_chars")
-                      and not k.endswith("_tokens")))]
+                      and not k.endswith("_tokens"))),
+              ("curriculum", "Curriculum level of each dataset", "level",
+               sorted(k for k in keys if k.startswith("curriculum/") and k.endswith("/level")))]
     for stem, title, ylabel, series in groups:
         data = [(k, *_series(rows, k)) for k in series]
         data = [d for d in data if d[1]]
@@ -140,7 +143,7 @@ def build_figures(rows: list[dict[str, Any]], warnings: list[dict[str, Any]]) ->
             continue
         fig, ax = _figure(title, ylabel)
         for key, xs, ys in data:
-            label = key[len("rewards/"):-len("/mean")] if stem == "rewards" else key[len("eval/"):]
+            label = key.split("/")[1] if stem != "eval" else key[len("eval/"):]
             _plot_series(ax, xs, ys, label, marker="o" if stem == "eval" else None)
         if stem == "eval":  # accuracy, compliance, pass@k and ratios are shares
             ax.set_ylim(-0.02, 1.02)
@@ -154,8 +157,8 @@ def plot_run(output_dir: str | Path, *, out_dir: str | Path | None = None) -> li
     """Write the plots of a run into ``OUTPUT_DIR/plots`` (or ``out_dir``); returns the PNG paths.
 
     Plots: total reward, each reward function's mean (one line each), reward std, KL (runs with
-    beta > 0), completion length, and evaluation metrics (``eval/...``) when periodic evaluation
-    ran; a plot whose metric was never logged is skipped. Health warnings from ``health.jsonl``
+    beta > 0), completion length, evaluation metrics (``eval/...``) when periodic evaluation
+    ran, and each dataset's level when a curriculum ran (``curriculum/<dataset>/level``); a plot whose metric was never logged is skipped. Health warnings from ``health.jsonl``
     are dashed red lines labelled with their name.
     """
     from unsloth_grpo.runs import read_health

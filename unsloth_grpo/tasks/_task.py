@@ -106,6 +106,11 @@ class Task:
         (:func:`unsloth_grpo.training.checks.config_problems` adds them to the run's list); none by default."""
         return []
 
+    def curriculum(self, cfg):
+        """The levels training moves between (a :class:`~unsloth_grpo.training.curriculum.LevelSource`), or
+        None: the task's difficulty is fixed (the default)."""
+        return None
+
     def gold_completion(self, row: dict) -> str | None:
         """The row's gold answer written as a correct completion, or None when the row does not
         carry one (every reward is tried on it before the model loads)."""

@@ -40,6 +40,7 @@ from typing import Any, Sequence
 from unsloth_grpo.data import DataError, chat_prompt
 from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, find_answer, hedge_refusal, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
+from unsloth_grpo.tasks._reasoning_gym_levels import Levels, curriculum_problems, level_config, settings
 from unsloth_grpo.tasks._recipe import Recipe, smoke_preset
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
@@ -53,7 +54,7 @@ SYSTEM_PROMPT = (
 INSTALL = "pip install 'unsloth-grpo[reasoning_gym]'"
 
 #: The keys of one ``data.datasets`` entry.
-SPEC_KEYS = ("name", "weight", "config", "seed", "size")
+SPEC_KEYS = ("name", "weight", "config", "seed", "size", "curriculum")
 
 #: Added to a dataset's seed for a held-out split. reasoning-gym draws item ``i`` from ``seed + i``, so
 #: ``seed + 1`` (the toolkit's usual held-out seed) would repeat every training item but the first.
@@ -132,6 +133,8 @@ class Spec:
     weight: float = 1.0
     seed: int | None = None
     size: int | None = None
+    #: the curriculum's settings (``_reasoning_gym_levels.settings``), None when the level is fixed
+    curriculum: dict | None = None
 
 
 def spec_problems(entries: Any, where: str = "data.datasets") -> list[str]:
@@ -173,6 +176,7 @@ def spec_problems(entries: Any, where: str = "data.datasets") -> list[str]:
             out.append(f"{label}.config must be a mapping of {name}'s config fields, got {config!r}")
             continue
         out += _config_problems(factory.DATASETS[name][1], name, config, label)
+        out += curriculum_problems(name, raw.get("curriculum"), config, label)
     return out
 
 
@@ -227,9 +231,16 @@ def parse_specs(entries: list[dict], default_seed: int) -> list[Spec]:
     problems = spec_problems(entries)
     if problems:
         raise DataError("\n".join(problems))
-    return [Spec(name=e["name"], config=dict(e.get("config") or {}), weight=float(e.get("weight", 1.0)),
-                 seed=default_seed if e.get("seed") is None else int(e["seed"]), size=e.get("size"))
-            for e in entries]
+    specs = []
+    for e in entries:
+        levels = settings(e.get("curriculum"))
+        config = dict(e.get("config") or {})
+        if levels is not None:  # trained, and held out, at the start level's config
+            config = level_config(e["name"], config, levels["start_level"])
+        specs.append(Spec(name=e["name"], config=config, weight=float(e.get("weight", 1.0)),
+                          seed=default_seed if e.get("seed") is None else int(e["seed"]), size=e.get("size"),
+                          curriculum=levels))
+    return specs
 
 
 def sizes(specs: Sequence[Spec], total: int) -> list[int]:
@@ -340,6 +351,7 @@ def load_reasoning_gym(entries: list[dict], *, split: str = "train", system_prom
     train_sizes = sizes(specs, num_synthetic)
     rows: list[dict] = []
     removed = made = unanswerable = 0
+    slots = not held_out and any(s.curriculum is not None for s in specs)  # where a row sits in its pool
     for spec, n, n_train in zip(specs, sizes(specs, total), train_sizes):
         config, entries_made = _generate(spec, n, spec.seed + HELD_OUT_SEED_OFFSET if held_out else spec.seed)
         if held_out:
@@ -350,7 +362,8 @@ def load_reasoning_gym(entries: list[dict], *, split: str = "train", system_prom
         kept = [e for e in entries_made if _gradable(spec.name, e)]
         unanswerable += len(entries_made) - len(kept)
         rows += [{"prompt": chat_prompt(e["question"], system_prompt), "answer": encode_gold(spec.name, config, e),
-                  "category": spec.name} for e in kept]
+                  "category": spec.name, **({"curriculum_slot": j if spec.curriculum else -1} if slots else {})}
+                 for j, e in enumerate(kept)]
     if unanswerable:
         print(f"reasoning_gym: {unanswerable} generated question(s) dropped: their own answer is one the grade refuses "
               "(a hedge, code, or sympy's unevaluated Integral)")
@@ -488,7 +501,26 @@ class ReasoningGym(Task):
         out = [] if d.source == "synthetic" else [
             f"data.source='{d.source}': the reasoning_gym task generates its rows; set data.source: synthetic "
             "and list the datasets under data.datasets"]
-        return out + spec_problems(self.datasets(cfg))
+        out += spec_problems(self.datasets(cfg))
+        if any(isinstance(e, dict) and settings(e.get("curriculum")) for e in self.datasets(cfg)) and \
+                Levels.grading_reward not in [r.name for r in cfg.rewards]:
+            out.append(f"data.datasets: a curriculum judges groups by the {Levels.grading_reward} reward; "
+                       "list it under rewards")
+        return out
+
+    def curriculum(self, cfg):
+        """The levels of the datasets with ``curriculum`` set (:mod:`._reasoning_gym_levels`), or None."""
+        specs = parse_specs(self.datasets(cfg), cfg.seed)
+        if all(s.curriculum is None for s in specs):
+            return None
+        prompt = self.system_prompt if cfg.data.system_prompt is None else cfg.data.system_prompt
+
+        def pool(spec: Spec, n: int, seed: int) -> list[dict]:
+            config, entries = _generate(spec, n, seed)
+            return [{"prompt": chat_prompt(e["question"], prompt), "answer": encode_gold(spec.name, config, e)}
+                    for e in entries if _gradable(spec.name, e)]
+
+        return Levels(specs, sizes(specs, cfg.data.num_synthetic), pool)
 
     def datasets(self, cfg) -> list:
         """``data.datasets``, or the default mixture when the config leaves it out."""

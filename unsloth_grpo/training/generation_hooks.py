@@ -1,12 +1,14 @@
 """What the run attaches to a built GRPO trainer's generation and loss: where TRL's colocated vLLM is built
 (on a CPU, vLLM's CPU build), the rollout checks, the shared prompt prefill of generation and its twin in
-the loss, and dynamic sampling. Each piece lives in its own module; this one decides which apply."""
+the loss, a task's curriculum, and dynamic sampling. Each piece lives in its own module; this one decides
+which apply."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from unsloth_grpo.config import RecipeConfig, is_transformers
+from unsloth_grpo.tasks import get_task
 
 
 def engine_for(info, log: Callable[[str], None]):
@@ -38,6 +40,11 @@ def attach(cfg: RecipeConfig, trainer, loaded, health, main_process: bool, log: 
         from unsloth_grpo.training import shared_prompt_loss
 
         shared_prompt_loss.attach(trainer, log=log)  # one prompt forward per group in the loss; same log-probs
+    levels = get_task(cfg.task).curriculum(cfg)
+    if levels is not None:  # before dynamic sampling, so that every refill round reads the step's levels
+        from unsloth_grpo.training import curriculum
+
+        curriculum.attach(trainer, levels, log=log if main_process else None)
     if cfg.training.dynamic_sampling != "off":
         from unsloth_grpo.training import dynamic_sampling
 

@@ -44,6 +44,19 @@ class TrainResult:
 
         return after_line(self.headroom["before"], self.headroom["after"])
 
+    def curriculum_line(self) -> str | None:
+        """Each curriculum dataset's level over the run from ``curriculum/<dataset>/level``:
+        ``curriculum: chain_sum level 2 -> 0 (lowest 0, highest 2, 3 moves)``, or None without a curriculum."""
+        names = sorted({k.split("/")[1] for m in self.metrics for k in m
+                        if k.startswith("curriculum/") and k.endswith("/level")})
+        parts = []
+        for name in names:
+            levels = [m[f"curriculum/{name}/level"] for m in self.metrics if f"curriculum/{name}/level" in m]
+            moves = sum(a != b for a, b in zip(levels, levels[1:]))
+            parts.append(f"{name} level {levels[0]:g} -> {levels[-1]:g} (lowest {min(levels):g}, highest "
+                         f"{max(levels):g}, {moves} move{'' if moves == 1 else 's'})")
+        return "curriculum: " + "; ".join(parts) if parts else None
+
     def mean_reward(self, first: int | None = None, last: int | None = None, key: str = "reward") -> float:
         """The mean of ``key`` (the summed reward; ``rewards/<function>/mean`` for one function) over the
         first or last logged steps that have it."""

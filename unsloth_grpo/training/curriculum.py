@@ -1,0 +1,188 @@
+"""A curriculum driven by GRPO's own signal: a dataset's level moves with the share of its groups that agree.
+
+GRPO learns only from groups whose rewards differ. A dataset whose groups are almost all right is too easy
+to teach anything, one whose groups are almost all wrong too hard; the rule (:func:`next_level`) moves the
+level of such a dataset up or down one, from the groups of the last ``window`` optimizer steps of that
+dataset (the row's ``category`` column names it), judged by the task's correctness reward alone: a group
+is all right when every completion is paid, all wrong when none is.
+
+Where the levels come from is the task's business (a :class:`LevelSource`: the reasoning_gym task
+generates a pool of rows per dataset and level with reasoning-gym's own curriculum classes). This module
+holds the rule and the wiring, :func:`attach`, which wraps two methods of the built trainer on the instance
+as dynamic sampling does (and must be attached before it, so that its refill rounds pass through here):
+
+- ``_generate_and_score_completions``: each row holding a ``curriculum_slot`` is replaced by the row in
+  that slot of its dataset's pool at the current level. The levels are settled once, at the first
+  generation of an optimizer step (:meth:`Curriculum.begin_step`), from the groups of the steps before;
+  every generation round of that step, refill rounds included, reads the same levels. So under
+  ``dynamic_sampling: refill`` all rounds of a step are draws of one distribution, which is what
+  :func:`~unsloth_grpo.training.dynamic_sampling.first_round_reward` assumes.
+- ``_calculate_rewards``: the rewards of every completion (the tensor TRL gathers from all processes)
+  are counted by dataset and group for the step's statistics; nothing else changes.
+
+Each step logs ``curriculum/<dataset>/level`` (the level its rows were drawn at) and, once the window is
+full, ``curriculum/<dataset>/all_right`` and ``.../all_wrong`` (the window's shares the rule read).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from typing import Any, Callable, Protocol
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelRule:
+    """When one dataset's level moves: ``up`` (``down``) is the share of its groups in the last ``window``
+    steps that must be all right (all wrong); levels run from 0 to ``highest``."""
+
+    up: float = 0.9
+    down: float = 0.9
+    window: int = 5
+    highest: int = 0
+
+
+def next_level(level: int, right: int, wrong: int, groups: int, rule: LevelRule) -> int:
+    """The level after a full window of ``groups`` groups, ``right`` of them all right and ``wrong`` all wrong.
+
+    >>> rule = LevelRule(up=0.9, down=0.9, window=5, highest=3)
+    >>> next_level(1, 19, 0, 20, rule), next_level(1, 0, 18, 20, rule), next_level(1, 10, 5, 20, rule)
+    (2, 0, 1)
+    >>> next_level(3, 20, 0, 20, rule), next_level(0, 0, 20, 20, rule)   # already at the top, the bottom
+    (3, 0)
+    """
+    if groups <= 0:
+        return level
+    if right / groups >= rule.up and level < rule.highest:
+        return level + 1
+    if wrong / groups >= rule.down and level > 0:
+        return level - 1
+    return level
+
+
+class LevelSource(Protocol):
+    """What a task gives the curriculum: its datasets' rules and start levels, and rows at a level."""
+
+    rules: dict[str, dict]  # by dataset: LevelRule's fields
+    start: dict[str, int]
+    grading_reward: str
+
+    def rows(self, name: str, level: int) -> list[dict[str, Any]]:
+        """The pool of ``name`` at ``level``: rows with the task's ``prompt`` and ``answer``, in a seeded order."""
+
+
+class Curriculum:
+    """The levels of a run's datasets, settled between optimizer steps (see the module docstring)."""
+
+    def __init__(self, source: LevelSource) -> None:
+        self.source = source
+        self.rules = {name: LevelRule(**rule) for name, rule in source.rules.items()}
+        self.levels = dict(source.start)
+        self.windows = {name: deque(maxlen=rule.window) for name, rule in self.rules.items()}
+        self.step: int | None = None
+        self.counts: dict[str, list[int]] = {}  # this step's [all right, all wrong, groups] by dataset
+        self.shares: dict[str, tuple[float, float]] = {}  # this step's decisions: the window's (all right, all wrong)
+        self.moves: list[tuple[int, str, int, int]] = []  # (global step it began, dataset, from, to)
+
+    def begin_step(self, step: int) -> bool:
+        """Settle the levels for optimizer step ``step``; True when this call began it. A second call for
+        the same step changes nothing: the levels hold for every generation round of a step."""
+        if step == self.step:
+            return False
+        self.shares = {}
+        if self.step is not None:
+            for name, window in self.windows.items():
+                window.append(tuple(self.counts.get(name, (0, 0, 0))))
+                self._decide(step, name, window)
+        self.step, self.counts = step, {}
+        return True
+
+    def _decide(self, step: int, name: str, window: deque) -> None:
+        rule = self.rules[name]
+        if len(window) < rule.window:
+            return
+        right, wrong, groups = (sum(c[i] for c in window) for i in range(3))
+        if groups:
+            self.shares[name] = (right / groups, wrong / groups)
+        else:  # no group of this dataset in the window: nothing to log, nothing to decide
+            self.shares.pop(name, None)
+        level = self.levels[name]
+        new = next_level(level, right, wrong, groups, rule)
+        if new != level:
+            self.levels[name] = new
+            self.moves.append((step, name, level, new))
+            window.clear()  # the groups seen at the old level say nothing more about the new one
+
+    def observe(self, categories: list, correct: list[bool], num_generations: int) -> None:
+        """Count the groups (``num_generations`` consecutive completions) of one scored batch by dataset."""
+        for start in range(0, len(correct) - num_generations + 1, num_generations):
+            name = categories[start]
+            if name not in self.windows:
+                continue
+            group = correct[start:start + num_generations]
+            count = self.counts.setdefault(name, [0, 0, 0])
+            count[0] += all(group)
+            count[1] += not any(group)
+            count[2] += 1
+
+    def resolve(self, rows: list[dict]) -> list[dict]:
+        """``rows`` with each curriculum row's prompt and answer taken from its pool at the current level."""
+        out = []
+        for row in rows:
+            name, slot = row.get("category"), row.get("curriculum_slot")
+            if name in self.levels and slot is not None and slot >= 0:
+                pool = self.source.rows(name, self.levels[name])
+                row = {**row, **{k: pool[slot % len(pool)][k] for k in ("prompt", "answer")}}
+            out.append(row)
+        return out
+
+
+def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = None) -> Curriculum:
+    """Give a built ``GRPOTrainer`` the curriculum of ``source``; attach before dynamic sampling."""
+    names = list(getattr(trainer, "reward_func_names", []))
+    if source.grading_reward not in names:
+        raise ValueError(f"the curriculum judges groups by the {source.grading_reward} reward; add it to rewards "
+                         f"(the run's rewards: {', '.join(names) or 'none'})")
+    column = names.index(source.grading_reward)
+    curriculum = Curriculum(source)
+    generate, rewards_of = trainer._generate_and_score_completions, trainer._calculate_rewards
+    moved = [0]  # the moves already said
+
+    def generate_and_score(inputs):
+        if trainer.model.training and curriculum.begin_step(trainer.state.global_step):
+            for step, name, old, new in curriculum.moves[moved[0]:]:
+                if log is not None:
+                    right, wrong = curriculum.shares.get(name, (0.0, 0.0))
+                    log(f"curriculum: {name} level {old} -> {new} from step {step + 1} ({right:.0%} of its groups all "
+                        f"right, {wrong:.0%} all wrong over the last {curriculum.rules[name].window} steps)")
+            moved[0] = len(curriculum.moves)
+            metrics = trainer._metrics["train"]
+            for name, level in curriculum.levels.items():
+                metrics[f"curriculum/{name}/level"].append(float(level))
+                if name in curriculum.shares:
+                    right, wrong = curriculum.shares[name]
+                    metrics[f"curriculum/{name}/all_right"].append(right)
+                    metrics[f"curriculum/{name}/all_wrong"].append(wrong)
+        return generate(curriculum.resolve(list(inputs)))
+
+    def calculate_rewards(inputs, prompts, completions, completion_ids_list):
+        rewards = rewards_of(inputs, prompts, completions, completion_ids_list)
+        if trainer.model.training:
+            categories = [row.get("category") for row in inputs]
+            if trainer.accelerator.num_processes > 1:  # the rewards are every process's rows, in process order
+                from accelerate.utils import gather_object
+
+                categories = gather_object(categories)
+            paid = rewards[:, column].nan_to_num(0.0) > 0
+            curriculum.observe(categories, paid.tolist(), trainer.num_generations)
+        return rewards
+
+    trainer._generate_and_score_completions = generate_and_score
+    trainer._calculate_rewards = calculate_rewards
+    trainer.curriculum = curriculum
+    if log is not None:
+        log("curriculum: " + "; ".join(
+            f"{name} from level {curriculum.levels[name]} of 0-{rule.highest} (up at {rule.up:.0%} of groups all "
+            f"right, down at {rule.down:.0%} all wrong, over {rule.window} steps)"
+            for name, rule in curriculum.rules.items()))
+    return curriculum
