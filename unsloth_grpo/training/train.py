@@ -345,7 +345,7 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
     )
     trainer, failure = None, None
     try:
-        with generation_hooks.engine_for(loaded.info, log):
+        with generation_hooks.engine_for(loaded.info, log, cfg.output_dir):
             trainer = GRPOTrainer(args=args, **trainer_kwargs)
     except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
         if not _may_fall_back(cfg, args):
