@@ -56,4 +56,11 @@ def attach(cfg: RecipeConfig, trainer, loaded, health, main_process: bool, log: 
                 log(f"dynamic sampling: off for this run ({exc})")
 
 
-__all__ = ["attach", "engine_for"]
+def release(trainer) -> None:
+    """After a finished run: a vLLM server's adapter is unloaded and its folder under the run removed."""
+    client = getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None)
+    if hasattr(client, "close") and hasattr(client, "sync"):  # the adapter sync's client, not TRL's NCCL one
+        client.close()
+
+
+__all__ = ["attach", "engine_for", "release"]

@@ -228,6 +228,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
         f"{cfg.training.num_generations} generations per prompt -> {out}")
     run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
                 decision=decision)
+    generation_hooks.release(trainer)
     trainer.save_model(str(out))  # rank 0 only, inside the Trainer
     summary = None
     if trainer.is_world_process_zero():
