@@ -79,6 +79,17 @@ def test_the_server_command_is_float32_eager_with_loras_loadable_at_run_time():
     assert [lora_rank_for_server(r) for r in (1, 8, 10, 16, 33, 600)] == [1, 8, 16, 16, 64, 600]
 
 
+def test_the_serve_command_prints_the_server_of_a_runs_model(tmp_path, capsys):
+    from unsloth_grpo.cli.main import main
+
+    assert main(["serve", str(tmp_path), "--port", "8123", "--lora-rank", "10", "--max-model-len", "512"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert f"--model {tmp_path} " in line and "--port 8123" in line and "--max-lora-rank 16" in line
+    assert line.startswith("VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 ")
+    assert main(["serve", "builtin:nope"]) == 2
+    assert "unknown built-in model 'builtin:nope'" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------- a stand-in server
 
 class FakeVllm:
