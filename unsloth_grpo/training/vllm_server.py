@@ -116,11 +116,17 @@ class AdapterServer:
         return [list(c["token_ids"]) for c in choices]
 
     def prompt_logprobs(self, sequences: list[tuple[list[int], int]]) -> list[list[float]]:
-        """The server's log-probability of each completion token (``prompt_logprobs`` of the whole sequence)."""
-        choices = self.client.completions({"model": self.name, "prompt": [seq for seq, _ in sequences],
-                                           "max_tokens": 1, "temperature": 1.0, "prompt_logprobs": 0})
-        return [[c["prompt_logprobs"][i][str(seq[i])]["logprob"] for i in range(start, len(seq))]
-                for c, (seq, start) in zip(choices, sequences, strict=True)]
+        """The server's log-probability of each completion token (``prompt_logprobs`` of the whole sequence).
+
+        One sequence per request, one request at a time: vLLM 0.32's CPU LoRA kernels score prompt tokens with
+        the adapter indices of the batch's requests, and with two requests in a batch its engine dies
+        (``einsum(): subscript b has size 2 ... 49`` in ``bgmv_shrink``, SmolLM2 with a LoRA adapter)."""
+        out = []
+        for seq, start in sequences:
+            (choice,) = self.client.completions({"model": self.name, "prompt": [seq], "max_tokens": 1,
+                                                 "temperature": 1.0, "prompt_logprobs": 0})
+            out.append([choice["prompt_logprobs"][i][str(seq[i])]["logprob"] for i in range(start, len(seq))])
+        return out
 
 
 def server_probe(tokenizer, server: AdapterServer) -> list[tuple[list[int], int]]:
