@@ -11,8 +11,9 @@ place while the trainer is built:
 - ``sync_weights``: the adapter saved to a new folder under the run (``OUTPUT/vllm-adapters/NNNNN``) and
   loaded into the server under a new name (``/v1/load_lora_adapter``); the previous one is unloaded and its
   folder removed. A new name and a new path each time: vLLM's prefix cache is keyed by both, so no block
-  computed with older weights is reused, and the engine loads each adapter once (an adapter loaded "in place"
-  keeps ``load_inplace`` on its request, and vLLM 0.32 then reloads it from disk at every engine step).
+  computed with older weights is reused, and the engine loads each adapter once (read in vLLM 0.32's source:
+  an adapter loaded "in place" keeps ``load_inplace`` on the request every generation carries, and the
+  worker's LRU manager then reloads it from disk for every batch that names it).
 
 TRL's own ``generate`` is kept (the gather to rank 0, one request of ``n`` completions per prompt, the
 broadcast and the slicing back): the client answers its ``generate`` call as TRL's ``VLLMClient`` does,
