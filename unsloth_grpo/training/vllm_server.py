@@ -86,23 +86,21 @@ class AdapterServer:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     # ------------------------------------------------------------ TRL's VLLMClient calls
-    def generate(self, prompts: list, features=None, n: int = 1, repetition_penalty: float = 1.0,
-                 temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0, min_p: float = 0.0,
-                 max_tokens: int = 16, logprobs: int | None = 0, structured_outputs_regex: str | None = None,
-                 generation_kwargs: dict | None = None) -> dict[str, list]:
-        """TRL's ``VLLMClient.generate`` (same arguments, same answer) for token-id prompts, with the adapter."""
+    def generate(self, prompts: list, features=None, *, structured_outputs_regex: str | None = None,
+                 generation_kwargs: dict | None = None, **sampling) -> dict[str, list]:
+        """TRL's ``VLLMClient.generate`` for token-id prompts, naming the adapter: the same keyword arguments
+        (``n``, ``temperature``, ``max_tokens``, ``logprobs`` ...: fields of vLLM's completions request, sent
+        as they come) and the same answer."""
         from trl.generation.vllm_client import parse_logprobs
 
         if features is not None:
             raise NotImplementedError("images are not sent to the vLLM server from a CPU run")
-        body = {"model": self.name, "prompt": prompts, "n": n, "repetition_penalty": repetition_penalty,
-                "temperature": temperature, "top_p": top_p, "top_k": top_k, "min_p": min_p,
-                "max_tokens": max_tokens, "logprobs": logprobs, "return_token_ids": True,
+        body = {"model": self.name, "prompt": prompts, "n": 1, **sampling, "return_token_ids": True,
                 "return_tokens_as_token_ids": True}
         if structured_outputs_regex is not None:
             body["structured_outputs"] = {"regex": structured_outputs_regex}
         body.update(generation_kwargs or {})
-        choices = self.client.completions(body)
+        choices, n = self.client.completions(body), body["n"]
         lps, lp_ids = parse_logprobs([c["logprobs"] for c in choices])
         return {"prompt_ids": [c["prompt_token_ids"] for c in choices[::n]],
                 "completion_ids": [c["token_ids"] for c in choices], "logprobs": lps, "logprob_token_ids": lp_ids}
