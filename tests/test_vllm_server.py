@@ -54,15 +54,12 @@ def test_a_server_without_a_gpu_takes_the_adapter_sync_and_a_gpu_keeps_trls():
     ({"vllm_version": None}, "the trainer needs vLLM's CPU build"),
     ({"vllm_version": "0.27.1"}, "the trainer needs vLLM's CPU build"),
     ({"vllm_version": "0.31.0+cpu"}, "not measured"),
-    ({"world_size": 2}, "one training process"),
 ])
 def test_a_server_without_a_gpu_refuses_what_it_cannot_run_before_loading(kwargs, words):
     choice = vllm_choice(CPU, **{"backend": "transformers", "vllm_version": "0.32.0+cpu", "vllm_server": SERVER,
                                  **kwargs})
     assert not choice.adapter_sync and choice.error.startswith(f"model.vllm_server={SERVER} without a CUDA GPU")
     assert words in choice.error
-    if "world_size" in kwargs:
-        return  # decide() reads the launch's own world size
     with pytest.raises(backend.BackendError, match="model.vllm_server=127.0.0.1:8000 without a CUDA GPU"):
         backend.decide(ModelConfig(name="builtin:tiny", backend="transformers", vllm_server=SERVER), CPU,
                        backend=("transformers", "t"), vllm=(kwargs["vllm_version"], False))
@@ -369,6 +366,39 @@ def test_a_server_of_another_model_or_none_at_all_stops_the_cli_before_loading(r
         assert done.returncode == 2, done.stderr[-2000:]
         assert words in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
         assert not (tmp_path / "run").exists()
+
+
+TWO_RANKS = """import sys
+from unsloth_grpo.cli.main import main
+from unsloth_grpo.training import vllm_server
+if sys.argv[1] == "nosync":
+    vllm_server.AdapterServer._send = lambda self, name, folder: None
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@needs_vllm
+def test_two_trainer_processes_share_one_server_and_each_checks_its_rollouts(real_server, tmp_path):
+    """torchrun, two CPU processes (gloo): rank 0 sends the adapter and generates for both (TRL's gather and
+    broadcast); every rank scores the probe on the server with the adapter rank 0 loaded."""
+    script = tmp_path / "two_ranks.py"
+    script.write_text(TWO_RANKS)
+    for mode in ("sync", "nosync"):
+        ranks = tmp_path / f"ranks-{mode}"
+        args = [a for a in _recipe_args(real_server, tmp_path / mode, 3) if a not in ("--preset", "smoke")
+                and not a.startswith("output_dir=")]
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+               mode, "train", "--recipe", "gsm8k", "--preset", "smoke", "--output-dir", str(tmp_path / mode),
+               "training.per_device_train_batch_size=4", *args]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "UNSLOTH_GRPO_RANK_LOG_DIR": str(ranks)}
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+        for rank in (0, 1):
+            rows = [json.loads(x) for x in (ranks / f"metrics.rank{rank}.jsonl").read_text().splitlines()]
+            ok = [r["vllm/sync_ok"] for r in rows]
+            assert ok == ([1.0, 1.0, 1.0] if mode == "sync" else [1.0, 0.0, 0.0]), (mode, rank, rows)
 
 
 @pytest.mark.vllm

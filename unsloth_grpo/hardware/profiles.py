@@ -475,7 +475,7 @@ def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: 
             return no("model.vllm_server is set: generation runs on the server, not in this process; "
                       "set model.fast_inference=auto")
         if not profile.cuda:
-            return _cpu_server_choice(vllm_server, vllm_version=vllm_version, world_size=world_size)
+            return _cpu_server_choice(vllm_server, vllm_version=vllm_version)
         return VllmChoice(False, f"generation on the vLLM server {vllm_server}")
     if not profile.cuda:
         return _cpu_choice(fast_inference, backend=backend, vllm_version=vllm_version, world_size=world_size, no=no)
@@ -532,12 +532,11 @@ def _cpu_choice(fast_inference: str, *, backend: str, vllm_version: str | None, 
                             "VLLM_CPU_KVCACHE_SPACE GiB", standby=False, gpu_memory_utilization=None)
 
 
-def _cpu_server_choice(vllm_server: str, *, vllm_version: str | None, world_size: int) -> VllmChoice:
+def _cpu_server_choice(vllm_server: str, *, vllm_version: str | None) -> VllmChoice:
     """:func:`vllm_choice` for a server without a CUDA card: TRL's server mode, the LoRA adapter loaded into the
     server after each step (TRL's own sync needs NCCL); TRL's client needs vLLM's CPU build here too."""
     problem = (None if is_cpu_build(vllm_version) else f"the trainer needs vLLM's CPU build: {VLLM_CPU_INSTALL}") \
-        or vllm_cpu_problem(vllm_version) or ("the adapter sync is measured with one training process; launch one"
-                                              if world_size > 1 else None)
+        or vllm_cpu_problem(vllm_version)
     if problem:
         return VllmChoice(False, problem, error=f"model.vllm_server={vllm_server} without a CUDA GPU: {problem}")
     return VllmChoice(False, f"generation on the vLLM server {vllm_server}, the LoRA adapter loaded into it each step",

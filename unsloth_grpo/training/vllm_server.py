@@ -163,22 +163,27 @@ def _server_generation_class():
                 raise ValueError(f"the CPU server layout runs TRL's server mode, not {self.mode!r}")
             if not isinstance(self.model, PeftModel):
                 raise ValueError(FULL_WEIGHTS)
-            self.after_sync, self.llm, self.last_sync_s = [], None, 0.0
+            self.after_sync, self.last_sync_s = [], 0.0
+            base = self.server_base_url or f"http://{self.server_host}:{self.server_port}"
+            # every rank scores its rollout check on the server; rank 0 alone sends the adapter and generates
+            self.llm = AdapterServer(ServerClient(base), Path(self.output_dir) / ADAPTER_DIR)
             if self.accelerator.is_main_process:
-                base = self.server_base_url or f"http://{self.server_host}:{self.server_port}"
-                self.vllm_client = self.llm = AdapterServer(ServerClient(base),
-                                                            Path(self.output_dir) / ADAPTER_DIR)
+                self.vllm_client = self.llm
             self.accelerator.wait_for_everyone()
 
         def sync_weights(self):
+            from accelerate.utils import broadcast_object_list
+
             start = time.perf_counter()
             if self.accelerator.is_main_process:  # the adapter is the same on every rank
                 self.vllm_client.sync(self.model)
-            self.accelerator.wait_for_everyone()
+            if self.accelerator.num_processes > 1:  # the name the other ranks' checks ask the server for
+                name = [self.llm.name]
+                broadcast_object_list(name, from_process=0)
+                self.llm.name = name[0]
             self.last_sync_s = time.perf_counter() - start
-            if self.llm is not None:
-                for hook in self.after_sync:
-                    hook(self)
+            for hook in self.after_sync:
+                hook(self)
 
     _CLASS = ServerVLLMGeneration
     return _CLASS
