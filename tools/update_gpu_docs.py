@@ -12,8 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from unsloth_grpo.cli.plan import card_table_markdown, default_recipe_table_markdown
-from unsloth_grpo.hardware.profiles import profile_table_markdown
+from unsloth_grpo.cli.plan import card_table_markdown, default_recipe_table_markdown, profile_table_markdown
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "gpu.md"
 BLOCKS = {"profiles": profile_table_markdown, "card table": card_table_markdown, "default recipe table": default_recipe_table_markdown}

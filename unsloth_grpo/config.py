@@ -101,7 +101,7 @@ class ModelConfig:
         "auto", help="Unsloth's vLLM standby (weights shared with training, vLLM asleep while training): "
                      "'auto' (on with Unsloth + vLLM), 'on' or 'off'.")
     vllm_server: str | None = _f(
-        None, help="host:port of a running `trl vllm-serve` to generate on (TRL vllm_mode='server'); needs backend transformers."
+        None, help="host:port of a vLLM server to generate on (TRL vllm_mode='server'; on a CPU the LoRA adapter is sent each step)."
     )
     dtype: str = _f("auto", help="'auto' (bf16 where the GPU supports it, fp16 otherwise, fp32 on CPU), or bf16/fp16/fp32.")
     device: str = _f("auto", help="'auto' (CUDA when present), 'cuda' or 'cpu'.")

@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "unsloth_grpo.cli.doctor",
     "unsloth_grpo.cli.export",
     "unsloth_grpo.cli.generate",
+    "unsloth_grpo.cli.serve",
 ]
 
 

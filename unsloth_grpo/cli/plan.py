@@ -210,6 +210,18 @@ CARD_TABLE_MODELS = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b", "llama-3.2-3b
 CARD_TABLE_VLLM = ("0.27.1", False)
 
 
+def profile_table_markdown(cards: Any = None) -> str:
+    """docs/gpu.md: the shipped profiles and what each decides before any plan (dtype, attention)."""
+    rows = ["| profile | card | memory (GB) | compute capability | dtype (auto) | vLLM attention backends |",
+            "|---|---|---|---|---|---|"]
+    for p in (profiles.PROFILES.values() if cards is None else cards):
+        cc = f"{p.compute_capability[0]}.{p.compute_capability[1]}" if p.cuda else "-"
+        size = f"{p.total_gb:.1f}" if p.cuda else "-"
+        attention = ", ".join(p.vllm_attention) or "none; vLLM's CPU build has its own (docs/vllm-cpu.md)"
+        rows.append(f"| `{p.key}` | {p.name} | {size} | {cc} | {profiles.training_dtype(p)} | {attention} |")
+    return "\n".join(rows)
+
+
 def card_table_markdown(profiles: Any = None, models: Any = CARD_TABLE_MODELS, *,
                         vllm: tuple[str | None, bool] = CARD_TABLE_VLLM) -> str:
     """docs/gpu.md's "What happens on your card": ``--preset auto`` of the GSM8K recipe per card and model.

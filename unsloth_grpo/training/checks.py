@@ -164,7 +164,10 @@ def check_before_loading(cfg: RecipeConfig, *, environment: bool = True, report=
     preflight_recipe(cfg, profile=profile, cpu_presets=cpu_presets)
     decision = decide(cfg.model, profile,
                       environment=(dict(os.environ), unsloth_imported()) if here else ({}, False))
-    _preflight(cfg, report, cards, backend=decision.backend)
+    # a server the adapter goes to is checked whole below (a server of TRL's own layout: by the doctor)
+    _preflight(cfg, report, cards, backend=decision.backend, server=not decision.vllm.adapter_sync)
+    if decision.vllm.adapter_sync and here:
+        _adapter_server_check(cfg)
     if here:
         use_backend(decision)  # Unsloth, when it is the backend, before TRL's checks import TRL
     # TRL's checks look at the hardware of the process that builds its config: for another machine,
@@ -423,21 +426,40 @@ def _stage_problems(cfg: RecipeConfig) -> list[str]:
     return problems
 
 
-def _preflight(cfg: RecipeConfig, report=None, cards=None, backend: str | None = None) -> None:
+def _preflight(cfg: RecipeConfig, report=None, cards=None, backend: str | None = None, server: bool = True) -> None:
     """The doctor's blocking checks of this environment for ``cfg`` on the decided ``backend``
-    (``cards`` as read already)."""
+    (``cards`` as read already; ``server``: probe ``model.vllm_server`` too)."""
     from unsloth_grpo.hardware.doctor.checks import preflight
     from unsloth_grpo.hardware.doctor.probes import probe_torch
     from unsloth_grpo.hardware.doctor.report import collect_report
     from unsloth_grpo.hardware.launch import parse_vllm_server
 
-    server = parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server else None
+    server = parse_vllm_server(cfg.model.vllm_server)[1:] if cfg.model.vllm_server and server else None
     if report is None:
         report = collect_report(output_dir=cfg.output_dir, check_hub=False, vllm_server=server,
                                 torch_info=probe_torch(cards))
     preflight(backend or cfg.model.backend, need_bf16=cfg.model.dtype == "bf16" or None,
               fast_inference=cfg.model.fast_inference, output_dir=cfg.output_dir, vllm_server=server,
               load_in_4bit=cfg.model.load_in_4bit, report=report)
+
+
+def _adapter_server_check(cfg: RecipeConfig) -> None:
+    """The vLLM server a CPU run sends its adapter to: it answers, it is vLLM of this environment's version,
+    it serves the run's model, it loads adapters at run time. Each problem names the command that starts the
+    right server; :class:`RecipeCannotRunHere` (the CLI exits with 2) when there is one."""
+    from unsloth_grpo.hardware.doctor.checks import ERROR, Problem
+    from unsloth_grpo.hardware.doctor.recipe import RecipeCannotRunHere
+    from unsloth_grpo.hardware.launch import parse_vllm_server
+    from unsloth_grpo.hardware.profiles import installed_vllm
+    from unsloth_grpo.hardware.vllm_server import ServerClient, server_problems
+    from unsloth_grpo.training.vllm_server import server_start_line
+
+    base, host, port = parse_vllm_server(cfg.model.vllm_server)
+    model = model_ref(cfg.model.name).served_path
+    problems = server_problems(ServerClient(base), model_path=model, vllm_version=installed_vllm()[0],
+                               start=server_start_line(cfg, model, host, port))
+    if problems:
+        raise RecipeCannotRunHere([Problem(ERROR, "vllm", what, fix) for what, fix in problems])
 
 
 __all__ = ["check_before_loading", "check_rewards_on_data", "config_problems", "reward_trial_problems",

@@ -11,12 +11,17 @@ from unsloth_grpo.config import RecipeConfig, is_transformers
 from unsloth_grpo.tasks import get_task
 
 
-def engine_for(info, log: Callable[[str], None]):
-    """Where TRL's colocated vLLM is built for the decided device: on a CPU (vLLM's CPU build, decided in
-    :func:`unsloth_grpo.hardware.profiles.vllm_choice`) float32, eager and the whole-model weight sync of
-    :mod:`unsloth_grpo.training.vllm_cpu`; elsewhere TRL's own."""
+def engine_for(info, log: Callable[[str], None], output_dir: str = "."):
+    """Where TRL's vLLM generation is built for the decision (:func:`unsloth_grpo.hardware.profiles.vllm_choice`):
+    on a CPU, colocated, float32, eager and the whole-model weight sync of :mod:`unsloth_grpo.training.vllm_cpu`;
+    on a server from a CPU, the adapter sync of :mod:`unsloth_grpo.training.vllm_server` (adapters under
+    ``output_dir``); elsewhere TRL's own."""
     import contextlib
 
+    if getattr(info, "vllm_adapter_sync", False):
+        from unsloth_grpo.training.vllm_server import served_on_cpu
+
+        return served_on_cpu(output_dir, log)
     if info.use_vllm and info.device == "cpu":
         from unsloth_grpo.training.vllm_cpu import colocated_on_cpu
 
@@ -58,4 +63,11 @@ def attach(cfg: RecipeConfig, trainer, loaded, health, main_process: bool, log: 
                 log(f"dynamic sampling: off for this run ({exc})")
 
 
-__all__ = ["attach", "engine_for"]
+def release(trainer) -> None:
+    """After a finished run: a vLLM server's adapter is unloaded and its folder under the run removed."""
+    client = getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None)
+    if hasattr(client, "close") and hasattr(client, "sync"):  # the adapter sync's client, not TRL's NCCL one
+        client.close()
+
+
+__all__ = ["attach", "engine_for", "release"]

@@ -13,6 +13,8 @@ GRPO runs and stages (TRL's ``GRPOTrainer``) and SFT stages (``SFTTrainer``) all
   exit :data:`REWARD_FAILED_EXIT_CODE`;
 - logits gone NaN while generating (a training that diverged): the step named, with the newest
   checkpoint to resume from, exit :data:`DIVERGED_EXIT_CODE`;
+- the vLLM server a CPU run generates on stops answering: its address, a checkpoint to resume from once
+  it runs again, exit :data:`SERVER_LOST_EXIT_CODE`;
 - a checkpoint file that would run code when read back: refused unread;
 - the signal handlers of before training are back however the run ends.
 
@@ -41,6 +43,8 @@ DISK_FULL_EXIT_CODE = 4
 REWARD_FAILED_EXIT_CODE = 5
 #: Exit status of a run whose model's logits went NaN while it generated (the training diverged).
 DIVERGED_EXIT_CODE = 6
+#: Exit status of a run whose vLLM server stopped answering (a checkpoint is kept).
+SERVER_LOST_EXIT_CODE = 7
 
 
 def run_trainer(trainer, cfg: RecipeConfig, saver, *, resume_from: ckpt.CheckpointInfo | None = None,
@@ -116,6 +120,10 @@ def _stopped(exc: Exception, trainer, cfg: RecipeConfig, *, resume_from, finaliz
     if reward_error is not None:  # a reward failed on real completions: no traceback from deep in TRL
         return _stopped_by_reward(reward_error, trainer, out, finalize=finalize, fresh_dir=fresh_dir,
                                   main_process=main_process, hint=hint, log=log)
+    lost = _in_chain(exc, _server_error_class())
+    if lost is not None:  # the server went away mid-run: no traceback from deep in TRL
+        return _stopped_by_server(lost, trainer, cfg, finalize=finalize, main_process=main_process, hint=hint,
+                                  log=log)
     nan = _in_chain(exc, NonFiniteProbabilities) or (_in_chain(exc, RuntimeError) if _MULTINOMIAL_NAN in str(exc)
                                                      else None)
     if nan is not None:  # the model's logits went NaN: generating on would train on noise
@@ -191,19 +199,63 @@ def _stopped_by_reward(error, trainer, out: Path, *, finalize: Callable[[Path], 
         return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}, before any step was trained, so nothing was kept. "
                                "Fix the reward (`unsloth-grpo rewards check` scores it on real completions) and "
                                "start again")
+    saved = _checkpoint_now(trainer, out, finalize=finalize, main_process=main_process, log=log)
+    if not saved:
+        return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; no checkpoint could be kept. Fix the reward and "
+                               "start again")
+    return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; checkpoint {saved[-1].path} holds the run at step "
+                           f"{saved[-1].step}. Fix the reward, then resume with: {hint or ckpt.resume_hint(out)}")
+
+
+def _checkpoint_now(trainer, out: Path, *, finalize: Callable[[Path], Path], main_process: bool,
+                    log: Callable[[str], None]) -> list:
+    """The run's checkpoints, with one of the current step saved now (as Ctrl-C saves) when the newest is older."""
+    step = int(trainer.state.global_step)
     saved = ckpt.list_checkpoints(out)
-    if (not saved or saved[-1].step != step) and main_process and detect().world_size == 1:
+    if (not saved or saved[-1].step != step) and step > 0 and main_process and detect().world_size == 1:
         from unsloth_grpo.training import oom
 
         staged = oom.save_checkpoint(trainer, log)
         if staged is not None and Path(staged).name.startswith(ckpt.PREFIX):
             finalize(Path(staged))
             saved = ckpt.list_checkpoints(out)
-    if not saved:
-        return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; no checkpoint could be kept. Fix the reward and "
-                               "start again")
-    return TrainingStopped(REWARD_FAILED_EXIT_CODE, f"{where}; checkpoint {saved[-1].path} holds the run at step "
-                           f"{saved[-1].step}. Fix the reward, then resume with: {hint or ckpt.resume_hint(out)}")
+    return saved
+
+
+def _server_error_class():
+    from unsloth_grpo.hardware.vllm_server import ServerError
+
+    return ServerError
+
+
+def _in_chain(exc: BaseException | None, kind: type):
+    """``exc`` or the first of its causes that is a ``kind``, or None."""
+    for _ in range(8):
+        if exc is None or isinstance(exc, kind):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _stopped_by_server(error, trainer, cfg: RecipeConfig, *, finalize: Callable[[Path], Path], main_process: bool,
+                       hint: str | None, log: Callable[[str], None]) -> TrainingStopped:
+    """The :class:`TrainingStopped` for a vLLM server that failed mid-run (killed, restarted without the adapter,
+    refusing a request): what it said, the checkpoint kept (saved now when the newest is older), and the two
+    commands that continue the run: the server's start, then the resume."""
+    from unsloth_grpo.hardware.launch import parse_vllm_server
+    from unsloth_grpo.training.vllm_server import server_start_line
+
+    out = Path(cfg.output_dir)
+    saved = _checkpoint_now(trainer, out, finalize=finalize, main_process=main_process, log=log)
+    served = getattr(getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None), "root", None)
+    start = server_start_line(cfg, served, *parse_vllm_server(cfg.model.vllm_server)[1:]) \
+        if cfg.model.vllm_server and served else None
+    kept = (f"the newest checkpoint {saved[-1].path} holds the run at step {saved[-1].step}" if saved else
+            "no checkpoint was kept (nothing trained yet)")
+    again = f"start the server again ({start})" if start else "start the server again"
+    return TrainingStopped(SERVER_LOST_EXIT_CODE,
+                           f"{error} -- at step {int(trainer.state.global_step) + 1}; {kept}. To continue: {again}, "
+                           f"then resume with: {hint or ckpt.resume_hint(out)}")
 
 
 def _refused_pickle(exc: BaseException) -> bool:
@@ -214,4 +266,5 @@ def _refused_pickle(exc: BaseException) -> bool:
     return isinstance(exc, pickle.UnpicklingError) and "weights only" in str(exc).lower()
 
 
-__all__ = ["DISK_FULL_EXIT_CODE", "DIVERGED_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "disk_full", "run_trainer"]
+__all__ = ["DISK_FULL_EXIT_CODE", "DIVERGED_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "SERVER_LOST_EXIT_CODE",
+           "disk_full", "run_trainer"]

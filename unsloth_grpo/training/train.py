@@ -243,6 +243,7 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
         f"{cfg.training.num_generations} generations per prompt -> {out}")
     run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
                 decision=decision)
+    generation_hooks.release(trainer)
     trainer.save_model(str(out))  # rank 0 only, inside the Trainer
     summary = None
     if trainer.is_world_process_zero():
@@ -364,7 +365,7 @@ def _make_trainer(cfg: RecipeConfig, loaded, args, dataset, reward_funcs: list, 
     )
     trainer, failure = None, None
     try:
-        with generation_hooks.engine_for(loaded.info, log):
+        with generation_hooks.engine_for(loaded.info, log, cfg.output_dir):
             trainer = GRPOTrainer(args=args, **trainer_kwargs)
     except Exception as exc:  # noqa: BLE001 - TRL starts its colocated vLLM engine here
         if not _may_fall_back(cfg, args):

@@ -135,14 +135,19 @@ def colocated_on_cpu(log: Callable[[str], None] = print) -> Iterator[None]:
         grpo.VLLMGeneration = original
 
 
+def probe_prompt_ids(tokenizer) -> list[list[int]]:
+    """The token ids of each probe prompt in the chat template."""
+    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                             tokenize=False) for p in PROBE_PROMPTS]
+    return [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+
+
 def probe_sequences(tokenizer, llm, max_tokens: int = 12) -> list[tuple[list[int], int]]:
     """The fixed completions the check scores: each probe prompt in the chat template and the engine's
     greedy answer to it, as (token ids of prompt + completion, length of the prompt)."""
     from vllm import SamplingParams
 
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                             tokenize=False) for p in PROBE_PROMPTS]
-    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    ids = probe_prompt_ids(tokenizer)
     outs = llm.generate([{"prompt_token_ids": i} for i in ids],
                         SamplingParams(max_tokens=max_tokens, temperature=0.0), use_tqdm=False)
     return [(i + list(o.outputs[0].token_ids), len(i)) for i, o in zip(ids, outs)]
@@ -192,8 +197,8 @@ class SyncCheck:
 
     ``report`` receives a ``stale_rollouts`` :class:`HealthWarning` (the health monitor prints it and
     writes it to ``health.jsonl``, once); every failing step also says one line through ``log``; each
-    check appends ``vllm/sync_logp_max_diff`` and ``vllm/sync_ok`` to ``metrics`` (TRL's per-step metric
-    lists, averaged into the logged row). ``strict`` raises instead of warning.
+    check appends ``vllm/sync_logp_max_diff``, ``vllm/sync_ok`` and ``vllm/sync_s`` to ``metrics`` (TRL's
+    per-step metric lists, averaged into the logged row). ``strict`` raises instead of warning.
     """
 
     def __init__(self, model, tokenizer, *, report: Callable[[HealthWarning], None] | None = None,
@@ -228,6 +233,7 @@ class SyncCheck:
         try:
             self.metrics["vllm/sync_logp_max_diff"].append(result["max_diff"])
             self.metrics["vllm/sync_ok"].append(1.0 if result["ok"] else 0.0)
+            self.metrics["vllm/sync_s"].append(result["sync_s"])  # seconds the weights (or adapter) took to send
         except (KeyError, TypeError, AttributeError):
             pass
 
@@ -244,16 +250,19 @@ class SyncCheck:
 
 
 def watch_sync(trainer, health_callback=None, *, log: Callable[[str], None] = print, **kwargs) -> SyncCheck | None:
-    """Install :class:`SyncCheck` after every weight sync of ``trainer``'s CPU engine; None when the trainer
-    does not generate with it (or the thresholds ignore ``stale_rollouts``)."""
+    """Install :class:`SyncCheck` after every weight sync of ``trainer``'s CPU engine (the engine's own kind of
+    check: a server's is :class:`unsloth_grpo.training.vllm_server.ServerSyncCheck`); None when the trainer
+    does not generate with one (or the thresholds ignore ``stale_rollouts``)."""
     generation = getattr(trainer, "vllm_generation", None)
-    if generation is None or not isinstance(getattr(generation, "after_sync", None), list):
+    if generation is None or not isinstance(getattr(generation, "after_sync", None), list) \
+            or getattr(generation, "llm", None) is None:  # a server's check runs on rank 0, which talks to it
         return None
     if health_callback is not None and NAME in health_callback.checker.t.ignore:
         return None
     metrics = getattr(trainer, "_metrics", {}).get("train")
-    check = SyncCheck(trainer.model, trainer.processing_class, report=getattr(health_callback, "report", None),
-                      metrics=metrics, step=lambda: trainer.state.global_step + 1,  # the step these rollouts train
-                      log=log, **kwargs)
+    kind = getattr(generation, "check_class", SyncCheck)
+    check = kind(trainer.model, trainer.processing_class, report=getattr(health_callback, "report", None),
+                 metrics=metrics, step=lambda: trainer.state.global_step + 1,  # the step these rollouts train
+                 log=log, **kwargs)
     generation.after_sync.append(check)
     return check

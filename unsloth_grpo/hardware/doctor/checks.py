@@ -388,7 +388,8 @@ def _vllm_problems(report: Report, fast_inference: str, load_in_4bit: bool = Tru
                 ERROR,
                 "vllm",
                 f"no vLLM server answers at {server.target}: {server.detail}",
-                "start one on a GPU the trainer does not use: "
+                f"start one: on a CPU (vLLM's CPU build) `unsloth-grpo serve MODEL --host {host} --port {port} "
+                "--start`; on a GPU the trainer does not use: "
                 f"CUDA_VISIBLE_DEVICES=1 trl vllm-serve --model MODEL --host {host} --port {port}",
             )
         )
