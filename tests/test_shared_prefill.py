@@ -109,6 +109,6 @@ def test_grpo_training_with_the_shared_prefill_is_the_training_without_it(tiny_m
 
     draws = []
     real_sample = cdf_sampling.sample
-    monkeypatch.setattr(cdf_sampling, "sample", lambda probs: draws.append(probs.shape) or real_sample(probs))
+    monkeypatch.setattr(cdf_sampling, "sample", lambda probs, **kw: draws.append(probs.shape) or real_sample(probs, **kw))
     assert len(run(True, cdf=True)) == 3
     assert draws and all(shape[0] == 8 for shape in draws)  # one draw a decode step for the whole batch
