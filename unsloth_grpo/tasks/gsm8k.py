@@ -272,41 +272,46 @@ def _easy_problem(rng: random.Random, split: str) -> dict[str, str]:
         else:
             q = f"{name} had {a} {thing} and sold {b} of them. How many {thing} are left?"
         if _easy_split(op, a, b) == ("train" if split == "train" else "test"):
-            return {"question": q, "answer": f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}",
+            return {"question": q, "answer": _worked_answer(a, op, b, result),
                     "category": "addition" if op == "+" else "subtraction"}
 
 
-def _reworded_problem(rng: random.Random, index: int) -> dict[str, str]:
-    """The ``easy`` set's arithmetic (its held-out sums and differences) in another phrasing; the
-    operation alternates with ``index``, so any even count is balanced by operation."""
+def _worked_answer(a: int, op: str, b: int, result: int) -> str:
+    """A one-step problem's answer in GSM8K's format: the calculation, its annotation and ``#### result``."""
+    return f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}"
+
+
+def _held_out_numbers(rng: random.Random, index: int) -> tuple[str, str, int, int, int]:
+    """The kind, operation and numbers of the held-out phrasing sets' problem ``index``: the operation
+    alternates with ``index``, the numbers are drawn until they are ``easy``'s held-out ones."""
     category = ("addition", "subtraction")[index % 2]
     op = "+" if category == "addition" else "-"
     while True:
         a, b, result = _easy_numbers(rng, op)
         if _easy_split(op, a, b) == "test":
-            break
+            return category, op, a, b, result
+
+
+def _reworded_problem(rng: random.Random, index: int) -> dict[str, str]:
+    """The ``easy`` set's arithmetic (its held-out sums and differences) in another phrasing; the
+    operation alternates with ``index``, so any even count is balanced by operation."""
+    category, op, a, b, result = _held_out_numbers(rng, index)
     name, other = rng.sample(_NAMES, 2)
     template = rng.choice(REWORDED_TEMPLATES[category])
     q = template.format(name=name, other=other, thing=rng.choice(_THINGS), a=a, b=b)
-    return {"question": q, "answer": f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}",
+    return {"question": q, "answer": _worked_answer(a, op, b, result),
             "category": category, "template": str(REWORDED_TEMPLATES[category].index(template))}
 
 
 def _everyday_problem(rng: random.Random, index: int) -> dict[str, str]:
     """The ``easy`` set's held-out arithmetic in an :data:`EVERYDAY_TEMPLATES` phrasing; the operation
     alternates with ``index``, as in ``reworded``."""
-    category = ("addition", "subtraction")[index % 2]
-    op = "+" if category == "addition" else "-"
-    while True:
-        a, b, result = _easy_numbers(rng, op)
-        if _easy_split(op, a, b) == "test":
-            break
+    category, op, a, b, result = _held_out_numbers(rng, index)
     name, other = rng.sample(_EVERYDAY_NAMES, 2)
     number = rng.randrange(len(EVERYDAY_TEMPLATES[category]))
     template, units = EVERYDAY_TEMPLATES[category][number]
     q = template.format(name=name, other=other, unit=rng.choice(units), a=a, b=b)
-    return {"question": q, "answer": f"{a} {op} {b} = <<{a}{op}{b}={result}>>{result}\n#### {result}",
-            "category": category, "template": str(number)}
+    return {"question": q, "answer": _worked_answer(a, op, b, result), "category": category, "template": str(number)}
 
 
 def make_synthetic_problems(n: int, seed: int = 0, *, subset: str = "main",

@@ -121,12 +121,20 @@ def colocated_on_cpu(log: Callable[[str], None] = print) -> Iterator[None]:
     """While a ``GRPOTrainer`` is built inside it, TRL's colocated vLLM is the CPU one
     (:func:`_cpu_generation_class`): TRL's trainer names its generation class once, in its module, and
     builds the engine in its ``__init__``, so the name is swapped for that call and put back after."""
-    import trl.trainer.grpo_trainer as grpo
-
     cls = _cpu_generation_class()
     set_here = set_cpu_environment()
     if set_here:
         log(f"vLLM on the CPU: {', '.join(set_here)} (set them yourself to change it)")
+    with trainer_generation_class(cls):
+        yield
+
+
+@contextlib.contextmanager
+def trainer_generation_class(cls) -> Iterator[None]:
+    """``cls`` stands in for TRL's ``VLLMGeneration`` while a ``GRPOTrainer`` is built inside this: the trainer
+    names the class once, in its module, and builds the engine in its ``__init__``."""
+    import trl.trainer.grpo_trainer as grpo
+
     original = grpo.VLLMGeneration
     grpo.VLLMGeneration = cls
     try:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from unsloth_grpo.hardware.vllm_server import ServerClient
-from unsloth_grpo.training.vllm_cpu import SyncCheck, probe_prompt_ids
+from unsloth_grpo.training.vllm_cpu import SyncCheck, probe_prompt_ids, trainer_generation_class
 
 #: Where a run keeps the adapter the server holds (inside its output directory).
 ADAPTER_DIR = "vllm-adapters"
@@ -207,15 +207,9 @@ def server_start_line(cfg, model_path: str, host: str, port: int) -> str:
 def served_on_cpu(output_dir: str, log: Callable[[str], None] = print) -> Iterator[None]:
     """While a ``GRPOTrainer`` is built inside it, TRL's server-mode generation is the adapter one
     (:func:`_server_generation_class`), writing its adapters under ``output_dir``."""
-    import trl.trainer.grpo_trainer as grpo
-
     cls = type("ServerVLLMGeneration", (_server_generation_class(),), {"output_dir": str(output_dir)})
-    original = grpo.VLLMGeneration
-    grpo.VLLMGeneration = cls
-    try:
+    with trainer_generation_class(cls):
         yield
-    finally:
-        grpo.VLLMGeneration = original
 
 
 __all__ = ["ADAPTER_DIR", "AdapterServer", "FULL_WEIGHTS", "ServerSyncCheck", "served_on_cpu", "server_probe",
