@@ -248,6 +248,30 @@ def test_a_refused_adapter_and_a_vanished_server_name_the_server(fake, tmp_path)
         server.sync(_Adapter())
 
 
+def test_a_server_that_dies_mid_answer_is_unreachable_not_a_crash():
+    """Killed while it answers, a server leaves a short body: http.client's IncompleteRead is not an OSError,
+    and before it was caught the run ended with a traceback and exit 1 instead of exit 7 (CI, 2026-12-06)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer_half():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{\"cho")
+
+    thread = threading.Thread(target=answer_half, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with pytest.raises(ServerUnreachable, match=f"no vLLM server answers at {url} \\(POST /v1/completions: "):
+            ServerClient(url, timeout=10).completions({"prompt": [[1, 2]]})
+    finally:
+        thread.join(timeout=10)
+        listener.close()
+
+
 def test_a_server_lost_mid_run_stops_with_its_address_and_exit_6(tmp_path):
     from unsloth_grpo.training import loop
     from unsloth_grpo.training.results import TrainingStopped
@@ -417,8 +441,9 @@ def test_a_server_killed_mid_run_stops_with_a_checkpoint_and_resume_continues(re
             break
         time.sleep(0.5)
     real_server.stop()
-    assert run.wait(timeout=300) == 7
+    code = run.wait(timeout=300)
     text = (tmp_path / "train.log").read_text()
+    assert code == 7, text[-4000:]
     assert f"no vLLM server answers at {real_server.url}" in text and "Traceback" not in text, text[-3000:]
     from unsloth_grpo.training import checkpoint as ck
 

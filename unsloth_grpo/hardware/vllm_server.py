@@ -17,6 +17,7 @@ named ``vllm``, which the wheel does not install), so the command runs vLLM's se
 
 from __future__ import annotations
 
+import http.client
 import json
 import shlex
 import socket
@@ -102,7 +103,8 @@ class ServerClient:
             detail = _error_text(exc.read().decode("utf-8", "replace"))
             raise ServerRefused(self.base_url, f"the vLLM server at {self.base_url} refused {method} {path} "
                                 f"({exc.code}): {detail}", exc.code, detail) from None
-        except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, OSError) as exc:
+        except (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError, OSError,
+                http.client.HTTPException) as exc:  # IncompleteRead: the server died mid-answer
             reason = getattr(exc, "reason", exc)
             raise ServerUnreachable(self.base_url, f"no vLLM server answers at {self.base_url} ({method} {path}: "
                                     f"{reason or type(exc).__name__})") from None

@@ -228,15 +228,6 @@ def _server_error_class():
     return ServerError
 
 
-def _in_chain(exc: BaseException | None, kind: type):
-    """``exc`` or the first of its causes that is a ``kind``, or None."""
-    for _ in range(8):
-        if exc is None or isinstance(exc, kind):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 def _stopped_by_server(error, trainer, cfg: RecipeConfig, *, finalize: Callable[[Path], Path], main_process: bool,
                        hint: str | None, log: Callable[[str], None]) -> TrainingStopped:
     """The :class:`TrainingStopped` for a vLLM server that failed mid-run (killed, restarted without the adapter,
