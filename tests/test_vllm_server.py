@@ -289,6 +289,28 @@ def test_a_server_lost_mid_run_stops_with_its_address_and_exit_6(tmp_path):
     assert "no vLLM server answers at http://127.0.0.1:8000" in str(stop) and "resume with" in str(stop)
 
 
+def test_any_failure_while_the_server_is_gone_ends_as_a_lost_server(fake, tmp_path):
+    """An error this loop does not know (a library's own HTTP call, an answer cut short) ends the run with exit 7
+    when the server no longer answers; while it answers, the error is the run's own and is raised as it is."""
+    from unsloth_grpo.training import loop
+    from unsloth_grpo.training.results import TrainingStopped
+
+    _, url = fake
+    trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), vllm_generation=None)
+    for server, lost in ((url.removeprefix("http://"), False), (f"127.0.0.1:{_closed_port()}", True)):
+        cfg = RecipeConfig(output_dir=str(tmp_path / "run"))
+        cfg.model.vllm_server = server
+        error = KeyError("choices")
+        stop = loop._stopped(error, trainer, cfg, resume_from=None, finalize=None, hint=None, log=print,
+                             fresh_dir=False, main_process=True, decision=None)
+        if lost:
+            assert isinstance(stop, TrainingStopped) and stop.code == 7, stop
+            assert f"no vLLM server answers at http://{server}" in str(stop), str(stop)
+            assert "the run failed first with KeyError: 'choices'" in str(stop) and "resume with" in str(stop)
+        else:
+            assert stop is error
+
+
 # ---------------------------------------------------------------- a real vLLM server (vLLM's CPU build)
 
 class RealServer:

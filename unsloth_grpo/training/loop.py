@@ -120,7 +120,7 @@ def _stopped(exc: Exception, trainer, cfg: RecipeConfig, *, resume_from, finaliz
     if reward_error is not None:  # a reward failed on real completions: no traceback from deep in TRL
         return _stopped_by_reward(reward_error, trainer, out, finalize=finalize, fresh_dir=fresh_dir,
                                   main_process=main_process, hint=hint, log=log)
-    lost = _in_chain(exc, _server_error_class())
+    lost = _in_chain(exc, _server_error_class()) or _silent_server(exc, cfg)
     if lost is not None:  # the server went away mid-run: no traceback from deep in TRL
         return _stopped_by_server(lost, trainer, cfg, finalize=finalize, main_process=main_process, hint=hint,
                                   log=log)
@@ -226,6 +226,26 @@ def _server_error_class():
     from unsloth_grpo.hardware.vllm_server import ServerError
 
     return ServerError
+
+
+def _silent_server(exc: BaseException, cfg: RecipeConfig):
+    """A :class:`ServerUnreachable` when the run generates on a vLLM server that no longer answers: whatever
+    failed first (an answer cut short, a library's own HTTP call), the lost server is what the user must fix,
+    and the run ends as a lost server does. None when there is no server or it still answers."""
+    if not cfg.model.vllm_server:
+        return None
+    from unsloth_grpo.hardware.launch import parse_vllm_server
+    from unsloth_grpo.hardware.vllm_server import ServerClient, ServerUnreachable
+
+    url = parse_vllm_server(cfg.model.vllm_server)[0]
+    try:
+        ServerClient(url, timeout=5).get("/health")
+        return None
+    except ServerUnreachable as gone:
+        return ServerUnreachable(url, f"{gone} (the run failed first with {type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0] if str(exc) else ''})")
+    except Exception:  # noqa: BLE001 - it answers, if not with health: the failure is not the server's
+        return None
 
 
 def _stopped_by_server(error, trainer, cfg: RecipeConfig, *, finalize: Callable[[Path], Path], main_process: bool,
