@@ -331,3 +331,21 @@ def test_every_reasoning_gym_dataset_trains_one_step_with_the_tiny_model(tmp_pat
     assert sorted(graded) == trained
     assert {n: len(rules) for n, rules in graded.items() if len(rules) != 2} == {}  # its two completions
     assert len(trained) + len(TOO_LONG_FOR_THE_TINY_MODEL) + len(rg.REFUSED) == len(DATASETS)
+
+
+def test_smollm2_preset_trains_the_real_model_and_grades_it_on_problems_no_training_row_has():
+    from unsloth_grpo.training.held_out import held_out_rows
+    from unsloth_grpo.training.train import load_task_dataset
+
+    cfg = recipe.RECIPE.resolve(preset="smollm2")
+    assert config_problems(cfg) == []
+    assert cfg.model.name == "builtin:smollm2-135m-instruct" and cfg.model.device == "cpu"
+    assert cfg.evaluation.before_after and "<answer>\n7\n</answer>" in cfg.data.system_prompt
+    train = {p[-1]["content"] for p in load_task_dataset(cfg)["prompt"]}
+    held = held_out_rows(cfg)
+    # chain_sum's one-digit pairs are 200 questions: the preset keeps its rows few so that most stay unseen
+    assert len(held) >= 20 and not {p[-1]["content"] for p in held["prompt"]} & train
+    assert held[0]["prompt"][0] == {"role": "system", "content": rg.EXAMPLE_SYSTEM_PROMPT}
+    # the prompt's example, written by the model for a held-out problem, is what the grade pays
+    gold = rg.decode_gold(held[0]["answer"]).oracle
+    assert rg.grade(f"<reasoning>\n...\n</reasoning>\n<answer>\n{gold}\n</answer>", held[0]["answer"]).correct

@@ -2,6 +2,7 @@
 
     python -m unsloth_grpo.recipes.reasoning_gym                     # Qwen2.5-1.5B 4-bit, a consumer GPU
     python -m unsloth_grpo.recipes.reasoning_gym --preset smoke --output-dir outputs/reasoning_gym-smoke  # offline, CPU
+    python -m unsloth_grpo.recipes.reasoning_gym --preset smollm2    # the real SmolLM2-135M on a CPU, minutes
     python -m unsloth_grpo.recipes.reasoning_gym --config recipes/reasoning_gym.yaml training.max_steps=50
 
 Needs the reasoning-gym extra: pip install 'unsloth-grpo[reasoning_gym]' (docs/reasoning-gym.md).

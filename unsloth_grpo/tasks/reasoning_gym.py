@@ -41,13 +41,21 @@ from unsloth_grpo.data import DataError, chat_prompt
 from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, find_answer, hedge_refusal, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
 from unsloth_grpo.tasks._reasoning_gym_levels import Levels, curriculum_problems, level_config, settings
-from unsloth_grpo.tasks._recipe import Recipe, smoke_preset
+from unsloth_grpo.tasks._recipe import REAL_MODEL_PRESET, Recipe, real_model_preset, smoke_preset
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
 SYSTEM_PROMPT = (
     "Respond in the following format:\n"
     "<reasoning>\n...\n</reasoning>\n<answer>\n...\n</answer>\n"
     "Put only the final answer inside <answer>, in the form the question asks for."
+)
+
+#: The system prompt of the ``smollm2`` preset: one answer shown in the format, for a model too small to
+#: follow the format from words alone.
+EXAMPLE_SYSTEM_PROMPT = (
+    "Answer the question. Write your working inside <reasoning> tags, then only the final answer inside "
+    "<answer> tags.\n"
+    "Example:\nQuestion: What is 3 + 4?\n<reasoning>\n3 + 4 = 7\n</reasoning>\n<answer>\n7\n</answer>"
 )
 
 #: How to get the library this task needs.
@@ -566,6 +574,19 @@ PRESETS = {
         output_dir="outputs/reasoning_gym-smoke",
         task_rewards=[{"name": "reasoning_gym_correct", "weight": 1.0}],
         data={"num_synthetic": 128},
+    ),
+    # The real built-in model (SmolLM2-135M-Instruct) on a CPU, from the base model: no warm-up, since
+    # reasoning-gym ships no worked solutions to imitate. The prompt shows one answer in the format (told in
+    # words alone, the base model uses the tags in none of its answers); GRPO pays the tags a little and the
+    # dataset's own grade more (benchmarks/real_model_reasoning_gym.py, docs/reasoning-gym.md).
+    REAL_MODEL_PRESET: real_model_preset(
+        output_dir="outputs/reasoning_gym-smollm2",
+        system_prompt=EXAMPLE_SYSTEM_PROMPT,
+        # 30 steps draw 30 prompts: 64 rows leave most of chain_sum's 200 one-digit sums and differences held out
+        data={"datasets": [{"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}}],
+              "num_synthetic": 64},
+        rewards=[{"name": "xml_count", "weight": 0.5}, {"name": "reasoning_gym_correct", "weight": 2.0}],
+        evaluation={"before_after": True, "limit": 32, "batch_size": 32},
     ),
     # Colab T4 (16 GB, no bf16).
     "t4": {"model": {"dtype": "fp16"}},
