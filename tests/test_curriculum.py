@@ -161,3 +161,44 @@ def test_a_tiny_model_run_logs_the_level_every_step_and_it_moves_as_the_rule_say
     from unsloth_grpo.evaluation.plots import build_figures
 
     assert "curriculum" in [stem for stem, _ in build_figures(rows, [])]
+
+
+def test_the_state_a_checkpoint_keeps_makes_the_same_decisions_as_never_stopping():
+    class Source:
+        rules = {"a": {"up": 0.9, "down": 0.8, "window": 2, "highest": 3}}
+        start = {"a": 1}
+        grading_reward = "r"
+
+    outcomes = [[True] * 4, [True] * 4, [False] * 4, [True] * 4, [True] * 4, [True] * 4, [False] * 4]
+    straight, stopped = Curriculum(Source()), Curriculum(Source())
+    for step, correct in enumerate(outcomes):
+        for c in (straight, stopped):
+            c.begin_step(step)
+            c.observe(["a"] * 4, correct, 2)
+        if step == 3:  # saved after step 4, taken back into a curriculum built afresh, as a resumed run builds it
+            saved = json.loads(json.dumps(stopped.state()))
+            stopped = Curriculum(Source())
+            assert stopped.levels == {"a": 1}
+            stopped.load(saved)
+    for c in (straight, stopped):
+        c.begin_step(len(outcomes))
+    assert stopped.state() == straight.state() and straight.levels["a"] == 3 and len(straight.moves) == 2
+
+
+@pytest.mark.slow
+def test_a_resumed_run_goes_on_from_the_saved_levels_not_the_start_level(tmp_path):
+    """Stopped after 3 steps (levels 3, 2, 1) and resumed to 5: the level goes on falling from 1 to 0; on the old
+    code the resumed run began again at its start level 3."""
+    out = tmp_path / "run"
+    args = ["--preset", "smoke", "--output-dir", str(out), "model.backend=transformers", "training.save_steps=1",
+            "data.datasets=[{name: chain_sum, curriculum: {down: 0.5, up: 1.0, window: 1, start_level: 3}}]",
+            "data.num_synthetic=32"]
+    assert recipe.main([*args, "training.max_steps=3"]) == 0
+    from unsloth_grpo.training import checkpoint as ck
+    from unsloth_grpo.training.curriculum import STATE_FILE
+
+    newest = ck.list_checkpoints(out)[-1]
+    assert newest.step == 3 and json.loads((newest.path / STATE_FILE).read_text())["levels"] == {"chain_sum": 1}
+    assert recipe.main([*args, "--resume", "training.max_steps=5"]) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["curriculum/chain_sum/level"]) for r in rows] == [(1, 3), (2, 2), (3, 1), (4, 0), (5, 0)]

@@ -20,6 +20,10 @@ as dynamic sampling does (and must be attached before it, so that its refill rou
 - ``_calculate_rewards``: the rewards of every completion (the tensor TRL gathers from all processes)
   are counted by dataset and group for the step's statistics; nothing else changes.
 
+Every checkpoint holds the curriculum's state (:data:`STATE_FILE`: the levels, each dataset's window, the moves),
+written as the checkpoint is saved (``_save_checkpoint``, which Ctrl-C's save also goes through), and a resumed
+run reads it back before its first step: the levels go on from where they were, not from the start levels.
+
 Each step logs ``curriculum/<dataset>/level`` (the level its rows were drawn at) and, once the window is
 full, ``curriculum/<dataset>/all_right`` and ``.../all_wrong`` (the window's shares the rule read).
 """
@@ -27,8 +31,14 @@ full, ``curriculum/<dataset>/all_right`` and ``.../all_wrong`` (the window's sha
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import deque
+from pathlib import Path
 from typing import Any, Callable, Protocol
+
+
+#: The file in a checkpoint that holds the curriculum's state.
+STATE_FILE = "curriculum.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +123,26 @@ class Curriculum:
             self.moves.append((step, name, level, new))
             window.clear()  # the groups seen at the old level say nothing more about the new one
 
+    def state(self) -> dict[str, Any]:
+        """What a resume needs to go on exactly: the levels, the step they were settled for, this step's counts,
+        each dataset's window and the moves so far (plain JSON)."""
+        return {"levels": dict(self.levels), "step": self.step, "counts": {k: list(v) for k, v in self.counts.items()},
+                "windows": {k: [list(c) for c in w] for k, w in self.windows.items()},
+                "moves": [list(m) for m in self.moves]}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Take back :meth:`state`; a dataset the saved state does not know keeps its start level."""
+        for name, level in state.get("levels", {}).items():
+            if name in self.levels:
+                self.levels[name] = min(max(int(level), 0), self.rules[name].highest)
+        for name, window in state.get("windows", {}).items():
+            if name in self.windows:
+                self.windows[name].clear()
+                self.windows[name].extend(tuple(int(x) for x in c) for c in window)
+        self.step = state.get("step")
+        self.counts = {k: [int(x) for x in v] for k, v in state.get("counts", {}).items() if k in self.levels}
+        self.moves = [tuple(m) for m in state.get("moves", [])]
+
     def observe(self, categories: list, correct: list[bool], num_generations: int) -> None:
         """Count the groups (``num_generations`` consecutive completions) of one scored batch by dataset."""
         for start in range(0, len(correct) - num_generations + 1, num_generations):
@@ -177,8 +207,27 @@ def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = 
             curriculum.observe(categories, paid.tolist(), trainer.num_generations)
         return rewards
 
+    save, train = trainer._save_checkpoint, trainer.train
+
+    def save_checkpoint(*args, **kwargs):
+        save(*args, **kwargs)
+        staged = Path(trainer.args.output_dir) / f"checkpoint-{trainer.state.global_step}"
+        if trainer.accelerator.is_main_process and staged.is_dir():
+            (staged / STATE_FILE).write_text(json.dumps(curriculum.state()))
+
+    def train_from(resume_from_checkpoint=None, *args, **kwargs):
+        saved = Path(resume_from_checkpoint) / STATE_FILE if isinstance(resume_from_checkpoint, (str, Path)) else None
+        if saved is not None and saved.is_file():
+            curriculum.load(json.loads(saved.read_text()))
+            moved[0] = len(curriculum.moves)  # said by the run that made them
+            if log is not None:
+                log("curriculum: resumed at " + ", ".join(f"{n} level {v}" for n, v in curriculum.levels.items()))
+        return train(resume_from_checkpoint, *args, **kwargs)
+
     trainer._generate_and_score_completions = generate_and_score
     trainer._calculate_rewards = calculate_rewards
+    trainer._save_checkpoint = save_checkpoint
+    trainer.train = train_from
     trainer.curriculum = curriculum
     if log is not None:
         log("curriculum: " + "; ".join(
