@@ -40,8 +40,13 @@ from unsloth_grpo.recipes.reasoning_gym import RECIPE  # noqa: E402
 #: answer and no worked solution shipped.
 DATASETS = {
     "chain_sum": {"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 2, "max_digits": 1}},
+    "products": {"name": "products", "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 2}},
+    # tried first, seed 0: GRPO taught the format (0.83) and no right answer (0.000, none paid in training);
+    # the model adds the animals' counts instead of their legs (kept to measure again: --datasets leg_counting)
     "leg_counting": {"name": "leg_counting", "config": {"min_animals": 1, "max_animals": 2, "max_instances": 3}},
 }
+#: The two datasets measured by default.
+DEFAULT_DATASETS = ["chain_sum", "products"]
 ARMS = ("grpo", "shuffled")
 
 
@@ -140,7 +145,7 @@ def goal(runs: list[dict]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    p.add_argument("--datasets", nargs="+", choices=sorted(DATASETS), default=sorted(DATASETS))
+    p.add_argument("--datasets", nargs="+", choices=sorted(DATASETS), default=DEFAULT_DATASETS)
     p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     p.add_argument("--held-out", type=int, default=64, help="Held-out problems generated per dataset (those "
                    "also in the training rows are then removed).")
