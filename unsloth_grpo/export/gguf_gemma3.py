@@ -24,7 +24,7 @@ transformers does.
 
 from __future__ import annotations
 
-from unsloth_grpo.export.gguf_vocab import GGUFError
+from unsloth_grpo.export.gguf_errors import GGUFError
 
 #: What llama.cpp assumes for every ``gemma3`` file, whatever its metadata says.
 LOCAL_ROPE_BASE = 10000.0

@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unsloth_grpo.export.gguf_vocab import GGUFError
+from unsloth_grpo.export.gguf_errors import GGUFError
 
 #: Entries of the kept file that are written back as flags (GGUFWriter's ``add_<name>``).
 FLAGS = ("add_space_prefix", "add_sep_token", "remove_extra_whitespaces")
@@ -79,7 +79,7 @@ def read_kept_vocab(path: str | Path) -> KeptVocab:
 def matches(kept: KeptVocab, tokenizer) -> bool:
     """Whether every token of ``tokenizer`` is the kept file's piece of the same id."""
     tokens = kept.tokens
-    vocab = tokenizer.get_vocab()
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
     return bool(vocab) and all(i < len(tokens) and tokens[i] == text for text, i in vocab.items())
 
 

@@ -21,9 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from unsloth_grpo.export.gguf_errors import GGUFError  # noqa: F401 - raised here, and imported from here by callers
 
-class GGUFError(RuntimeError):
-    """The model or the request cannot be written as GGUF; the message says why and what to do instead."""
 
 
 def _tokenizer_json(tokenizer) -> dict:
