@@ -241,6 +241,7 @@ def cpu_generation(engine_model):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    saved = dict(os.environ)  # put back at the module's end: what TRL and vLLM set here must not reach later tests
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29517")
     vllm_cpu.set_cpu_environment()
@@ -250,7 +251,9 @@ def cpu_generation(engine_model):
     cls = vllm_cpu._cpu_generation_class()
     gen = cls(model=model, accelerator=Accelerator(cpu=True), processing_class=tokenizer, mode="colocate",
               gpu_memory_utilization=0.3, max_model_length=256, max_num_seqs=8, max_completion_length=8)
-    return gen, model, tokenizer
+    yield gen, model, tokenizer
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.mark.vllm

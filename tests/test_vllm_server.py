@@ -313,6 +313,19 @@ def test_any_failure_while_the_server_is_gone_ends_as_a_lost_server(fake, tmp_pa
 
 # ---------------------------------------------------------------- a real vLLM server (vLLM's CPU build)
 
+#: What torch.distributed reads from the environment. test_vllm_cpu's colocated engine leaves them in this
+#: process (TRL and vLLM set RANK, WORLD_SIZE, MASTER_PORT ...); a child that inherits them takes itself for a rank
+#: of a group and binds MASTER_PORT, which this process holds (EADDRINUSE, exit 1: CI, 2026-12-06).
+DISTRIBUTED_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
+                   "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+
+
+def _child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a child run on its own: no distributed launch variables, one thread."""
+    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED_ENV}
+    return {**env, "OMP_NUM_THREADS": "1", **extra}
+
+
 class RealServer:
     """vLLM's OpenAI server in a process of its own on a free loopback port, serving ``model``."""
 
@@ -323,7 +336,7 @@ class RealServer:
     def start(self, timeout: float = 400.0) -> None:
         env, argv = serve_command(self.model, port=self.port, max_lora_rank=16, max_model_len=512)
         with open(self.log, "a") as fh:
-            self.proc = subprocess.Popen(argv, env={**os.environ, **env, "OMP_NUM_THREADS": "1"}, stdout=fh,
+            self.proc = subprocess.Popen(argv, env=_child_env(**env), stdout=fh,
                                          stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -408,7 +421,7 @@ def test_a_server_of_another_model_or_none_at_all_stops_the_cli_before_loading(r
         args = [a.replace(f"model.name={real_server.model}", f"model.name={model}")
                 .replace(f":{real_server.port}", f":{port}") for a in args]
         done = subprocess.run([sys.executable, "-m", "unsloth_grpo.recipes.gsm8k", *args], capture_output=True,
-                              text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                              text=True, timeout=300, env=_child_env())
         assert done.returncode == 2, done.stderr[-2000:]
         assert words in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
         assert not (tmp_path / "run").exists()
@@ -438,7 +451,7 @@ def test_two_trainer_processes_share_one_server_and_each_checks_its_rollouts(rea
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
                mode, "train", "--recipe", "gsm8k", "--preset", "smoke", "--output-dir", str(tmp_path / mode),
                "training.per_device_train_batch_size=4", *args]
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "UNSLOTH_GRPO_RANK_LOG_DIR": str(ranks)}
+        env = _child_env(UNSLOTH_GRPO_RANK_LOG_DIR=str(ranks))
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
         assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
         for rank in (0, 1):
@@ -454,7 +467,7 @@ def test_a_server_killed_mid_run_stops_with_a_checkpoint_and_resume_continues(re
     """Last in the file: it kills the module's server and starts it again."""
     out = tmp_path / "run"
     command = [sys.executable, "-m", "unsloth_grpo.recipes.gsm8k", *_recipe_args(real_server, out, 40)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = _child_env()
     with open(tmp_path / "train.log", "w") as fh:
         run = subprocess.Popen(command, stdout=fh, stderr=subprocess.STDOUT, env=env)
     deadline = time.time() + 400
