@@ -211,7 +211,9 @@ def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = 
 
     def save_checkpoint(*args, **kwargs):
         save(*args, **kwargs)
-        staged = Path(trainer.args.output_dir) / f"checkpoint-{trainer.state.global_step}"
+        from unsloth_grpo.training.checkpoint import PREFIX
+
+        staged = Path(trainer.args.output_dir) / f"{PREFIX}{trainer.state.global_step}"  # the save's staging folder
         if trainer.accelerator.is_main_process and staged.is_dir():
             (staged / STATE_FILE).write_text(json.dumps(curriculum.state()))
 
