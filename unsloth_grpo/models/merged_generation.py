@@ -29,7 +29,10 @@ a plain ``nn.Linear``), repacked when it changes. A decode step multiplies a han
 weight, and those skinny products run much faster on the packed layout: for the preset's 8 rows the LM
 head's product took 7.4 ms instead of 18.3 and a decode step 77.5 ms instead of 114.6 (one thread,
 benchmarks/decode_step.py). The packed products give the float32 results up to rounding (checked once
-per process against ``F.linear``; packing stays off where the check fails or the ops are missing).
+per process against ``F.linear``; packing stays off where the check fails or the ops are missing). A head
+tied to the embedding (Gemma 3's) is packed the same way: the packed copy is the embedding matrix laid out
+again, which is never written, and :meth:`MergedWeights.bytes_needed` counts it as the memory of its own it
+is (0.67 GB of Gemma 3 270M's 1.07 GB; tests/test_gemma_speed_paths.py).
 
 Example::
 

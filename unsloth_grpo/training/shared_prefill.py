@@ -15,9 +15,11 @@ recomputed once per optimizer step; ``merged_weights`` None switches it off): th
 float rounding, without the adapter's side products in every decode step.
 
 It applies only inside TRL's own generation (``_generate_single_turn``), only to a batch with
-repeated rows and a plain dynamic cache, and falls back to the plain call otherwise (vLLM, beam
-search, multimodal inputs, other cache types). If the shared path ever raises, it is switched off
-for the rest of the run with one line on the log, and that batch is generated the plain way.
+repeated rows and a dynamic cache whose rows can be copied (:func:`plain_cache`: full-attention layers,
+and the sliding-window layers of models such as Gemma 3), and falls back to the plain call otherwise
+(vLLM, beam search, multimodal inputs). A model whose cache has other layer types switches it off for
+the run with one line on the log naming them; so does any error of the shared path, and that batch is
+generated the plain way.
 
 Example::
 
@@ -101,9 +103,9 @@ def attach(trainer, *, log: Callable[[str], None] | None = print) -> SharedPrefi
 
 def shared_cache(model, kwargs: dict[str, Any]):
     """The cache of ``kwargs['input_ids']`` minus its last column, computed once per run of identical
-    rows and copied to each row; None when the call is not one this can serve."""
+    rows and copied to each row; None when the call is not one this can serve. Raises
+    :class:`CacheNotShareable` when the model's cache is one whose rows cannot be copied (:func:`plain_cache`)."""
     import torch
-    from transformers.cache_utils import DynamicCache, DynamicLayer
 
     ids, mask = kwargs.get("input_ids"), kwargs.get("attention_mask")
     config = kwargs.get("generation_config")
@@ -126,12 +128,44 @@ def shared_cache(model, kwargs: dict[str, Any]):
     with torch.no_grad():  # only the cache is used: the logits of one position are enough
         out = model(input_ids=unique_ids, attention_mask=unique_mask, position_ids=positions, use_cache=True, **keep)
     cache = out.past_key_values
-    if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers) \
-            or cache.get_seq_length() != unique_ids.shape[1]:
+    if not plain_cache(cache):  # a property of the model: every later call would build it only to drop it
+        raise CacheNotShareable(describe_cache(cache))
+    if cache.get_seq_length() != unique_ids.shape[1]:
         return None
     counts = torch.diff(torch.cat([starts, starts.new_tensor([ids.shape[0]])]))
     cache.batch_select_indices(torch.repeat_interleave(torch.arange(len(starts), device=ids.device), counts.to(ids.device)))
     return cache
 
 
-__all__ = ["SharedPrefill", "attach", "shared_cache"]
+class CacheNotShareable(TypeError):
+    """The model's forward returned a cache whose rows this module cannot copy (:func:`plain_cache`): the
+    shared path is switched off for the run (the caller logs why) rather than run a prompt forward it drops."""
+
+
+def describe_cache(cache) -> str:
+    """``cache``'s class and the classes of its layers, for the line that says why sharing is off."""
+    layers = sorted({type(layer).__name__ for layer in getattr(cache, "layers", ())})
+    return (f"the model's cache is a {type(cache).__name__}" + (f" of {', '.join(layers)}" if layers else "")
+            + ", whose rows cannot be copied")
+
+
+def plain_cache(cache) -> bool:
+    """Whether ``cache`` is a ``DynamicCache`` whose layers all hold each row's keys and values as plain
+    tensors, so that copying rows copies the cache: full-attention layers (``DynamicLayer``) and the
+    sliding-window layers of models such as Gemma 3 (``DynamicSlidingWindowLayer``, which keeps the last
+    ``sliding_window - 1`` positions and counts every position it has seen, the same for every row)."""
+    from transformers import cache_utils
+
+    if type(cache) is not cache_utils.DynamicCache:
+        return False
+    sliding = getattr(cache_utils, "DynamicSlidingWindowLayer", None)
+    for layer in cache.layers:
+        if type(layer) is cache_utils.DynamicLayer:
+            continue
+        if sliding is not None and type(layer) is sliding and not getattr(layer, "record_past", False):
+            continue
+        return False
+    return True
+
+
+__all__ = ["CacheNotShareable", "SharedPrefill", "attach", "describe_cache", "plain_cache", "shared_cache"]

@@ -11,10 +11,11 @@ the same weights), up to the rounding of matrix products of other shapes; the gr
 prompt is the sum of its rows' gradients, as in the plain forward.
 
 It serves only calls it can serve exactly: text-only inputs (``input_ids``, ``attention_mask``,
-``logits_to_keep``), a plain ``DynamicCache``, no gradient checkpointing (checkpointed layers keep no
-cache in training mode), and a batch with at least one repeated prompt. Anything else goes to the model
-as TRL called it. If the shared path raises, it is switched off for the rest of the run with one line on
-the log, and that call runs the plain way.
+``logits_to_keep``), no gradient checkpointing (checkpointed layers keep no cache in training mode), and
+a batch with at least one repeated prompt. Anything else goes to the model as TRL called it. The model's
+cache must be one whose rows can be copied (``shared_prefill.plain_cache``: full-attention layers, and
+sliding-window layers such as Gemma 3's); another switches it off for the rest of the run with one line on
+the log naming its layer types, as does any error of the shared path, and that call runs the plain way.
 
 Example::
 
@@ -84,9 +85,11 @@ def attach(trainer, *, log: Callable[[str], None] | None = print) -> SharedPromp
 def shared_forward(model, kwargs: dict[str, Any]):
     """``model(**kwargs)``'s output (its ``logits``) with each distinct prompt run once; None when the call
     is not one this can serve. The prompt is the part of every row before the last ``logits_to_keep``
-    columns (TRL passes the completion's width plus one); its last token is run with the completion."""
+    columns (TRL passes the completion's width plus one); its last token is run with the completion. Raises
+    ``shared_prefill.CacheNotShareable`` when the model's cache is one whose rows cannot be copied."""
     import torch
-    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    from unsloth_grpo.training.shared_prefill import CacheNotShareable, describe_cache, plain_cache
 
     ids, mask, keep = kwargs.get("input_ids"), kwargs.get("attention_mask"), kwargs.get("logits_to_keep")
     if set(kwargs) - {"input_ids", "attention_mask", "logits_to_keep", "use_cache"} or ids is None or mask is None:
@@ -103,8 +106,9 @@ def shared_forward(model, kwargs: dict[str, Any]):
     # positions as the plain forward takes them (no position ids passed: 0..L-1 whatever the padding)
     out = model(input_ids=unique[:, :split], attention_mask=unique[:, split:], use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
-    if type(cache) is not DynamicCache or any(type(layer) is not DynamicLayer for layer in cache.layers) \
-            or cache.get_seq_length() != split:
+    if not plain_cache(cache):  # a property of the model: every later call would run the prompt only to drop it
+        raise CacheNotShareable(describe_cache(cache))
+    if cache.get_seq_length() != split:
         return None
     for layer in cache.layers:  # each row takes its prompt's keys and values (a gather: gradients add up)
         layer.keys, layer.values = layer.keys[inverse], layer.values[inverse]
