@@ -32,7 +32,7 @@ def gemma_dir(tiny_model_dir, tmp_path_factory):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     config = Gemma3TextConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=6,
                               num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
-                              sliding_window=WINDOW, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
+                              sliding_window=WINDOW, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
                               eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
@@ -477,3 +477,37 @@ def test_refill_on_gemma_with_every_speed_path_trains_on_informative_groups_only
     assert prefill.enabled and prefill.cdf_sampling and prefill.merged_weights is not None
     assert loss.enabled and loss.served >= 3
     assert not [line for line in lines if "off for this run" in line], lines
+
+
+@pytest.mark.slow
+def test_a_toolkit_run_on_gemma_serves_both_shared_paths(gemma_dir, tmp_path, monkeypatch):
+    """The smoke recipe with the tiny Gemma 3 as its model, through ``train`` (the transformers backend on a
+    CPU, the speed paths as a run attaches them): every generation and every loss call took the shared way,
+    and nothing said a path was off."""
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.training import shared_prefill, shared_prompt_loss
+    from unsloth_grpo.training.train import train
+
+    served = {"prefill": [], "loss": []}
+    cache, forward = shared_prefill.shared_cache, shared_prompt_loss.shared_forward
+
+    def counted_cache(*args):
+        out = cache(*args)
+        served["prefill"].append(out is not None)
+        return out
+
+    def counted_forward(*args):
+        out = forward(*args)
+        served["loss"].append(out is not None)
+        return out
+
+    monkeypatch.setattr(shared_prefill, "shared_cache", counted_cache)
+    monkeypatch.setattr(shared_prompt_loss, "shared_forward", counted_forward)
+    cfg = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "run"), overrides=[
+        "training.max_steps=2", "run.samples_every=0", f"model.name={gemma_dir}", "model.backend=transformers",
+        "data.num_synthetic=32"])
+    lines = []
+    train(cfg, log=lines.append)
+    assert len(served["prefill"]) == 2 and all(served["prefill"]), served
+    assert len(served["loss"]) >= 2 and all(served["loss"]), served
+    assert not [line for line in lines if "off for this run" in line or "generation: off" in line], lines
