@@ -171,3 +171,41 @@ def test_gemma3_settings_llama_cpp_would_not_reproduce_are_refused(gemma_dir):
     old.update(rope_theta=1e6, rope_local_base_freq=10000.0, rope_scaling={"rope_type": "linear", "factor": 8.0})
     gw.check_config(old)
     assert gg.gemma3_rope(old)[0] == {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}
+
+
+def test_tiny_gemma3_gguf_is_read_back_by_transformers_weight_for_weight_and_logit_for_logit(gemma_dir, tmp_path):
+    """``--verify``'s question 1 and 2 on a Gemma file. Two things transformers' reader does that the check
+    must expect: it gives every Gemma 3 file a ``query_pre_attn_scalar`` of 256 (the 270M model's head width;
+    the tiny model's is 32, and its logits were off by 0.67 of the largest), and it reads a norm back as the
+    file's float32 ``w + 1`` minus one, which is not ``w`` for norms that did not come from a GGUF file (the
+    fixture's random ones, a trained one; 6e-8 apart)."""
+    from unsloth_grpo.export import gguf_check as gc
+
+    out = tmp_path / "tiny-f32.gguf"
+    gw.write_gguf(gemma_dir, out, "f32", log=lambda _m: None)
+    check = gc.verify_gguf(gemma_dir, out, "f32", llama_cpp=False)
+    t = check.transformers
+    assert t.holds_the_model and t.weights_max_diff == 0.0 and t.tensors == 6 * 13 + 2, check.summary()
+    assert t.filled == ["query_pre_attn_scalar (the file's attention.key_length)"]
+    assert t.max_abs_diff == 0.0 and check.ok, check.summary()
+
+
+def test_gemma3_settings_transformers_reads_otherwise_than_config_json_are_named(gemma_dir, tmp_path):
+    """The Gemma settings outside the common list (sliding window, layer pattern, each layer type's rope base)
+    are compared too: a file written from a config with another sliding window fails question 1."""
+    import shutil
+
+    from unsloth_grpo.export import gguf_check as gc
+
+    other = tmp_path / "other"
+    shutil.copytree(gemma_dir, other)
+    config = json.loads((other / "config.json").read_text())
+    config["sliding_window"] = 8
+    (other / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "other-f32.gguf"
+    gw.write_gguf(other, out, "f32", log=lambda _m: None)
+    _model, filled, mismatched = gc.load_gguf_in_transformers(out, gemma_dir)
+    assert mismatched == ["sliding_window 8 (config.json 16)"]
+    _model, filled, mismatched = gc.load_gguf_in_transformers(out, other)
+    assert mismatched == []
+

@@ -214,6 +214,8 @@ def load_gguf_in_transformers(gguf_file: Path, merged_dir: Path):
     if (rope.get("rope_type") or "default") != "default":
         read.rope_parameters = dict(rope)
         filled.append(f"rope scaling ({rope.get('rope_type')})")
+    if merged.model_type == "gemma3_text":
+        _fill_gemma3(read, merged, filled, mismatched)
     if read.model_type == "mistral":  # transformers 5.17 names no Mistral tensors in GGUF; llama.cpp runs it as llama
         read = LlamaConfig(**{k: v for k, v in read.to_dict().items() if k not in ("model_type", "sliding_window")})
         filled.append("read as llama, since transformers cannot load Mistral from GGUF")
@@ -222,19 +224,55 @@ def load_gguf_in_transformers(gguf_file: Path, merged_dir: Path):
     return model.eval(), filled, mismatched
 
 
+def _fill_gemma3(read, merged, filled: list[str], mismatched: list[str]) -> None:
+    """Gemma 3 settings beyond :data:`_CHECKED_FIELDS`. transformers' GGUF reader does not read
+    ``query_pre_attn_scalar`` and gives the 270M model's 256 to every file; the writer writes only configs
+    where it equals the head width (``attention.key_length``, which llama.cpp scales queries by), so it is
+    taken from config.json. Head width, sliding window, layer pattern and both rope bases must be read as
+    config.json has them (``rope_parameters`` is keyed by layer type, which the common check does not see)."""
+    if getattr(read, "query_pre_attn_scalar", None) != merged.query_pre_attn_scalar:
+        read.query_pre_attn_scalar = merged.query_pre_attn_scalar
+        filled.append("query_pre_attn_scalar (the file's attention.key_length)")
+    for key in ("head_dim", "sliding_window", "layer_types"):
+        if getattr(read, key, None) != getattr(merged, key, None):
+            mismatched.append(f"{key} {getattr(read, key, None)} (config.json {getattr(merged, key, None)})")
+    theirs, ours = getattr(read, "rope_parameters", None) or {}, getattr(merged, "rope_parameters", None) or {}
+    for kind in ("full_attention", "sliding_attention"):
+        a, b = (theirs.get(kind) or {}).get("rope_theta"), (ours.get(kind) or {}).get("rope_theta")
+        if a != b:
+            mismatched.append(f"{kind} rope_theta {a} (config.json {b})")
+    scaled = ours.get("full_attention") or {}
+    if (scaled.get("rope_type") or "default") != "default" and theirs.get("full_attention") != scaled:
+        read.rope_parameters = {**theirs, "full_attention": dict(scaled)}
+        filled.append(f"global layers' rope scaling ({scaled.get('rope_type')})")
+
+
 def compare_weights(gguf_model, merged_model, types: dict) -> tuple[int, float, str]:
     """(tensors compared, largest |difference|, where) between the file's weights as transformers read them
-    and the merged weights rounded to the type each was written in (``types``: HF name -> GGML type)."""
+    and the merged weights rounded to the type each was written in (``types``: HF name -> GGML type).
+
+    A Gemma norm weight ``w`` is written as the float32 ``w + 1`` and read back by transformers as that minus
+    one, which is ``w`` only when the sum rounded nothing away (the built-in checkpoint's norms, which came
+    from a file, do; a trained one's need not: up to half an ulp of 1, 6e-8). Its reference is that round trip."""
     import gguf
     import torch
 
+    from unsloth_grpo.export.gguf_gemma3 import is_norm, plus_one
+
+    norms_plus_one = getattr(merged_model.config, "model_type", None) == "gemma3_text"
     theirs = gguf_model.state_dict()
     worst, where, n = 0.0, "", 0
     for name, w in merged_model.state_dict().items():
         if name not in types:  # a tied lm_head: the file holds the embedding once
             continue
         qtype = types[name]
-        ref = gguf.quants.dequantize(gguf.quants.quantize(w.float().numpy(), qtype), qtype).reshape(w.shape)
+        data = w.float().numpy()
+        shift = norms_plus_one and is_norm(name)
+        if shift:
+            data = plus_one(data)
+        ref = gguf.quants.dequantize(gguf.quants.quantize(data, qtype), qtype).reshape(w.shape)
+        if shift:
+            ref = ref - 1  # as transformers' GGUF reader does (float32)
         diff = float((theirs[name].float() - torch.from_numpy(ref)).abs().max())
         n += 1
         if diff > worst:
