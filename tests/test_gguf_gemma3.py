@@ -209,3 +209,35 @@ def test_gemma3_settings_transformers_reads_otherwise_than_config_json_are_named
     _model, filled, mismatched = gc.load_gguf_in_transformers(out, other)
     assert mismatched == []
 
+
+def _trained(gemma_dir: Path, out: Path) -> Path:
+    """A LoRA on the tiny Gemma 3 with every B matrix non-zero (fixed seed), saved as a run's adapter: what a
+    trained run hands the export."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(1)
+    base = AutoModelForCausalLM.from_pretrained(str(gemma_dir), dtype=torch.float32)
+    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                                 "gate_proj", "up_proj", "down_proj"]))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.2)
+    model.save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(str(gemma_dir)).save_pretrained(str(out))
+    (out / "config.yaml").write_text("task: gsm8k\nseed: 1\n")
+    return out
+
+
+@pytest.mark.parametrize("quant", ["f32", "f16", "bf16", "q8_0"])
+def test_a_trained_tiny_gemma3_exported_to_gguf_is_read_back_by_transformers_within_tolerance(gemma_dir, tmp_path,
+                                                                                              quant):
+    from unsloth_grpo.export import export_model
+
+    run = _trained(gemma_dir, tmp_path / "run")
+    result = export_model(run, gguf_dir=tmp_path / "gguf", quant=quant, verify=True, log=lambda _m: None)
+    check = result.gguf_check
+    print(*check.summary(), sep="\n")
+    assert check.transformers.holds_the_model and check.logits_ok, check.summary()

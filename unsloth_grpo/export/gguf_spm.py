@@ -14,9 +14,10 @@ pieces, scores, types and flags back from there. The file is used only when its 
 tokenizer's, id for id (a tokenizer with tokens added in training does not match and is refused);
 bos/eos/pad/unk and the chat template stay the tokenizer's, as for every other export.
 
-Where it is looked for: the folders the export names (the merged folder, the run's tokenizer folder,
-the base model), then the checkpoints of the built-in SentencePiece models (a merge re-saves the
-tokenizer but does not carry the file along).
+Where it is looked for: the folders the caller names (the preflight: the run's tokenizer folder and
+the base model; the writer: the merged folder, into which the export copies the file from the run or
+the base, since a merge re-saves the tokenizer but not this file), then the checkpoints of the
+built-in SentencePiece models.
 """
 
 from __future__ import annotations
