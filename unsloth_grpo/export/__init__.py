@@ -50,6 +50,7 @@ from typing import Any, Callable
 from unsloth_grpo.config import is_unsloth
 from unsloth_grpo.data import looks_like_path
 from unsloth_grpo.export.card import model_card, run_dir_of, write_model_card
+from unsloth_grpo.export.gguf_spm import carry_kept_vocab
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 #: What ``--backend`` may name: Unsloth's 16-bit merge, or peft's ``merge_and_unload``.
@@ -354,24 +355,6 @@ def _gguf_preflight(source: Path, adapter: Path | None, base: str | None, quant:
         raise ExportError(f"GGUF: {exc}") from None
 
 
-def _carry_kept_vocab(out: Path, folders) -> None:
-    """Copy the kept SentencePiece vocabulary (``gguf_tokenizer.json``, the built-in Gemma 3's scores) from the
-    first of ``folders`` that has one into the merged folder ``out``. A merge re-saves the tokenizer but not
-    that file, so a GGUF written from the merged folder looked only at the built-in checkpoints and refused a
-    model whose base was anywhere else, although the preflight had found the file beside that base. Whether
-    its pieces are the tokenizer's is the writer's check, as for every other place it is looked for."""
-    import shutil
-
-    from unsloth_grpo.models.pretrained import KEPT_VOCAB
-
-    if (out / KEPT_VOCAB).exists():
-        return
-    for folder in folders:
-        if folder is not None and (Path(folder) / KEPT_VOCAB).is_file():
-            shutil.copyfile(Path(folder) / KEPT_VOCAB, out / KEPT_VOCAB)
-            return
-
-
 def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None = None, *,
                  gguf_dir: str | os.PathLike | None = None, quant: str = "q8_0",
                  push_to_hub: str | None = None, private: bool = True, backend: str = "auto",
@@ -419,7 +402,7 @@ def export_model(model: str | os.PathLike, merged_dir: str | os.PathLike | None 
             result.dtype, result.dtype_reason = _merge_peft(adapter, source, base, out, dtype, log,
                                                             shown=merged_target or "a temporary folder for the GGUF")
             result.method = "peft merge_and_unload" if adapter is not None else "re-saved (no adapter to merge)"
-        _carry_kept_vocab(out, (source, adapter, base))
+        carry_kept_vocab(out, (source, adapter, base))  # a merge re-saves the tokenizer, not its scores
         if gguf_target is not None:
             _write_gguf(out, staging.folder_for(gguf_target), gguf_target, quant, quantizer, verify, result, log)
         if merged_target is not None:

@@ -67,6 +67,24 @@ def candidate_files(folders=()) -> list[Path]:
     return unique
 
 
+def carry_kept_vocab(out: Path, folders) -> None:
+    """Copy the kept SentencePiece vocabulary (``gguf_tokenizer.json``, the built-in Gemma 3's scores) from the
+    first of ``folders`` that has one into the merged folder ``out``. A merge re-saves the tokenizer but not
+    that file, so a GGUF written from the merged folder looked only at the built-in checkpoints and refused a
+    model whose base was anywhere else, although the preflight had found the file beside that base. Whether
+    its pieces are the tokenizer's is the writer's check, as for every other place it is looked for."""
+    import shutil
+
+    name = _kept_name()
+    out = Path(out)
+    if (out / name).exists():
+        return
+    for folder in folders:
+        if folder is not None and (Path(folder) / name).is_file():
+            shutil.copyfile(Path(folder) / name, out / name)
+            return
+
+
 def read_kept_vocab(path: str | Path) -> KeptVocab:
     raw = json.loads(Path(path).read_text())
     g = {k.removeprefix("tokenizer.ggml."): v for k, v in raw.items()}
@@ -116,5 +134,5 @@ def spm_fields(kept: KeptVocab, vocab_size: int) -> dict:
             "types": list(kept.types), "merges": [], "flags": dict(kept.flags)}
 
 
-__all__ = ["FLAGS", "KeptVocab", "candidate_files", "find_kept_vocab", "matches", "missing_vocab_message",
-           "read_kept_vocab", "spm_fields"]
+__all__ = ["FLAGS", "KeptVocab", "candidate_files", "carry_kept_vocab", "find_kept_vocab", "matches",
+           "missing_vocab_message", "read_kept_vocab", "spm_fields"]
