@@ -45,3 +45,26 @@ def test_a_turn_the_plain_format_has_no_place_for_is_refused(base_tokenizer):
     tok = prepare_tokenizer(base_tokenizer)
     with pytest.raises(Exception, match="system, user and assistant turns only, not tool"):
         tok.apply_chat_template(CHAT + [{"role": "tool", "content": "42"}], tokenize=False)
+
+
+def test_check_counts_a_base_models_prompts_in_the_plain_format_instead_of_crashing(tmp_path):
+    """--check counts prompt tokens with the model's tokenizer before any load: for a model without a chat
+    template (builtin:gemma3-270m) that raised transformers' 'chat_template is not set' (issue 53). It counts
+    them as the run renders them, in the plain format."""
+    from unsloth_grpo.data import prompt_lengths
+    from unsloth_grpo.recipes.gsm8k import RECIPE
+    from unsloth_grpo.tasks import get_task
+    from unsloth_grpo.training.checks import rows_to_train
+
+    folder = tmp_path / "base-model"
+    tok = build_tokenizer(tmp_path / "tok")
+    tok.chat_template = None  # a base model's, saved without a template (the fixture's is made ready in place)
+    tok.save_pretrained(str(folder))
+    assert "chat_template" not in (folder / "tokenizer_config.json").read_text()
+    cfg = RECIPE.resolve(preset="smoke", overrides=[f"model.name={folder}"])
+    rows = get_task(cfg.task).load(cfg)
+    lengths = sorted(prompt_lengths(rows, prepare_tokenizer(tok)))
+    limit = lengths[len(lengths) // 2]
+    cfg = RECIPE.resolve(preset="smoke", overrides=[f"model.name={folder}", f"data.max_prompt_tokens={limit}"])
+    kept, notes = rows_to_train(cfg, rows)
+    assert kept == sum(n <= limit for n in lengths) < len(rows), (kept, limit, notes)

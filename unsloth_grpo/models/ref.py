@@ -218,12 +218,16 @@ class ModelRef:
     def local_tokenizer(self):
         """This model's tokenizer where it can be had without the network: a tiny model (built on first
         use, in seconds), a real built-in model fetched already, a local folder, a hub id in the cache;
-        None otherwise. For the checks that count prompt tokens before any model loads."""
+        None otherwise. For the checks that count prompt tokens before any model loads: made ready as a load
+        makes it (:func:`~unsloth_grpo.models.tokenizer.prepare_tokenizer`), so a base model without a chat
+        template counts its prompts in the plain format the run will render them in."""
         from transformers import AutoTokenizer
+
+        from unsloth_grpo.models.tokenizer import prepare_tokenizer
 
         if self.kind == HUB:
             try:
-                return AutoTokenizer.from_pretrained(self.name, local_files_only=True)
+                return prepare_tokenizer(AutoTokenizer.from_pretrained(self.name, local_files_only=True))
             except (OSError, ValueError):
                 return None
         built = cache_dir() / _TINY_BUILDS[self.name][0] if self.kind == TINY else None
@@ -231,7 +235,7 @@ class ModelRef:
                   LOCAL: lambda: self.local_path, REAL: lambda: self.checkpoint_dir}.get(self.kind, lambda: None)()
         if folder is None or not (folder / "tokenizer_config.json").is_file():
             return None
-        return AutoTokenizer.from_pretrained(str(folder))
+        return prepare_tokenizer(AutoTokenizer.from_pretrained(str(folder)))
 
     def local_problem(self) -> str | None:
         """What stops this name from loading as a local model, said before anything loads, or None.
