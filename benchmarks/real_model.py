@@ -4,9 +4,11 @@
     python benchmarks/real_model.py --seeds 0 --held-out 32          # one seed, smaller held-out sets
     python benchmarks/real_model.py --arms grpo sft_only             # some arms only
     python benchmarks/real_model.py stages.1.learning_rate=1e-4      # overrides of the gsm8k smollm2 preset
+    python benchmarks/real_model.py --preset gemma3 --seeds 0        # Gemma 3 270M (base) on the gemma3 preset
 
 The gsm8k recipe's ``smollm2`` preset trains ``builtin:smollm2-135m-instruct`` (LoRA, CPU) on the offline
-``easy`` word problems: a short SFT warm-up on worked answers, then GRPO. For each seed the model is
+``easy`` word problems: a short SFT warm-up on worked answers, then GRPO (``--preset gemma3``: the same plan,
+shorter, on ``builtin:gemma3-270m``, a base model prompted in the plain format). For each seed the model is
 loaded once and graded greedily on three held-out sets, each half additions and half subtractions:
 
 - ``easy``: the project's held-out problems (sums and differences no training problem uses), in the
@@ -53,6 +55,8 @@ from unsloth_grpo.config import ConfigError, RecipeConfig  # noqa: E402
 from unsloth_grpo.recipes.gsm8k import RECIPE  # noqa: E402
 
 ARMS = ("grpo", "sft_only", "shuffled")
+#: The gsm8k presets the benchmark runs (--preset): both an SFT warm-up then GRPO on a real built-in model.
+PRESETS, DEFAULT_PRESET = ("smollm2", "gemma3"), "smollm2"
 LABELS = {"base": "base model", "sft": "SFT warm-up", "grpo": "warm-up + GRPO (the preset)",
           "sft_only": "warm-up + more SFT, same CPU time", "shuffled": "warm-up + shuffled-gold GRPO"}
 #: The held-out sets and their generator seeds: far from any training seed, the same for every seed's run.
@@ -448,9 +452,11 @@ def errors_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def report(runs: list[dict], held_out: int, overrides: list[str] | None = None) -> None:
+def report(runs: list[dict], held_out: int, overrides: list[str] | None = None, preset: str = DEFAULT_PRESET) -> None:
+    if preset != DEFAULT_PRESET:
+        print(f"preset: gsm8k {preset}")
     if overrides:  # the arms' labels name the preset; these runs changed it
-        print(f"overrides of the smollm2 preset: {' '.join(overrides)}")
+        print(f"overrides of the {preset} preset: {' '.join(overrides)}")
     print(f"held-out: {held_out} problems per set, greedy; "
           + "; ".join(f"{s}: {HELD_OUT_WORDS[s]} (seed {HELD_OUT[s]})" for s in graded_sets(runs))
           + "; strict: the number in the answer block; lenient: the right number anywhere")
@@ -532,12 +538,12 @@ def merge(paths: list[str], out: Path) -> int:
         print(f"error: --merge {', '.join(paths)}: {exc}", file=sys.stderr)
         return 2
     seeds = [r["seed"] for r in runs]
-    settings = {json.dumps(f.get("overrides") or []) for f in files}
+    settings = {json.dumps([f.get("preset", DEFAULT_PRESET), *(f.get("overrides") or [])]) for f in files}
     if len(settings) > 1:
-        print(f"error: {', '.join(paths)} were run with different overrides ({' / '.join(sorted(settings))}); "
-              "merge the results of one setting at a time", file=sys.stderr)
+        print(f"error: {', '.join(paths)} were run with different overrides or presets "
+              f"({' / '.join(sorted(settings))}); merge the results of one setting at a time", file=sys.stderr)
         return 2
-    report(runs, files[0]["held_out"], files[0].get("overrides"))
+    report(runs, files[0]["held_out"], files[0].get("overrides"), files[0].get("preset", DEFAULT_PRESET))
     out.mkdir(parents=True, exist_ok=True)
     merged = {**files[0], "seeds": seeds, "runs": runs, "merged_from": [str(p) for p in paths],
               "wall_seconds": [f.get("wall_seconds") for f in files]}
@@ -552,8 +558,8 @@ def _untrained(overrides: list[str]) -> list[str]:
     return [o for o in overrides if not o.startswith("stages.")]
 
 
-def _base_grades(path: str, held_out: int, overrides: list[str]) -> dict:
-    """The base model's grades in an earlier results file made with the same held-out size and the same
+def _base_grades(path: str, held_out: int, overrides: list[str], preset: str = DEFAULT_PRESET) -> dict:
+    """The base model's grades in an earlier results file made with the same preset, held-out size and
     overrides, the stages' own aside (they do not touch the untrained model)."""
     try:
         earlier = json.loads(Path(path).read_text())
@@ -562,6 +568,9 @@ def _base_grades(path: str, held_out: int, overrides: list[str]) -> dict:
     runs = earlier.get("runs") or []
     if not runs or "base" not in runs[0].get("grades", {}):
         raise ConfigError(f"--base-from {path}: it holds no graded base model yet")
+    if earlier.get("preset", DEFAULT_PRESET) != preset:
+        raise ConfigError(f"--base-from {path}: graded on the {earlier.get('preset', DEFAULT_PRESET)} preset's model, "
+                          f"not the {preset} preset's")
     base = runs[0]["grades"]["base"]
     missing = [s for s in HELD_OUT if s not in base]
     if missing:
@@ -585,6 +594,9 @@ def earlier_runs(cfgs: list[RecipeConfig], arms: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="Seeds to run (5 for the claim).")
+    p.add_argument("--preset", choices=PRESETS, default=DEFAULT_PRESET,
+                   help=f"The gsm8k preset whose model and stages are benchmarked (default {DEFAULT_PRESET}: "
+                        "SmolLM2-135M-Instruct; gemma3: Gemma 3 270M, base).")
     p.add_argument("--held-out", type=int, default=64, help="Problems per held-out set (default 64).")
     p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="Arms trained from each warm-up.")
     p.add_argument("--out", default="outputs/real-model", help="Where results.json and the runs go.")
@@ -604,13 +616,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="Keep each seed's trained SFT warm-up (adapter, grades, headroom) in DIR and take it back "
                         "in a later run whose SFT stage, held-out size and headroom sampling are the same: a sweep "
                         "of the GRPO stage then trains the warm-up once per seed.")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Overrides of the gsm8k smollm2 preset.")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Overrides of the gsm8k preset (--preset).")
     args = p.parse_args(argv)
     out = Path(args.out)
     if args.merge:
         return merge(args.merge, out)
     try:
-        cfgs = [RECIPE.resolve(preset="smollm2", output_dir=str(out / f"seed{s}"),
+        cfgs = [RECIPE.resolve(preset=args.preset, output_dir=str(out / f"seed{s}"),
                                overrides=[*args.overrides, f"seed={s}", "run.samples_every=0",
                                           "evaluation.before_after=false", "evaluation.headroom=0"])
                 for s in args.seeds]  # the headroom is measured here, the same way for every arm
@@ -629,7 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         if earlier:
             raise ConfigError(f"{', '.join(earlier)} hold(s) checkpoints of an earlier run of this benchmark, "
                               f"which its training would refuse when that arm starts; give another --out, or remove them")
-        base = _base_grades(args.base_from, args.held_out, args.overrides) if args.base_from else None
+        base = _base_grades(args.base_from, args.held_out, args.overrides, args.preset) if args.base_from else None
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -642,10 +654,10 @@ def main(argv: list[str] | None = None) -> int:
         if base is not None:
             runs[-1]["base_from"] = args.base_from
         out.mkdir(parents=True, exist_ok=True)
-        (out / "results.partial.json").write_text(json.dumps({"runs": runs}, indent=1))
+        (out / "results.partial.json").write_text(json.dumps({"preset": args.preset, "runs": runs}, indent=1))
     wall = time.time() - start
     print()
-    report(runs, args.held_out, args.overrides)
+    report(runs, args.held_out, args.overrides, args.preset)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"total wall time {wall / 60:.1f} min on {platform.machine()} with {os.cpu_count()} CPUs "
           f"(load average {load:.1f} at the end), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
@@ -653,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps({
         "seeds": args.seeds, "held_out": args.held_out, "held_out_seeds": HELD_OUT, "runs": runs,
         "wall_seconds": round(wall, 1), "platform": platform.platform(), "cpus": os.cpu_count(),
-        "overrides": args.overrides, "arms": args.arms,
+        "preset": args.preset, "overrides": args.overrides, "arms": args.arms,
         "headroom": {"prompts": args.headroom_prompts, "samples": args.headroom_samples},
     }, indent=1))
     (out / "results.partial.json").unlink(missing_ok=True)

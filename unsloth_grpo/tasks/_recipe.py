@@ -218,7 +218,8 @@ CPU_PRESETS = {
 
 def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict], data: dict | None = None,
                       training: dict | None = None, stages: list[dict] | None = None,
-                      evaluation: dict | None = None, monitor: dict | None = None) -> dict:
+                      evaluation: dict | None = None, monitor: dict | None = None,
+                      model: dict | None = None) -> dict:
     """The CPU preset on the real built-in model (SmolLM2-135M-Instruct, fetched on first use).
 
     A real 135M model writes sentences, so the run is short on steps, not on sense: 8 completions
@@ -229,7 +230,8 @@ def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict
     format: told the format in words alone, the model uses it in none of its samples, and GRPO has
     nothing to reinforce (docs/real_model.md).
     ``stages`` (an SFT warm-up before GRPO, say) and ``evaluation`` (held-out accuracy before and
-    after) are the recipe's to choose; ``monitor`` adds to the health monitor's settings.
+    after) are the recipe's to choose; ``monitor`` adds to the health monitor's settings; ``model``
+    overrides the model section (``{"name": "builtin:gemma3-270m"}`` trains the other real built-in model).
     """
     return merge_dicts({
         "output_dir": output_dir,
@@ -248,4 +250,5 @@ def real_model_preset(*, output_dir: str, system_prompt: str, rewards: list[dict
         },
         "run": {"samples_every": 10},
         **({"stages": stages} if stages else {}),
-    }, {"data": data or {}, "training": training or {}, "evaluation": evaluation or {}, "monitor": monitor or {}})
+    }, {"model": model or {}, "data": data or {}, "training": training or {}, "evaluation": evaluation or {},
+        "monitor": monitor or {}})

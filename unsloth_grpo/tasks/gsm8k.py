@@ -448,6 +448,24 @@ PRESETS = {
         # 256 completions in all, kept few for the preset's minutes (docs/real_model.md)
         evaluation={"before_after": True, "limit": 32, "batch_size": 32, "headroom": 8, "headroom_prompts": 16},
     ),
+    # The other real built-in model, Gemma 3 270M (a base model: no chat template, the plain prompt format), on the
+    # smollm2 preset's plan. A step costs more than SmolLM2's (the 262k-entry vocabulary's logits), so the plan is
+    # cut to fit 10 minutes on an idle 2-core machine, sized by the run's CPU time (docs/real_model.md): a warm-up of
+    # 8 steps (its loss is ~0.03 by step 4), 8 GRPO steps of at most 3 rounds. GRPO at 1e-4 for 12 steps unlearned
+    # the warm-up's stopping (answers ran on to the length limit) and all subtraction; 5e-5 for 8 steps did not.
+    "gemma3": real_model_preset(
+        output_dir="outputs/gsm8k-gemma3",
+        model={"name": "builtin:gemma3-270m"},
+        system_prompt=EXAMPLE_SYSTEM_PROMPT,
+        data={"subset": "easy"},
+        rewards=[{"name": "correctness", "weight": 2.0}, {"name": "strict_format", "weight": 0.5}],
+        training={"dynamic_sampling": "refill", "temperature": 1.0, "max_completion_length": 40},
+        stages=[{"name": "sft", "kind": "sft", "max_steps": 8, "learning_rate": 2e-4, "num_examples": 64,
+                 "data": {"categories": ["addition"]}},
+                {"name": "grpo", "kind": "grpo", "max_steps": 8, "learning_rate": 5e-5,
+                 "training": {"max_sampling_rounds": 3}}],
+        evaluation={"before_after": True, "limit": 32, "batch_size": 16, "headroom": 8, "headroom_prompts": 8},
+    ),
     # Colab T4 (16 GB, no bf16): 0.5B-1.5B 4-bit fits with 8 generations of 512 tokens.
     "t4": {"model": {"dtype": "fp16"}},  # the vLLM pool is standby's: Unsloth sizes it from the card
 }
