@@ -1,7 +1,7 @@
 """GRPO's generation three ways on the real model, one run each: transformers, vLLM colocated, vLLM server.
 
     .venv-vllm/bin/python benchmarks/generation_engines.py                     # the three arms (about 40 min)
-    .venv-vllm/bin/python benchmarks/generation_engines.py --arms server --two-ranks 4   # + two trainers, one server
+    .venv-vllm/bin/python benchmarks/generation_engines.py --arms --two-ranks 4   # only two trainers on one server
     .venv-vllm/bin/python benchmarks/generation_engines.py --check             # the arguments and the plan only
 
 Every arm runs the gsm8k recipe's ``smollm2`` preset as shipped (SmolLM2-135M-Instruct: its SFT warm-up on worked
@@ -122,7 +122,7 @@ def run_arm(arm: str, cfg, out: Path, overrides: list[str], server: Server | Non
 
     out.parent.mkdir(parents=True, exist_ok=True)  # the run makes ``out``: it refuses a folder with files
     engine = ENGINE[arm] + ([f"model.vllm_server=127.0.0.1:{server.port}"] if arm == "server" else [])
-    tool = [sys.executable, str(ROOT / "tools" / "vllm_cpu_run.py")]
+    tool = [sys.executable, "tools/vllm_cpu_run.py"]  # run from the repository (cwd=ROOT): a relative path
     if server is not None:
         tool += ["--server-pid", str(server.proc.pid)]
     command = [*tool, "gsm8k", "--preset", "smollm2", *engine, *overrides, f"output_dir={out}"]
@@ -237,7 +237,8 @@ def table(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
+    p.add_argument("--arms", nargs="*", choices=ARMS, default=list(ARMS),
+                   help="The arms to run (none: with --two-ranks, only the two trainers).")
     p.add_argument("--two-ranks", type=int, default=0, metavar="STEPS",
                    help="Also run two trainer processes on one server for STEPS GRPO steps (0: not).")
     p.add_argument("--out", default="outputs/generation-engines")
@@ -282,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
-    print(table(results))
+    if any("arm" in r for r in results):
+        print(table(results))
     return 0
 
 
