@@ -200,7 +200,7 @@ def warmup_file(backend: str, sft_cfg) -> str:
     return f"real-warmup-{backend}-seed{sft_cfg.seed}-{stage_digest(sft_cfg)[:12]}.pt"
 
 
-def real_start(backend: str, overrides: list[str], out: Path, log=print):
+def real_start(backend: str, overrides: list[str], out: Path, log=print, preset: str = "smollm2"):
     """The gsm8k ``smollm2`` preset's GRPO stage, its model loaded with the preset's SFT warm-up done:
     ``(grpo_cfg, loaded, rows)``. The warm-up's adapter is kept in ``out`` and reused by later runs."""
     import dataclasses
@@ -213,7 +213,7 @@ def real_start(backend: str, overrides: list[str], out: Path, log=print):
     from unsloth_grpo.training.stages import lora_state, stage_config, train_sft
     from unsloth_grpo.training.train import load_task_dataset
 
-    cfg = RECIPE.resolve(preset="smollm2", output_dir=str(out / "real"),  # steps only: no held-out grading
+    cfg = RECIPE.resolve(preset=preset, output_dir=str(out / "real"),  # steps only: no held-out grading
                          overrides=[f"model.backend={backend}", "run.samples_every=0", "evaluation.before_after=false",
                                     *overrides])
     sft_stage = cfg.stages[0]
@@ -266,7 +266,7 @@ def ab_generation(trainer, reps: int) -> dict:
 
 def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str], *, shared_prefill: bool = True,
             shared_prompt_loss: bool = True, cdf_sampling: bool = True, merged_generation: bool = True, packing: bool = True, ab_reps: int = 0, out: str = "outputs/step-time",
-            clock: str = "wall") -> dict:
+            clock: str = "wall", real_preset: str = "smollm2") -> dict:
     import dataclasses
     import shutil
 
@@ -274,7 +274,7 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
 
     loaded = rows = None
     if run == "real":
-        cfg, loaded, rows = real_start(backend, overrides, Path(out))
+        cfg, loaded, rows = real_start(backend, overrides, Path(out), preset=real_preset)
     else:
         cfg = config_for(run, backend, overrides)
     cfg = dataclasses.replace(cfg, training=cfg.training.updated(max_steps=steps + warmup, save_steps=0,
@@ -301,7 +301,7 @@ def measure(run: str, backend: str, steps: int, warmup: int, overrides: list[str
     ab = ab_generation(timer.trainer, ab_reps)
     lengths = [m["completions/mean_length"] for m in result.metrics if "completions/mean_length" in m]
     rewards = [m["reward"] for m in result.metrics if "reward" in m]
-    return {"run": run, "backend": backend,
+    return {"run": run if run != "real" else f"real ({real_preset})", "backend": backend,
             "steps": len(timer.steps), "warmup": warmup, "seconds": timer.summary(warmup),
             "mean_completion_length": statistics.fmean(lengths[warmup:] or lengths),
             "shared_prefill": shared_prefill, "shared_prompt_loss": shared_prompt_loss, "clock": clock,
@@ -399,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", nargs="+", choices=("arith", "smoke", "real"), default=["arith", "smoke"])
     p.add_argument("--backends", nargs="+", choices=("transformers", "unsloth"), default=["transformers", "unsloth"])
+    p.add_argument("--real-preset", choices=("smollm2", "gemma3"), default="smollm2",
+                   help="The gsm8k preset the real run's GRPO stage comes from (gemma3: builtin:gemma3-270m).")
     p.add_argument("--steps", type=int, default=20, help="Steps measured per run (after the warm-up).")
     p.add_argument("--warmup", type=int, default=3, help="First steps left out.")
     p.add_argument("--shared-prefill", choices=("on", "off"), default="on",
@@ -447,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
                                    packing=args.packing == "on",
                                    ab_reps=args.ab_reps,
                                    clock=args.clock,
+                                   real_preset=args.real_preset,
                                    out=args.out))
             print(table(results[-1:], limits), flush=True)
     out = Path(args.out)
