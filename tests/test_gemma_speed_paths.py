@@ -114,23 +114,13 @@ def test_shared_prefill_samples_the_plain_generations_tokens(gemma_dir, attn):
     """The prompts' cache, sliding layers included, copied to each row: the same completions as the plain
     generate call from the same seed, with each prompt run once."""
     import torch
-
-    from unsloth_grpo.training.shared_prefill import shared_cache
+    from test_shared_prefill import generate_plain_and_shared
 
     model, tokenizer = _lora(gemma_dir, attn), _tokenizer(gemma_dir)
     batch, config = _prompts(tokenizer), _sampling(tokenizer, max_new_tokens=WINDOW + 4)
-    sizes, hook = _input_sizes(model)
-    try:
-        with torch.no_grad():
-            torch.manual_seed(7)
-            plain = model.generate(**batch, generation_config=config)
-            plain_sizes, sizes[:] = list(sizes), []
-            torch.manual_seed(7)
-            cache = shared_cache(model, {**batch, "generation_config": config})
-            assert cache is not None  # served, not the plain call's fallback
-            shared = model.generate(**batch, generation_config=config, past_key_values=cache)
-    finally:
-        hook.remove()
+    plain, shared, plain_sizes, sizes, cache = generate_plain_and_shared(model, batch, config,
+                                                                         hooked=model.get_base_model())
+    assert cache is not None  # served, not the plain call's fallback
     width = batch["input_ids"].shape[1]
     assert plain.shape[1] > width + WINDOW  # the completions slide past the window too
     assert torch.equal(plain, shared)

@@ -20,17 +20,15 @@ def _batch(tokenizer, texts, repeats):
     return {k: enc[k].repeat_interleave(repeats, dim=0) for k in ("input_ids", "attention_mask")}
 
 
-def test_generate_from_the_shared_cache_samples_the_same_tokens(tiny):
+def generate_plain_and_shared(model, batch, config, hooked=None):
+    """``model.generate`` of ``batch`` twice from seed 7: as TRL calls it, then from :func:`shared_cache`'s cache.
+    Returns both outputs, the input sizes each call's forwards of ``hooked`` (default: ``model``) saw, and the
+    cache (None when the call was not one it serves). Gemma 3's tests use it too."""
     import torch
-    from transformers import GenerationConfig
 
-    model, tokenizer = tiny
-    batch = _batch(tokenizer, ["What is 2 + 3?", "Name a colour, then a longer word please"], 4)
-    config = GenerationConfig(max_new_tokens=10, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                              pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
     sizes = []
-    hook = model.register_forward_pre_hook(lambda m, args, kwargs: sizes.append(kwargs["input_ids"].shape),
-                                           with_kwargs=True)
+    hook = (hooked or model).register_forward_pre_hook(
+        lambda m, args, kwargs: sizes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
     try:
         with torch.no_grad():
             torch.manual_seed(7)
@@ -41,6 +39,18 @@ def test_generate_from_the_shared_cache_samples_the_same_tokens(tiny):
             shared = model.generate(**batch, generation_config=config, past_key_values=cache)
     finally:
         hook.remove()
+    return plain, shared, plain_sizes, sizes, cache
+
+
+def test_generate_from_the_shared_cache_samples_the_same_tokens(tiny):
+    import torch
+    from transformers import GenerationConfig
+
+    model, tokenizer = tiny
+    batch = _batch(tokenizer, ["What is 2 + 3?", "Name a colour, then a longer word please"], 4)
+    config = GenerationConfig(max_new_tokens=10, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                              pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    plain, shared, plain_sizes, sizes, _ = generate_plain_and_shared(model, batch, config)
     assert torch.equal(plain, shared)
     width = batch["input_ids"].shape[1]
     assert plain_sizes[0] == (8, width)  # plain: every row's whole prompt
