@@ -74,6 +74,15 @@ def test_levels_change_only_between_steps_from_a_full_window():
     assert c.levels == {"a": 3} and c.moves[-1] == (8, "a", 2, 3)
 
 
+def test_observe_returns_the_batch_s_own_counts_beside_the_step_s():
+    c = Curriculum(Pools(start=1))
+    c.begin_step(0)
+    assert c.observe(*groups("RWMM"), 4) == {"a": [1, 1, 4]}     # what curriculum/a/mixed is logged from: 2 of 4
+    assert c.observe(*groups("MM"), 4) == {"a": [0, 0, 2]}       # a second round: its own counts only
+    assert c.counts == {"a": [1, 1, 6]}                          # the step's, which the rule reads
+    assert c.observe(["b"] * 4, [True] * 4, 4) == {}             # a dataset without a curriculum is not counted
+
+
 # --- the reasoning_gym task's levels -----------------------------------------------------------------
 
 reasoning_gym = pytest.importorskip("reasoning_gym", reason="the reasoning_gym extra: pip install 'unsloth-grpo[reasoning_gym]'")
@@ -129,6 +138,20 @@ def test_rows_sit_in_slots_and_each_level_has_its_own_pool():
     assert task.curriculum(smoke()) is None  # no entry asks for one: the difficulty is fixed
 
 
+def test_a_held_out_split_removes_the_questions_of_every_level_s_pool():
+    """A run whose level moves trains on the other levels' pools: none of their questions may be held out.
+    chain_sum at level 1 (two or three terms of up to two digits) asks many of level 0's one-digit sums, and
+    a 64-row level-0 pool holds a good part of those."""
+    cfg = smoke("data.datasets=[{name: chain_sum, curriculum: {start_level: 1}}]", "data.num_synthetic=64")
+    task = get_task("reasoning_gym")
+    source = task.curriculum(cfg)
+    pooled = {r["prompt"][-1]["content"] for lvl in range(source.rules["chain_sum"]["highest"] + 1)
+              for r in source.rows("chain_sum", lvl)}
+    held = rg.load_reasoning_gym(cfg.data.datasets, split="test", num_synthetic=64, limit=200, seed=cfg.seed)
+    assert len(held) > 100
+    assert not pooled & {r["prompt"][-1]["content"] for r in held}
+
+
 @pytest.mark.slow
 def test_a_tiny_model_run_logs_the_level_every_step_and_it_moves_as_the_rule_says(tmp_path, monkeypatch, capsys):
     """The random tiny model gets no chain_sum right: every group is all wrong, so with ``down: 0.5`` over one
@@ -149,6 +172,7 @@ def test_a_tiny_model_run_logs_the_level_every_step_and_it_moves_as_the_rule_say
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["curriculum/chain_sum/level"] for r in rows] == [3, 2, 1, 0, 0]
     assert [r.get("curriculum/chain_sum/all_wrong") for r in rows] == [None, 1.0, 1.0, 1.0, 1.0]
+    assert [r["curriculum/chain_sum/mixed"] for r in rows] == [0.0] * 5  # no group held a right answer
     by_step = {}
     for step, level in seen:
         by_step.setdefault(step, set()).add(level)

@@ -54,6 +54,15 @@ def level_config(name: str, config: dict, level: int) -> dict:
     return {**config, **{f: getattr(built, f) for f in curriculum_fields(name)}}
 
 
+def level_pools(spec) -> list[tuple[int, dict, int]]:
+    """Every pool a curriculum entry (a parsed ``Spec``) can train on: ``(level, config, seed)`` for each of
+    its dataset's levels, as :meth:`Levels.rows` generates them. A held-out split removes the questions of all
+    of them, not only the start level's: a run that moves trains on the other pools too."""
+    start = spec.curriculum["start_level"]
+    return [(level, level_config(spec.name, spec.config, level), spec.seed + LEVEL_SEED_STRIDE * (level - start))
+            for level in range(highest_level(spec.name) + 1)]
+
+
 def settings(raw: Any) -> dict | None:
     """An entry's ``curriculum`` value as a full mapping (None when off)."""
     if raw is None or raw is False:
@@ -110,8 +119,8 @@ class Levels:
     def rows(self, name: str, level: int) -> list[dict[str, Any]]:
         """``name``'s pool at ``level``: ``prompt`` and ``answer`` rows in reasoning-gym's order."""
         spec, n = self.specs[name]
-        at_level = dataclasses.replace(spec, config=level_config(name, spec.config, level))
-        rows = self.make_rows(at_level, n, spec.seed + LEVEL_SEED_STRIDE * (level - self.start[name]))
+        _, config, seed = level_pools(spec)[level]
+        rows = self.make_rows(dataclasses.replace(spec, config=config), n, seed)
         if not rows:
             from unsloth_grpo.data import DataError
 

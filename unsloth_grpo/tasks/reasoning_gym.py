@@ -40,7 +40,8 @@ from typing import Any, Sequence
 from unsloth_grpo.data import DataError, chat_prompt
 from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, find_answer, hedge_refusal, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
-from unsloth_grpo.tasks._reasoning_gym_levels import Levels, curriculum_problems, level_config, settings
+from unsloth_grpo.tasks._reasoning_gym_levels import (Levels, curriculum_problems, level_config, level_pools,
+                                                      settings)
 from unsloth_grpo.tasks._recipe import REAL_MODEL_PRESET, Recipe, real_model_preset, smoke_preset
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
@@ -334,7 +335,12 @@ def _generate(spec: Spec, n: int, seed: int) -> tuple[dict, list[dict]]:
 
 
 def _training_questions(spec: Spec, n: int) -> frozenset[str]:
-    return _questions(spec.name, json.dumps(spec.config, sort_keys=True), spec.seed, n)
+    """The questions training can draw for ``spec`` (``n`` rows): its rows, and under a curriculum every
+    level's pool (:func:`level_pools`), since a run whose level moves trains on those too."""
+    if spec.curriculum is None:
+        return _questions(spec.name, json.dumps(spec.config, sort_keys=True), spec.seed, n)
+    return frozenset().union(*(_questions(spec.name, json.dumps(config, sort_keys=True), seed, n)
+                               for _, config, seed in level_pools(spec)))
 
 
 @functools.lru_cache(maxsize=32)

@@ -24,8 +24,10 @@ Every checkpoint holds the curriculum's state (:data:`STATE_FILE`: the levels, e
 written as the checkpoint is saved (``_save_checkpoint``, which Ctrl-C's save also goes through), and a resumed
 run reads it back before its first step: the levels go on from where they were, not from the start levels.
 
-Each step logs ``curriculum/<dataset>/level`` (the level its rows were drawn at) and, once the window is
-full, ``curriculum/<dataset>/all_right`` and ``.../all_wrong`` (the window's shares the rule read).
+Each step logs ``curriculum/<dataset>/level`` (the level its rows were drawn at), ``curriculum/<dataset>/mixed``
+(the share of its groups that held a right and a wrong answer, those GRPO learns correctness from, over the
+step's generation rounds) and, once the window is full, ``curriculum/<dataset>/all_right`` and ``.../all_wrong``
+(the window's shares the rule read).
 """
 
 from __future__ import annotations
@@ -143,17 +145,20 @@ class Curriculum:
         self.counts = {k: [int(x) for x in v] for k, v in state.get("counts", {}).items() if k in self.levels}
         self.moves = [tuple(m) for m in state.get("moves", [])]
 
-    def observe(self, categories: list, correct: list[bool], num_generations: int) -> None:
-        """Count the groups (``num_generations`` consecutive completions) of one scored batch by dataset."""
+    def observe(self, categories: list, correct: list[bool], num_generations: int) -> dict[str, list[int]]:
+        """Count the groups (``num_generations`` consecutive completions) of one scored batch by dataset;
+        returns this batch's own ``[all right, all wrong, groups]`` by dataset."""
+        batch: dict[str, list[int]] = {}
         for start in range(0, len(correct) - num_generations + 1, num_generations):
             name = categories[start]
             if name not in self.windows:
                 continue
             group = correct[start:start + num_generations]
-            count = self.counts.setdefault(name, [0, 0, 0])
-            count[0] += all(group)
-            count[1] += not any(group)
-            count[2] += 1
+            for count in (self.counts.setdefault(name, [0, 0, 0]), batch.setdefault(name, [0, 0, 0])):
+                count[0] += all(group)
+                count[1] += not any(group)
+                count[2] += 1
+        return batch
 
     def resolve(self, rows: list[dict]) -> list[dict]:
         """``rows`` with each curriculum row's prompt and answer taken from its pool at the current level."""
@@ -204,7 +209,9 @@ def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = 
 
                 categories = gather_object(categories)
             paid = rewards[:, column].nan_to_num(0.0) > 0
-            curriculum.observe(categories, paid.tolist(), trainer.num_generations)
+            batch = curriculum.observe(categories, paid.tolist(), trainer.num_generations)
+            for name, (right, wrong, groups) in batch.items():  # averaged over the step's rounds when logged
+                trainer._metrics["train"][f"curriculum/{name}/mixed"].append((groups - right - wrong) / groups)
         return rewards
 
     save, train = trainer._save_checkpoint, trainer.train
