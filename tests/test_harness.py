@@ -114,3 +114,67 @@ def test_lm_eval_and_eval_give_the_same_counts_on_a_real_run(smollm2_dir, tmp_pa
     assert len(verdicts) == len(ours) == 16
     assert our_strict >= 4, "the SFT run should answer some problems in the format; nothing to compare otherwise"
     assert abs(strict - our_strict) <= 1 and abs(flexible - our_lenient) <= 1, (strict, our_strict, flexible, our_lenient)
+
+
+# ---------------------------------------------------------------- what eval --lm-eval-task writes, by task
+
+
+class _Loaded(Exception):
+    """Raised where a model would load: a refusal that comes first never sees it."""
+
+
+def _eval_cli(monkeypatch, tmp_path, task, *extra):
+    """``unsloth-grpo eval --task TASK --lm-eval-task DIR`` with the model load and generation left out: the
+    task file is written (the load gives a stand-in), then the evaluation stops."""
+    import types
+
+    from unsloth_grpo.cli import evaluate as cli_eval
+    from unsloth_grpo.cli.main import main
+
+    loads = []
+
+    def load(*args, **kwargs):
+        loads.append(args)
+        return types.SimpleNamespace(model=None, tokenizer=None)
+
+    def stop(*args, **kwargs):
+        raise _Loaded
+
+    monkeypatch.setattr(cli_eval, "_load_model", load)
+    monkeypatch.setattr(cli_eval, "evaluate", stop)
+    monkeypatch.setattr(harness, "stop_strings", lambda tokenizer: ["</s>"])
+    task_dir = tmp_path / "task"
+    argv = ["eval", "--model", "someone/model", "--task", task, "--dataset", "synthetic", "--limit", "6",
+            "--output", str(tmp_path / "eval"), "--lm-eval-task", str(task_dir), *extra]
+    try:
+        code = main(argv)
+    except _Loaded:
+        code = None
+    return code, loads, task_dir
+
+
+def test_a_reasoning_gym_task_file_holds_the_oracle_number_not_the_encoded_gold(monkeypatch, tmp_path):
+    """The reasoning_gym task's answer column is JSON (dataset, config, entry); lm-eval's filters compare a
+    number, so the task file must hold the oracle (it held the JSON, and no completion could match it)."""
+    pytest.importorskip("reasoning_gym", reason="the reasoning_gym extra: pip install 'unsloth-grpo[reasoning_gym]'")
+    from unsloth_grpo.tasks.reasoning_gym import decode_gold, load_reasoning_gym
+
+    code, loads, task_dir = _eval_cli(monkeypatch, tmp_path, "reasoning_gym")
+    assert code is None and len(loads) == 1
+    problems = [json.loads(x) for x in (task_dir / harness.PROBLEMS_FILE).read_text().splitlines()]
+    assert problems  # the held-out split less the questions training also holds
+    for p in problems:
+        assert p["answer"].lstrip("-").isdigit(), p["answer"]
+    rows = load_reasoning_gym([{"name": "chain_sum", "config": {"min_terms": 2, "max_terms": 3, "max_digits": 2}},
+                               {"name": "leg_counting", "config": {"max_animals": 3}}], split="test",
+                              num_synthetic=2048, limit=6, seed=0)
+    assert [p["answer"] for p in problems] == [decode_gold(r["answer"]).oracle for r in rows]
+
+
+@pytest.mark.parametrize("task", ["countdown", "json_extract"])
+def test_a_task_whose_grade_is_not_a_number_is_refused_before_the_model_loads(monkeypatch, tmp_path, capsys, task):
+    code, loads, task_dir = _eval_cli(monkeypatch, tmp_path, task)
+    assert code == 2 and loads == [] and not task_dir.exists()
+    err = capsys.readouterr().err
+    assert f"--lm-eval-task: the {task} task's problem 0 has the gold" in err
+    assert "Leave --lm-eval-task out" in err and "Traceback" not in err

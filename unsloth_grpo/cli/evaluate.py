@@ -219,13 +219,37 @@ def console_progress(label: str, *, every_s: float = 5.0, file=None) -> Callable
     return report
 
 
+def _harness_rows(problems, args) -> list[dict] | None:
+    """With ``--lm-eval-task``, the problems with each gold as the number lm-eval's filters compare with;
+    a task whose grade is not that number is refused here, before any model loads (its lm-eval task would
+    grade against the task's encoded gold and say nothing true)."""
+    if not getattr(args, "lm_eval_task", None):
+        return None
+    from unsloth_grpo.tasks import get_task
+
+    task = get_task(args.task)
+    limit = len(problems) if args.limit is None else min(args.limit, len(problems))
+    rows = []
+    for i in range(limit):
+        row = dict(problems[i])
+        gold = task.harness_answer(row)
+        if gold is None:
+            raise ValueError(f"--lm-eval-task: the {args.task} task's problem {i} has the gold "
+                             f"{str(row['answer'])[:80]!r}, which is not a number that lm-eval's filters read "
+                             "(they compare the number in the answer block); its grade cannot be checked there. "
+                             "Leave --lm-eval-task out, or use it on a task whose answers are numbers (gsm8k; "
+                             "reasoning_gym datasets with numeric answers, such as chain_sum or products)")
+        rows.append({**row, "answer": gold})
+    return rows
+
+
 def _eval_one(model_path: str, problems, grading: dict[str, Any], args) -> dict[str, Any]:
+    harness_rows = _harness_rows(problems, args)
     loaded = _load_model(model_path, args.backend, args.device)
-    if getattr(args, "lm_eval_task", None):
+    if harness_rows is not None:
         from unsloth_grpo.evaluation import harness
 
-        limit = len(problems) if args.limit is None else min(args.limit, len(problems))
-        task_file = harness.write_task([problems[i] for i in range(limit)], args.lm_eval_task,
+        task_file = harness.write_task(harness_rows, args.lm_eval_task,
                                        system_prompt=args.system_prompt_used, max_new_tokens=args.max_new_tokens,
                                        stops=harness.stop_strings(loaded.tokenizer))
         print(f"wrote the lm-eval task {task_file}; after `unsloth-grpo export --model {model_path} --merged "

@@ -111,6 +111,13 @@ class Task:
         None: the task's difficulty is fixed (the default)."""
         return None
 
+    def harness_answer(self, row: dict) -> str | None:
+        """The row's gold answer as the plain number that the lm-eval task's filters compare with
+        (:mod:`unsloth_grpo.evaluation.harness`), or None when the task's grade is not "this number in the
+        answer block" (an expression, JSON, code, a tool's transcript): such a row cannot be checked there,
+        and ``eval --lm-eval-task`` refuses it before any model loads. None by default."""
+        return None
+
     def gold_completion(self, row: dict) -> str | None:
         """The row's gold answer written as a correct completion, or None when the row does not
         carry one (every reward is tried on it before the model loads)."""

@@ -356,6 +356,9 @@ class Gsm8k(Task):
     grading_rewards = ("correctness", "exact_match")
     loader = staticmethod(load_gsm8k)
     named_columns = True
+    def harness_answer(self, row: dict) -> str | None:
+        return str(row["answer"])
+
     trick_fixes = {
         **Task.trick_fixes,
         "copies_quantity": "Grade the run on phrasings it never trained on, by operation, beside its warm-up or a "

@@ -131,6 +131,9 @@ class Gsm8kTools(gsm8k.Gsm8k):
     def grade(self, completion: Any, gold: Any, **settings: Any) -> Verdict:
         return super().grade(transcript.final_text(completion), gold, **settings)
 
+    def harness_answer(self, row: dict) -> str | None:
+        return None  # the answer comes after tool turns that lm-eval's generate_until does not run
+
     def grader(self, cfg) -> Grader:
         on_text = super().grader(cfg)
         return lambda completion, gold: on_text(transcript.final_text(completion), gold)

@@ -504,6 +504,12 @@ class ReasoningGym(Task):
     grading_rewards = ("reasoning_gym_correct",)
     grade = staticmethod(grade)
 
+    def harness_answer(self, row: dict) -> str | None:
+        """The oracle when it is a plain number (chain_sum, products, leg_counting ...), else None: lm-eval's
+        filters read a number, and the dataset's own score_answer is what grades anything else."""
+        oracle = decode_gold(row["answer"]).oracle
+        return oracle if oracle is not None and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", oracle.strip()) else None
+
     def read(self, cfg, system_prompt):
         d = cfg.data
         limit = d.limit if d.categories is None else None
