@@ -75,6 +75,7 @@ def model_card(run_dir: str | os.PathLike, *, base_model: str | None = None, mer
              f"Trained with GRPO (TRL's GRPOTrainer, through unsloth-grpo) on the `{task}` task.", "",
              f"- base model: `{model or 'unknown'}`" + ("" if hub else " (not a hub model)"),
              *([f"- base model origin and license: {real.provenance()}"] if real is not None else []),
+             *([f"- terms: {real.terms}"] if real is not None and real.terms else []),
              f"- task: `{task}`, data: `{(cfg.get('data') or {}).get('source', 'unknown')}`",
              f"- steps: {steps}" + (f" of {(cfg.get('training') or {}).get('max_steps')}" if cfg.get("training") else ""),
              "- rewards: " + (", ".join(f"`{r.get('name')}` x {r.get('weight', 1.0):g}" for r in rewards) or "none recorded")]
