@@ -10,9 +10,10 @@ The reasoning_gym recipe's ``smollm2`` preset (30 GRPO steps from the base model
 
 - ``fixed``: every step at ``--level``. It goes through the curriculum's wiring with a window longer than the
   run, so its groups are counted exactly as the other arm's and its level cannot move (checked);
-- ``curriculum``: starts at ``--level`` and moves with the preset's rule (down when 90% of the groups of the
-  last 5 steps were all wrong, up when 90% were all right);
-- ``lowest`` (``--arms``): every step at level 0, for reference.
+- ``curriculum``: starts at ``--level`` and moves with the default rule (down when 90% of the groups of the
+  last 5 steps were all wrong, up when 90% were all right; a group that wrote no answer block holds the level);
+- ``curriculum_down`` (``--arms``): the same with ``unanswered: down``, a group that wrote no answer counted as
+  all wrong (the rule as it was first built).
 
 Each arm logs ``curriculum/<dataset>/mixed`` every step (the share of groups with a right and a wrong answer,
 the groups GRPO learns correctness from) and its level; the table gives the mean share over the run, the CPU
@@ -40,15 +41,15 @@ from real_model_reasoning_gym import grade  # noqa: E402
 
 from unsloth_grpo.tasks.reasoning_gym import RECIPE  # noqa: E402
 
-ARMS = ("fixed", "curriculum", "lowest")
+ARMS = ("fixed", "curriculum", "curriculum_down")
 #: A window no 30-step run fills: the rule never reads it, so the level stays where it started.
 NEVER = 1_000_000
 
 
 def entry(dataset: str, arm: str, level: int) -> dict:
-    if arm == "curriculum":
-        return {"name": dataset, "curriculum": {"start_level": level}}
-    return {"name": dataset, "curriculum": {"start_level": 0 if arm == "lowest" else level, "window": NEVER}}
+    """Every arm starts at ``level`` with the same seed, so all train from the same pools."""
+    rule = {"fixed": {"window": NEVER}, "curriculum": {}, "curriculum_down": {"unanswered": "down"}}[arm]
+    return {"name": dataset, "curriculum": {"start_level": level, **rule}}
 
 
 def config(dataset: str, arm: str, level: int, seed: int, out: Path, overrides: list[str]):
@@ -87,21 +88,23 @@ def held_out_sets(cfg, dataset: str, levels: list[int], n: int, seen: set[str], 
     return out
 
 
-def run(dataset: str, seed: int, out: Path, level: int, arms, held_out: int, overrides: list[str], log=print):
+def run(dataset: str, seed: int, out: Path, level: int, arms, held_out: int, overrides: list[str], log=print,
+        result: dict | None = None):
+    """One seed: the base grades and each arm of ``arms`` not already in ``result`` (an earlier run's)."""
     from peft import set_peft_model_state_dict
 
     from unsloth_grpo.hardware.backend import load_model, prepare_backend
     from unsloth_grpo.training.stages import lora_state
     from unsloth_grpo.training.train import load_task_dataset, train
 
-    cfgs = {arm: config(dataset, arm, level, seed, out / arm, overrides) for arm in arms}
-    seen = set().union(*(pool_questions(c) for c in cfgs.values()))
-    first = cfgs[arms[0]]
+    cfgs = {arm: config(dataset, arm, level, seed, out / arm, overrides) for arm in ARMS}
+    seen = pool_questions(cfgs["fixed"])  # every arm's pools: one start level, one seed
+    first = cfgs["fixed"]
     eval_levels = sorted({0, level})
     held = held_out_sets(first, dataset, eval_levels, held_out, seen, log=log)
     loaded = load_model(first.model, first.lora, seed=seed, gradient_checkpointing=False, log=log,
                         decision=prepare_backend(first.model))
-    result = {"dataset": dataset, "seed": seed, "level": level, "grades": {}, "train": {}}
+    result = result or {"dataset": dataset, "seed": seed, "level": level, "grades": {}, "train": {}}
 
     def grade_all(arm):
         result["grades"][arm] = {str(lvl): grade(first, loaded, rows) for lvl, rows in held.items()}
@@ -109,9 +112,10 @@ def run(dataset: str, seed: int, out: Path, level: int, arms, held_out: int, ove
             f"level {lvl} strict {g['accuracy']:.3f} format {g['format_compliance']:.3f} (n={g['n']})"
             for lvl, g in result["grades"][arm].items()))
 
-    grade_all("base")
+    if "base" not in result["grades"]:
+        grade_all("base")
     start = lora_state(loaded.model)
-    for arm in arms:
+    for arm in [a for a in arms if a not in result["train"]]:
         set_peft_model_state_dict(loaded.model, start)
         loaded.trained_in = None
         cfg = cfgs[arm]
@@ -127,7 +131,7 @@ def run(dataset: str, seed: int, out: Path, level: int, arms, held_out: int, ove
             "reward_correct": [res.mean_reward(first=5, key="rewards/reasoning_gym_correct/mean"),
                                res.mean_reward(last=5, key="rewards/reasoning_gym_correct/mean")],
         }
-        if arm != "curriculum" and len(set(result["train"][arm]["levels"])) > 1:
+        if arm == "fixed" and len(set(result["train"][arm]["levels"])) > 1:
             raise RuntimeError(f"the {arm} arm's level moved: {result['train'][arm]['levels']}")
         t = result["train"][arm]
         log(f"{dataset} seed {seed} {arm}: mixed {t['mixed_share']:.2f} over {len(mixed)} steps, levels "
@@ -156,6 +160,7 @@ def table(runs: list[dict]) -> list[str]:
     if not runs:
         return []
     arms = [a for a in ("base", *ARMS) if all(a in r["grades"] for r in runs)]
+    runs = sorted(runs, key=lambda r: r["seed"])
     levels = list(runs[0]["grades"]["base"])
     lines = [f"{len(runs)} seed(s), {runs[0]['dataset']} trained at level {runs[0]['level']}; "
              "held-out strict % by evaluation level"]
@@ -195,11 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     path = out / "results.json"
     runs = json.loads(path.read_text())["runs"] if path.exists() else []
     for seed in args.seeds:
-        if any(r["seed"] == seed and r["dataset"] == args.dataset and r["level"] == args.level for r in runs):
+        done = [r for r in runs if r["seed"] == seed and r["dataset"] == args.dataset and r["level"] == args.level]
+        if done and all(arm in done[0]["train"] for arm in args.arms):
             print(f"seed {seed}: in {path} already")
             continue
+        if done:  # the arms it lacks, on the same held-out sets
+            runs.remove(done[0])
         runs.append(run(args.dataset, seed, out / f"seed{seed}", args.level, args.arms, args.held_out,
-                        args.overrides))
+                        args.overrides, result=done[0] if done else None))
         path.write_text(json.dumps({"command": "python benchmarks/real_model_curriculum.py "
                                     + " ".join(sys.argv[1:] if argv is None else argv),
                                     "machine": platform.machine(), "runs": runs}, indent=1))

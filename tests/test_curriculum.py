@@ -77,10 +77,27 @@ def test_levels_change_only_between_steps_from_a_full_window():
 def test_observe_returns_the_batch_s_own_counts_beside_the_step_s():
     c = Curriculum(Pools(start=1))
     c.begin_step(0)
-    assert c.observe(*groups("RWMM"), 4) == {"a": [1, 1, 4]}     # what curriculum/a/mixed is logged from: 2 of 4
-    assert c.observe(*groups("MM"), 4) == {"a": [0, 0, 2]}       # a second round: its own counts only
+    assert c.observe(*groups("RWMM"), 4) == {"a": [1, 1, 4, 2]}  # right, wrong, groups, mixed: curriculum/a/mixed 2/4
+    assert c.observe(*groups("MM"), 4) == {"a": [0, 0, 2, 2]}    # a second round: its own counts only
     assert c.counts == {"a": [1, 1, 6]}                          # the step's, which the rule reads
     assert c.observe(["b"] * 4, [True] * 4, 4) == {}             # a dataset without a curriculum is not counted
+
+
+def test_a_group_that_wrote_no_answer_is_not_all_wrong_unless_the_rule_says_so():
+    """A model that has not learned the answer format yet gets every group wrong: that says nothing about the
+    level, so by default such a group holds the level; ``unanswered: down`` counts it as all wrong."""
+    categories, correct = groups("WWWW")
+    nothing = [False] * len(correct)
+    one_answer = [False] * 8 + [True] + [False] * 7          # the third group: one completion answered
+    hold = Curriculum(Pools(start=1, window=1))
+    hold.begin_step(0)
+    assert hold.observe(categories, correct, 4, nothing) == {"a": [0, 0, 4, 0]}
+    assert hold.begin_step(1) and hold.levels == {"a": 1}  # no answer in any group: the level holds
+    assert hold.observe(categories, correct, 4, one_answer) == {"a": [0, 1, 4, 0]}
+    down = Curriculum(Pools(start=1, window=1, unanswered="down"))
+    down.begin_step(0)
+    assert down.observe(categories, correct, 4, nothing) == {"a": [0, 4, 4, 0]}
+    assert down.begin_step(1) and down.levels == {"a": 0}
 
 
 # --- the reasoning_gym task's levels -----------------------------------------------------------------
@@ -105,9 +122,12 @@ def test_a_dataset_without_a_curriculum_and_bad_settings_are_refused_by_name():
     assert rg.spec_problems([{"name": "leg_counting", "config": {"max_animals": 3}, "curriculum": True}]) == [
         "data.datasets[0].config sets max_animals, which leg_counting's curriculum sets at each level; drop them, "
         "or drop curriculum"]
-    assert rg.spec_problems([{"name": "chain_sum", "curriculum": {"up": 0, "windw": 3, "start_level": 11}}]) == [
-        "data.datasets[0].curriculum.windw: unknown key; it takes up, down, window, start_level",
+    assert rg.spec_problems([{"name": "chain_sum", "curriculum": {"up": 0, "windw": 3, "start_level": 11,
+                                                                  "unanswered": "wrong"}}]) == [
+        "data.datasets[0].curriculum.windw: unknown key; it takes up, down, window, start_level, unanswered",
         "data.datasets[0].curriculum.up=0 must be a share of groups above 0 and at most 1",
+        "data.datasets[0].curriculum.unanswered='wrong' must be one of hold, down (a group that wrote no answer: the "
+        "level holds, or it counts as all wrong)",
         "data.datasets[0].curriculum.start_level=11 must be a whole number from 0 to 10 (chain_sum's levels)"]
     assert rg.spec_problems([{"name": "chain_sum", "curriculum": True}, {"name": "acre"}]) == []
     cfg = smoke("data.datasets=[{name: chain_sum, curriculum: true}]",
@@ -136,6 +156,12 @@ def test_rows_sit_in_slots_and_each_level_has_its_own_pool():
     assert source.rows("chain_sum", 4) == source.rows("chain_sum", 4)  # cached, and the same when regenerated
     assert levels.level_config("chain_sum", {}, 4) == levels.level_config("chain_sum", {}, 4)
     assert task.curriculum(smoke()) is None  # no entry asks for one: the difficulty is fixed
+    assert source.rules["chain_sum"]["unanswered"] == "hold"
+    # an answer block, right or wrong, or several of them, is an answer; none (or an unclosed one) is not
+    assert source.answered("<reasoning>1 + 2</reasoning> <answer>4</answer>")
+    assert source.answered("<answer>3</answer> or <answer>4</answer>")
+    assert not source.answered("1 + 2 = 3") and not source.answered("<answer> 3")
+    assert source.answered([{"role": "assistant", "content": "<answer>3</answer>"}])
 
 
 def test_a_held_out_split_removes_the_questions_of_every_level_s_pool():
@@ -168,7 +194,7 @@ def test_a_tiny_model_run_logs_the_level_every_step_and_it_moves_as_the_rule_say
     assert recipe.main(["--preset", "smoke", "--output-dir", str(out), "model.backend=transformers",
                         "training.max_steps=5", "training.dynamic_sampling=refill", "training.max_sampling_rounds=3",
                         "data.datasets=[{name: chain_sum, curriculum: {down: 0.5, up: 1.0, window: 1, "
-                        "start_level: 3}}]", "data.num_synthetic=32"]) == 0
+                        "start_level: 3, unanswered: down}}]", "data.num_synthetic=32"]) == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["curriculum/chain_sum/level"] for r in rows] == [3, 2, 1, 0, 0]
     assert [r.get("curriculum/chain_sum/all_wrong") for r in rows] == [None, 1.0, 1.0, 1.0, 1.0]
@@ -215,7 +241,8 @@ def test_a_resumed_run_goes_on_from_the_saved_levels_not_the_start_level(tmp_pat
     code the resumed run began again at its start level 3."""
     out = tmp_path / "run"
     args = ["--preset", "smoke", "--output-dir", str(out), "model.backend=transformers", "training.save_steps=1",
-            "data.datasets=[{name: chain_sum, curriculum: {down: 0.5, up: 1.0, window: 1, start_level: 3}}]",
+            "data.datasets=[{name: chain_sum, curriculum: {down: 0.5, up: 1.0, window: 1, start_level: 3, "
+            "unanswered: down}}]",
             "data.num_synthetic=32"]
     assert recipe.main([*args, "training.max_steps=3"]) == 0
     from unsloth_grpo.training import checkpoint as ck

@@ -47,11 +47,14 @@ def test_the_goal_line_compares_the_mixed_share_and_the_harder_level_over_seeds(
     assert tie.count("NOT met") == 1 and "0.50 vs fixed 0.50 (NOT met)" in tie  # equal shares are not larger
 
 
-def test_the_fixed_arms_cannot_move_and_the_curriculum_starts_where_fixed_stays():
-    fixed, curriculum, lowest = (bench.entry("chain_sum", arm, 2) for arm in ("fixed", "curriculum", "lowest"))
+def test_the_fixed_arm_cannot_move_and_every_arm_starts_from_the_same_pools():
+    fixed, curriculum, down = (bench.entry("chain_sum", arm, 2) for arm in bench.ARMS)
     assert curriculum == {"name": "chain_sum", "curriculum": {"start_level": 2}}
-    assert fixed["curriculum"]["start_level"] == 2 and lowest["curriculum"]["start_level"] == 0
+    assert down == {"name": "chain_sum", "curriculum": {"start_level": 2, "unanswered": "down"}}
+    assert fixed["curriculum"]["start_level"] == 2
     assert fixed["curriculum"]["window"] > 10_000  # no run of the preset's length fills it: the rule never reads it
+    pools = {arm: bench.pool_questions(bench.config("chain_sum", arm, 1, 0, Path("unused"), [])) for arm in bench.ARMS}
+    assert pools["fixed"] == pools["curriculum"] == pools["curriculum_down"]  # one held-out set serves them all
 
 
 def test_level_paths_and_the_refused_level(capsys):

@@ -19,7 +19,9 @@ from typing import Any, Callable
 
 #: A curriculum entry's keys and defaults: the share of groups all right (``up``) or all wrong (``down``) over
 #: the last ``window`` optimizer steps that moves the level, and the level training starts at.
-CURRICULUM_DEFAULTS = {"up": 0.9, "down": 0.9, "window": 5, "start_level": 0}
+CURRICULUM_DEFAULTS = {"up": 0.9, "down": 0.9, "window": 5, "start_level": 0, "unanswered": "hold"}
+#: What a group whose completions hold no answer block counts as (unsloth_grpo.training.curriculum).
+UNANSWERED = ("hold", "down")
 
 #: Added to a dataset's seed per level away from the start level, so each level's pool has its own questions
 #: (reasoning-gym draws item ``i`` from ``seed + i``; the held-out split is at ``seed + 1,000,000``).
@@ -89,6 +91,9 @@ def curriculum_problems(name: str, raw: Any, config: dict, label: str) -> list[s
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
             out.append(f"{label}.curriculum.{key}={v!r} must be a share of groups above 0 and at most 1")
     top = highest_level(name)
+    if s["unanswered"] not in UNANSWERED:
+        out.append(f"{label}.curriculum.unanswered={s['unanswered']!r} must be one of {', '.join(UNANSWERED)} "
+                   "(a group that wrote no answer: the level holds, or it counts as all wrong)")
     for key, low, high in (("window", 1, None), ("start_level", 0, top)):
         v = s[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < low or (high is not None and v > high):
@@ -112,8 +117,17 @@ class Levels:
         self.make_rows = make_rows  # (spec, rows, seed) -> the task's prompt and answer rows
         self.start = {s.name: s.curriculum["start_level"] for s, _ in chosen}
         self.rules = {s.name: {"up": s.curriculum["up"], "down": s.curriculum["down"],
-                               "window": s.curriculum["window"], "highest": highest_level(s.name)}
+                               "window": s.curriculum["window"], "highest": highest_level(s.name),
+                               "unanswered": s.curriculum["unanswered"]}
                       for s, _ in chosen}
+
+    @staticmethod
+    def answered(completion: Any) -> bool:
+        """Whether ``completion`` holds an answer block the grade reads (several blocks count: an answer was
+        tried); a group where no completion has one is judged by ``unanswered``."""
+        from unsloth_grpo.grading import find_answer
+
+        return find_answer(completion)[1] != "no_answer"
 
     @functools.lru_cache(maxsize=64)
     def rows(self, name: str, level: int) -> list[dict[str, Any]]:

@@ -3,8 +3,13 @@
 GRPO learns only from groups whose rewards differ. A dataset whose groups are almost all right is too easy
 to teach anything, one whose groups are almost all wrong too hard; the rule (:func:`next_level`) moves the
 level of such a dataset up or down one, from the groups of the last ``window`` optimizer steps of that
-dataset (the row's ``category`` column names it), judged by the task's correctness reward alone: a group
-is all right when every completion is paid, all wrong when none is.
+dataset (the row's ``category`` column names it), judged by the task's correctness reward: a group
+is all right when every completion is paid, all wrong when none is and at least one of them gave an answer
+the grade could read (:meth:`LevelSource.answered`). A group that answered nothing says that the model has
+not learned the answer format yet, not that the level is too hard: by default (``unanswered: hold``) it counts
+as neither, so a model still learning the format stays at its level (on SmolLM2 from the base model, a
+curriculum that counted such groups as wrong went down at step 6 with not one answer written, benchmarks/
+real_model_curriculum.py); ``unanswered: down`` counts it as all wrong.
 
 Where the levels come from is the task's business (a :class:`LevelSource`: the reasoning_gym task
 generates a pool of rows per dataset and level with reasoning-gym's own curriculum classes). This module
@@ -52,6 +57,7 @@ class LevelRule:
     down: float = 0.9
     window: int = 5
     highest: int = 0
+    unanswered: str = "hold"  # a group with no readable answer: "hold" (neither right nor wrong) or "down" (wrong)
 
 
 def next_level(level: int, right: int, wrong: int, groups: int, rule: LevelRule) -> int:
@@ -81,6 +87,10 @@ class LevelSource(Protocol):
 
     def rows(self, name: str, level: int) -> list[dict[str, Any]]:
         """The pool of ``name`` at ``level``: rows with the task's ``prompt`` and ``answer``, in a seeded order."""
+
+    def answered(self, completion: Any) -> bool:
+        """Whether ``completion`` gave an answer the task's grade reads (right or wrong). A source without this
+        method has every completion counted as answered."""
 
 
 class Curriculum:
@@ -145,19 +155,24 @@ class Curriculum:
         self.counts = {k: [int(x) for x in v] for k, v in state.get("counts", {}).items() if k in self.levels}
         self.moves = [tuple(m) for m in state.get("moves", [])]
 
-    def observe(self, categories: list, correct: list[bool], num_generations: int) -> dict[str, list[int]]:
+    def observe(self, categories: list, correct: list[bool], num_generations: int,
+                answered: list[bool] | None = None) -> dict[str, list[int]]:
         """Count the groups (``num_generations`` consecutive completions) of one scored batch by dataset;
-        returns this batch's own ``[all right, all wrong, groups]`` by dataset."""
+        ``answered`` says which completions gave a readable answer (None: all of them). Returns this batch's
+        own ``[all right, all wrong, groups, mixed]`` by dataset, mixed being a right and a wrong answer."""
         batch: dict[str, list[int]] = {}
         for start in range(0, len(correct) - num_generations + 1, num_generations):
             name = categories[start]
             if name not in self.windows:
                 continue
             group = correct[start:start + num_generations]
-            for count in (self.counts.setdefault(name, [0, 0, 0]), batch.setdefault(name, [0, 0, 0])):
+            said = answered is None or any(answered[start:start + num_generations])
+            wrong = not any(group) and (said or self.rules[name].unanswered == "down")
+            for count in (self.counts.setdefault(name, [0, 0, 0]), batch.setdefault(name, [0, 0, 0, 0])):
                 count[0] += all(group)
-                count[1] += not any(group)
+                count[1] += wrong
                 count[2] += 1
+            batch[name][3] += any(group) and not all(group)
         return batch
 
     def resolve(self, rows: list[dict]) -> list[dict]:
@@ -180,6 +195,7 @@ def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = 
                          f"(the run's rewards: {', '.join(names) or 'none'})")
     column = names.index(source.grading_reward)
     curriculum = Curriculum(source)
+    answers = getattr(source, "answered", None)
     generate, rewards_of = trainer._generate_and_score_completions, trainer._calculate_rewards
     moved = [0]  # the moves already said
 
@@ -204,14 +220,16 @@ def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = 
         rewards = rewards_of(inputs, prompts, completions, completion_ids_list)
         if trainer.model.training:
             categories = [row.get("category") for row in inputs]
+            answered = [bool(answers(c)) for c in completions] if answers is not None else None
             if trainer.accelerator.num_processes > 1:  # the rewards are every process's rows, in process order
                 from accelerate.utils import gather_object
 
                 categories = gather_object(categories)
+                answered = gather_object(answered) if answered is not None else None
             paid = rewards[:, column].nan_to_num(0.0) > 0
-            batch = curriculum.observe(categories, paid.tolist(), trainer.num_generations)
-            for name, (right, wrong, groups) in batch.items():  # averaged over the step's rounds when logged
-                trainer._metrics["train"][f"curriculum/{name}/mixed"].append((groups - right - wrong) / groups)
+            batch = curriculum.observe(categories, paid.tolist(), trainer.num_generations, answered)
+            for name, (_, _, groups, mixed) in batch.items():  # averaged over the step's rounds when logged
+                trainer._metrics["train"][f"curriculum/{name}/mixed"].append(mixed / groups)
         return rewards
 
     save, train = trainer._save_checkpoint, trainer.train
@@ -241,6 +259,7 @@ def attach(trainer, source: LevelSource, *, log: Callable[[str], None] | None = 
     if log is not None:
         log("curriculum: " + "; ".join(
             f"{name} from level {curriculum.levels[name]} of 0-{rule.highest} (up at {rule.up:.0%} of groups all "
-            f"right, down at {rule.down:.0%} all wrong, over {rule.window} steps)"
+            f"right, down at {rule.down:.0%} all wrong, over {rule.window} steps; a group with no answer "
+            f"{'holds' if rule.unanswered == 'hold' else 'counts as wrong'})"
             for name, rule in curriculum.rules.items()))
     return curriculum
