@@ -40,8 +40,7 @@ from typing import Any, Sequence
 from unsloth_grpo.data import DataError, chat_prompt
 from unsloth_grpo.grading import DEFAULT_IGNORE_INSIDE, Verdict, find_answer, hedge_refusal, tag_markers
 from unsloth_grpo.rewards._registry import RewardFunc, per_sample, register, texts
-from unsloth_grpo.tasks._reasoning_gym_levels import (Levels, curriculum_problems, level_config, level_pools,
-                                                      settings)
+from unsloth_grpo.tasks._reasoning_gym_levels import Levels, curriculum_problems, level_config, level_pools, settings
 from unsloth_grpo.tasks._recipe import REAL_MODEL_PRESET, Recipe, real_model_preset, smoke_preset
 from unsloth_grpo.tasks._task import Task, reasoned_completion
 
@@ -334,13 +333,9 @@ def _generate(spec: Spec, n: int, seed: int) -> tuple[dict, list[dict]]:
     return config, [dataset[i] for i in range(n)]
 
 
-def _training_questions(spec: Spec, n: int) -> frozenset[str]:
-    """The questions training can draw for ``spec`` (``n`` rows): its rows, and under a curriculum every
-    level's pool (:func:`level_pools`), since a run whose level moves trains on those too."""
-    if spec.curriculum is None:
-        return _questions(spec.name, json.dumps(spec.config, sort_keys=True), spec.seed, n)
-    return frozenset().union(*(_questions(spec.name, json.dumps(config, sort_keys=True), seed, n)
-                               for _, config, seed in level_pools(spec)))
+def _training_questions(spec: Spec, n: int) -> frozenset[str]:  # its rows; under a curriculum every level's pool
+    pools = [(spec.config, spec.seed)] if spec.curriculum is None else [(c, s) for _, c, s in level_pools(spec)]
+    return frozenset().union(*(_questions(spec.name, json.dumps(c, sort_keys=True), s, n) for c, s in pools))
 
 
 @functools.lru_cache(maxsize=32)
@@ -504,11 +499,9 @@ class ReasoningGym(Task):
     grading_rewards = ("reasoning_gym_correct",)
     grade = staticmethod(grade)
 
-    def harness_answer(self, row: dict) -> str | None:
-        """The oracle when it is a plain number (chain_sum, products, leg_counting ...), else None: lm-eval's
-        filters read a number, and the dataset's own score_answer is what grades anything else."""
-        oracle = decode_gold(row["answer"]).oracle
-        return oracle if oracle is not None and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", oracle.strip()) else None
+    def harness_answer(self, row: dict) -> str | None:  # the oracle when it is a number: lm-eval's filters read those
+        oracle = decode_gold(row["answer"]).oracle or ""
+        return oracle if re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", oracle.strip()) else None
 
     def read(self, cfg, system_prompt):
         d = cfg.data
