@@ -461,3 +461,44 @@ def test_the_grpo_stage_of_a_run_is_told_its_warm_ups_kinds(tmp_path, monkeypatc
     single = RECIPE.resolve(preset="smoke", output_dir=str(tmp_path / "single"))
     train_module.train(single, decision=object(), log=lambda _m: None, warmup_categories=["addition"])
     assert told == {(0, None): ["addition"]}
+
+
+def test_grpo_stages_with_a_kl_term_measure_it_from_their_own_start_and_leave_no_copy_behind(tmp_path):
+    """``training.beta > 0`` on a stage after a warm-up: TRL copies the adapter the stage starts from into a
+    frozen ``ref`` adapter and measures the KL against it (the warm-up, not the base model). The copy used to
+    outlive the stage, so a second GRPO stage with a KL term failed to add its own ("Adapter with name 'ref'
+    already exists") and every stage folder held a second adapter."""
+    from peft import get_peft_model_state_dict
+    from transformers import TrainerCallback
+
+    from unsloth_grpo.training.train import train
+
+    class RefAtStart(TrainerCallback):
+        seen: list = []
+
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            has_ref = "ref" in getattr(model, "peft_config", {})
+            ref = get_peft_model_state_dict(model, adapter_name="ref") if has_ref else None
+            self.seen.append((Path(args.output_dir).name, st.lora_state(model), ref))
+
+    stages = [dict(STAGES[0]),
+              {"name": "kl1", "max_steps": 2, "training": {"beta": 0.5}},
+              {"name": "kl2", "max_steps": 2, "training": {"beta": 0.5}}]
+    cfg = _cfg(tmp_path, stages)
+    rec = RefAtStart()
+    result = train(cfg, callbacks=[rec], log=lambda _m: None)
+    assert result.global_step == 8
+    grpo_starts = [s for s in rec.seen if s[0].startswith("0") and s[0] != "01-preformat"]
+    assert [s[0] for s in grpo_starts] == ["02-kl1", "03-kl2"]
+    for name, start, ref in grpo_starts:
+        assert ref is not None, f"{name}: no reference copy of the adapter it started from"
+        assert set(ref) == set(start)
+        # the reference is the adapter the stage started from (the warm-up's end, then kl1's end), not the base
+        assert max((ref[k].float() - start[k]).abs().max().item() for k in start) == 0.0
+        assert max(start[k].abs().max().item() for k in start if "lora_B" in k) > 0.0
+    run = Path(cfg.output_dir)
+    for d in ("02-kl1", "03-kl2"):
+        rows = [json.loads(x) for x in (run / "stages" / d / "metrics.jsonl").read_text().splitlines()]
+        assert "kl" in rows[0] and rows[0]["kl"] < 1e-6  # the policy is its reference at a stage's first step
+        assert not (run / "stages" / d / "ref").exists()
+    assert not (run / "ref").exists()

@@ -34,7 +34,11 @@ from unsloth_grpo.training.resume import check_output_dir, generation_round_step
 from unsloth_grpo.training.trainer_args import grpo_args
 
 __all__ = ["DISK_FULL_EXIT_CODE", "REWARD_FAILED_EXIT_CODE", "TrainResult", "TrainingStopped", "build_grpo_args",
-           "check_output_dir", "disk_full", "is_main_process", "load_task_dataset", "metrics_row", "train", "train_grpo"]
+           "check_output_dir", "disk_full", "drop_reference_adapter", "is_main_process", "load_task_dataset",
+           "metrics_row", "train", "train_grpo"]
+
+#: The name TRL's GRPOTrainer gives the frozen copy of an already trained adapter it measures the KL against.
+REFERENCE_ADAPTER = "ref"
 
 
 def is_main_process() -> bool:
@@ -241,8 +245,11 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
                               resumed=resume_from is not None) if main_process else None
     log(f"training: {len(dataset)} prompts, {cfg.training.max_steps} steps, "
         f"{cfg.training.num_generations} generations per prompt -> {out}")
-    run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log, fresh_dir=fresh_dir,
-                decision=decision)
+    try:
+        run_trainer(trainer, cfg, saver, resume_from=resume_from, stage=stage, hint=hint, log=log,
+                    fresh_dir=fresh_dir, decision=decision)
+    finally:
+        drop_reference_adapter(loaded.model)
     generation_hooks.release(trainer)
     trainer.save_model(str(out))  # rank 0 only, inside the Trainer
     summary = None
@@ -252,6 +259,22 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     metrics = [json.loads(line) for line in metrics_path.read_text().splitlines()] if metrics_path.exists() else []
     return TrainResult(out, metrics, loaded.info.to_dict(), time.time() - start, trainer.state.global_step,
                        evaluation=summary, headroom=headroom)
+
+
+def drop_reference_adapter(model) -> None:
+    """Remove the frozen copy TRL's GRPOTrainer adds to an adapter it is given already trained (``beta > 0``).
+
+    With a KL term (``training.beta``) and a model that already holds a LoRA adapter, as every stage after
+    the first does, TRL copies the adapter at the trainer's start into a second one named ``ref`` and takes
+    the reference log-probabilities from it: the KL is measured against the previous stage's end (a warm-up,
+    say), not against the base model. The copy outlives the trainer, and the next GRPO training on the same
+    model (a second stage, a benchmark's next arm, a notebook's next call) would fail to add its own
+    (``Adapter with name 'ref' already exists``); it would also be saved beside the adapter. So it goes when
+    the training ends, however it ends.
+    """
+    peft_config = getattr(model, "peft_config", None)
+    if isinstance(peft_config, dict) and REFERENCE_ADAPTER in peft_config and hasattr(model, "delete_adapter"):
+        model.delete_adapter(REFERENCE_ADAPTER)
 
 
 def _say_where_training_starts(cfg: RecipeConfig, resume_from, resume, log: Callable[[str], None]) -> None:
