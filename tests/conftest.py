@@ -83,6 +83,30 @@ def shared_root(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+def load_script(path, name=None, *, with_its_folder_on_path=False, in_sys_modules=False):
+    """Run the Python file at ``path`` (a script in benchmarks/, tools/ and the like, which are not
+    packages) as a module and return it. The module is named ``name``, or the file's name without
+    ``.py``. ``with_its_folder_on_path`` puts the file's folder on ``sys.path`` while it runs, so it can
+    import its neighbours, and takes it off again afterwards; ``in_sys_modules`` enters the module in
+    ``sys.modules`` under its name before it runs (and leaves it there)."""
+    import importlib.util
+    import sys
+
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    if in_sys_modules:
+        sys.modules[spec.name] = module
+    if with_its_folder_on_path:
+        sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if with_its_folder_on_path:
+            sys.path.remove(str(path.parent))
+    return module
+
+
 def trained_once(root: Path, name: str, make) -> Path:
     """``make(root / name)`` once, whichever process asks first; the others wait for it and get the same
     folder. For runs that tests only read (a test that writes copies it into its tmp_path)."""

@@ -22,12 +22,9 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 def _structure():
     """tools/structure.py, the package's measures, loaded by its path (tools/ is no package)."""
-    import importlib.util
+    from conftest import load_script
 
-    spec = importlib.util.spec_from_file_location("_unsloth_grpo_structure", ROOT.parent / "tools" / "structure.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT.parent / "tools" / "structure.py", "_unsloth_grpo_structure")
 
 
 STRUCTURE = _structure()

@@ -373,12 +373,9 @@ def test_batches_it_cannot_regroup_switch_it_off_with_one_line(tiny_model_dir, t
 # ------------------------------------------------------------------ the learning-efficiency benchmark
 
 def _benchmark():
-    import importlib.util
+    from conftest import load_script
 
-    spec = importlib.util.spec_from_file_location("learning_efficiency", REPO / "benchmarks" / "learning_efficiency.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "benchmarks" / "learning_efficiency.py")
 
 
 def test_benchmark_reads_time_to_plain_grpos_final_accuracy_and_the_gain_at_equal_time():

@@ -7,7 +7,6 @@ fetched here); and ``benchmarks/real_model.py --preset gemma3`` resolves the ben
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -71,11 +70,9 @@ def test_the_gemma3_preset_passes_check_where_the_model_is_here(tmp_path):
 
 
 def _bench():
-    path = REPO / "benchmarks" / "real_model.py"
-    spec = importlib.util.spec_from_file_location("real_model_bench_gemma", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from conftest import load_script
+
+    return load_script(REPO / "benchmarks" / "real_model.py", "real_model_bench_gemma")
 
 
 def test_the_benchmark_resolves_its_runs_from_the_preset_it_is_given(monkeypatch, tmp_path, capsys):

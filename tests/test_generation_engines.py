@@ -4,13 +4,14 @@ CPU-second over both (benchmarks/generation_engines.py). Runs anywhere: no model
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -21,17 +22,6 @@ child = subprocess.Popen([sys.executable, "-c", "import time\\nend = time.proces
 print("ready", flush=True)
 time.sleep(600)
 """
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(path.parent))
-    return module
 
 
 @pytest.fixture
@@ -58,7 +48,7 @@ def busy_tree():
 
 
 def test_tree_cpu_seconds_counts_the_processes_below_the_one_named(busy_tree):
-    tool = _load("vllm_cpu_run", REPO / "tools" / "vllm_cpu_run.py")
+    tool = load_script(REPO / "tools" / "vllm_cpu_run.py", with_its_folder_on_path=True)
     proc = busy_tree(0.6)
     deadline = time.time() + 60
     while tool.tree_cpu_seconds(proc.pid) < 0.5 and time.time() < deadline:
@@ -76,7 +66,7 @@ def test_tree_cpu_seconds_counts_the_processes_below_the_one_named(busy_tree):
 def test_the_timed_generation_call_counts_completions_and_the_servers_cpu(busy_tree, monkeypatch):
     from trl import GRPOTrainer
 
-    tool = _load("vllm_cpu_run", REPO / "tools" / "vllm_cpu_run.py")
+    tool = load_script(REPO / "tools" / "vllm_cpu_run.py", with_its_folder_on_path=True)
     server = {}
 
     def generate(self, *args, **kwargs):  # stands in for TRL's call: the server works while the trainer waits
@@ -99,7 +89,7 @@ def test_the_timed_generation_call_counts_completions_and_the_servers_cpu(busy_t
 
 
 def test_completions_per_cpu_second_count_the_servers_seconds_too():
-    bench = _load("generation_engines", REPO / "benchmarks" / "generation_engines.py")
+    bench = load_script(REPO / "benchmarks" / "generation_engines.py", with_its_folder_on_path=True)
     base = {"exit": 0, "wall_s": 600.0, "trainer_cpu_s": 500.0, "server_cpu_s": 0.0}
     results = [{**base, "arm": "colocate", "generation": {"completions": 400, "cpu_seconds": 100.0,
                                                           "server_cpu_seconds": 0.0, "completion_tokens": 8000,

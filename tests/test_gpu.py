@@ -8,12 +8,13 @@ full vocabulary, whose logits are what GRPO memory is mostly made of.
 
 import importlib.util
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import torch
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,11 +28,7 @@ BACKENDS = [
 
 
 def _kit():
-    spec = importlib.util.spec_from_file_location("gpu_truth", ROOT / "benchmarks" / "gpu_truth.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_truth"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "benchmarks" / "gpu_truth.py", in_sys_modules=True)
 
 
 @pytest.fixture(scope="module")

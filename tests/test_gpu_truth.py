@@ -1,6 +1,5 @@
 """The GPU truth kit on a CPU: its --dry run, its wheel set tools, its verdicts and its docs table."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -9,19 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-kit = _load("gpu_truth", ROOT / "benchmarks" / "gpu_truth.py")
-wheels = _load("gather_gpu_wheels", ROOT / "tools" / "gather_gpu_wheels.py")
+kit = load_script(ROOT / "benchmarks" / "gpu_truth.py", in_sys_modules=True)
+wheels = load_script(ROOT / "tools" / "gather_gpu_wheels.py", in_sys_modules=True)
 
 
 # ------------------------------------------------------------------------------------ --dry end to end

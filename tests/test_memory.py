@@ -473,13 +473,11 @@ def test_plan_for_gpu_uses_the_cards_memory_and_capability():
 
 
 def test_benchmark_dry_mode_prints_the_estimates(capsys):
-    import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_memory.py"
-    spec = importlib.util.spec_from_file_location("gpu_memory_bench", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from conftest import load_script
+
+    bench = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_memory.py", "gpu_memory_bench")
     assert bench.main(["--dry", "--models", "qwen2.5-0.5b,llama-3.1-8b", "--cards", "6,8",
                        "--backends", "unsloth"]) == 0
     out = capsys.readouterr().out

@@ -7,12 +7,13 @@ notebook runs in a kernel of this interpreter, whatever other kernels the machin
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -23,10 +24,7 @@ KERNEL = "unsloth-grpo-tests"
 
 
 def _strip_module():
-    spec = importlib.util.spec_from_file_location("strip_outputs", NOTEBOOKS / "strip_outputs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(NOTEBOOKS / "strip_outputs.py")
 
 
 def _read(name: str):

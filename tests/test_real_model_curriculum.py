@@ -3,26 +3,19 @@ on literal results, the level paths, and the refusal of a level the comparison c
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 pytest.importorskip("reasoning_gym", reason="the reasoning_gym extra: pip install 'unsloth-grpo[reasoning_gym]'")
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    path = ROOT / "benchmarks" / "real_model_curriculum.py"
-    spec = importlib.util.spec_from_file_location("real_model_curriculum", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_script(ROOT / "benchmarks" / "real_model_curriculum.py")
 
 
 def _run(seed, fixed, curriculum):

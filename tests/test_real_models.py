@@ -194,13 +194,9 @@ def test_the_real_model_presets_pass_every_check_before_loading(recipe):
 
 
 def _bench():
-    import importlib.util
+    from conftest import load_script
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "real_model.py"
-    spec = importlib.util.spec_from_file_location("real_model_bench", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "real_model.py", "real_model_bench")
 
 
 def test_the_benchmarks_goal_is_judged_seed_by_seed_and_operation_by_operation():

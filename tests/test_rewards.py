@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import types
 
 import pytest
 
+from conftest import load_script
 from unsloth_grpo import rewards
 from unsloth_grpo.rewards import (
     REGISTRY,
@@ -595,10 +595,7 @@ DATA = __import__("pathlib").Path(__file__).parent / "data"
 
 
 def _corpus_module():
-    spec = importlib.util.spec_from_file_location("make_graded_corpus", DATA / "make_graded_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(DATA / "make_graded_corpus.py")
 
 
 def _corpus() -> list[dict]:
@@ -648,9 +645,7 @@ def _adversarial() -> list[dict]:
 
 
 def test_adversarial_corpus_is_what_its_script_builds():
-    spec = importlib.util.spec_from_file_location("make_adversarial_corpus", DATA / "make_adversarial_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(DATA / "make_adversarial_corpus.py")
     assert (DATA / "gsm8k_adversarial_completions.jsonl").read_text() == module.render(module.build())
 
 

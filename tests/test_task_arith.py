@@ -187,13 +187,11 @@ def test_training_evaluation_grades_and_checks_format_with_the_task():
 
 
 def test_accuracy_demo_table_shows_strict_and_lenient_accuracy():
-    import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy_demo.py"
-    spec = importlib.util.spec_from_file_location("accuracy_demo", path)
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    from conftest import load_script
+
+    demo = load_script(Path(__file__).resolve().parents[1] / "benchmarks" / "accuracy_demo.py")
     runs = [{"accuracy": {"sft": s, "grpo": g}, "lenient_accuracy": {"sft": ls, "grpo": lg},
              "evals": {"sft": {"correct": int(500 * s), "n": 500}, "grpo": {"correct": int(500 * g), "n": 500}},
              "seconds": {"sft": 10, "grpo": 20}} for s, g, ls, lg in ((0.2, 0.4, 0.5, 0.5), (0.3, 0.5, 0.6, 0.7))]
