@@ -673,9 +673,9 @@ def test_accuracy_by_category_names_the_category_that_got_worse():
     assert before["by_category"]["subtraction"]["accuracy"] == 1.0
     assert after["by_category"] == {
         "addition": {"n": 4, "correct": 4, "accuracy": 1.0, "lenient_correct": 4, "lenient_accuracy": 1.0,
-                     "format_compliance": 0.0},
+                     "format_compliance": 0.0, "copied_quantity": 0},
         "subtraction": {"n": 4, "correct": 0, "accuracy": 0.0, "lenient_correct": 0, "lenient_accuracy": 0.0,
-                        "format_compliance": 0.0}}
+                        "format_compliance": 0.0, "copied_quantity": 0}}
     report = compare(before, after)
     assert [(w["category"], w["metric"]) for w in report["worse_categories"]] == [
         ("subtraction", "accuracy"), ("subtraction", "lenient_accuracy")]
@@ -711,3 +711,34 @@ def test_eval_subset_grades_a_held_out_phrasing_set_with_the_runs_prompt_and_see
     assert list(rows["prompt"]) == list(expected["prompt"]) and list(rows["answer"]) == list(expected["answer"])
     assert list(rows["category"]) == ["addition", "subtraction"] * 3
     assert f"(subset {subset})" in capsys.readouterr().err
+
+
+def test_wrong_answers_that_only_repeat_a_quantity_of_the_question_are_counted_and_named():
+    """Issue 52: GRPO taught a real model to answer some problems in wordings it never trained on with a number
+    the question states ('<reasoning> 6 minutes </reasoning>' answered 6 for 6 minutes and 4 more). Accuracy
+    alone calls that wrong; `eval` now says which kind of wrong, per kind of problem and in a note."""
+    from unsloth_grpo.cli.evaluate import _summary
+
+    minutes = "Sami read for 6 minutes before lunch and 4 minutes after lunch. How many minutes did Sami read in all?"
+    rows = [dict(problem(minutes, "10"), category="addition"),
+            dict(problem("Ann had 17 dollars and paid 8. How many dollars are left?", "9"), category="subtraction"),
+            dict(problem("Ann had 12 dollars and paid 6. How many dollars are left?", "6"), category="subtraction")]
+    outs = {minutes: "<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>",  # the question's 6: a copy
+            rows[1]["prompt"][-1]["content"]: "<reasoning>\n17 - 8 = 8\n</reasoning>\n<answer>\n8\n</answer>",  # a slip
+            rows[2]["prompt"][-1]["content"]: R + "<answer>6</answer>"}  # right, and one of its numbers: no copy
+    gen = lambda prompts, **kw: [[outs[p[-1]["content"]]] for p in prompts]  # noqa: E731
+    res = evaluate(None, None, rows, generate_fn=gen, by="category")
+    assert [r.get("copied_quantity") for r in res["records"]] == ["6", None, None]
+    assert res["copied_quantity"] == 1
+    assert {k: v["copied_quantity"] for k, v in res["by_category"].items()} == {"addition": 1, "subtraction": 0}
+    res["seconds"] = 1.0
+    text = _summary(res)
+    assert "addition: n=1 accuracy=0.000 lenient=0.000 copied=1" in text
+    assert "subtraction: n=2 accuracy=0.500 lenient=0.500\n" in text
+    assert "note: 1 wrong answer(s) of 3 are a number the question states" in text
+    assert "the question's 6, right: 10" in text
+    # a run without copies prints no note
+    outs[minutes] = "<reasoning>\n6 + 4 = 10\n</reasoning>\n<answer>\n10\n</answer>"
+    res = evaluate(None, None, rows, generate_fn=gen, by="category")
+    res["seconds"] = 1.0
+    assert res["copied_quantity"] == 0 and "note:" not in _summary(res) and "copied=" not in _summary(res)

@@ -272,8 +272,21 @@ def _summary(result: dict[str, Any]) -> str:
     text = " ".join(parts) + f" ({result['seconds']:.1f}s)"
     for name, c in (result.get("by_category") or {}).items():
         lenient = "" if c.get("lenient_accuracy") is None else f" lenient={c['lenient_accuracy']:.3f}"
-        text += f"\n  {name}: n={c['n']} accuracy={c['accuracy']:.3f}{lenient}"
-    return text
+        copied = f" copied={c['copied_quantity']}" if c.get("copied_quantity") else ""
+        text += f"\n  {name}: n={c['n']} accuracy={c['accuracy']:.3f}{lenient}{copied}"
+    return text + copied_note(result)
+
+
+def copied_note(result: dict[str, Any]) -> str:
+    """A line under the summary when wrong answers only repeat a number of the question, with one of them."""
+    copies = [r for r in result.get("records") or [] if r.get("copied_quantity")]
+    if not copies:
+        return ""
+    first = copies[0]
+    return (f"\nnote: {len(copies)} wrong answer(s) of {result['n']} are a number the question states, worked out "
+            f"from nothing (e.g. {' '.join(first['completion'].split())[:80]!r}: the question's "
+            f"{first['copied_quantity']}, right: {first['gold']}). A model that learned a shortcut answers so on "
+            "wordings it did not train on; docs/monitor.md (copies_quantity) says what to change.")
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -13,7 +13,9 @@
 * :func:`by_category` - strict and lenient accuracy for each kind of problem, when the rows say
   their kind (the offline sets' ``category`` column: the operation; any column of a user's data).
   A mean can rise while one kind of problem falls: a model that adds every pair of numbers gets
-  the additions right and every subtraction wrong.
+  the additions right and every subtraction wrong. Each kind also counts its wrong answers that only
+  repeat a number of the question (``6`` for "6 minutes before lunch and 9 after"): a shortcut GRPO
+  taught a real model on phrasings it had not trained on (issue 52), which accuracy alone does not name.
 * :func:`make_eval_callback` - evaluation on a small held-out slice every N training steps, logged
   as ``eval/accuracy`` etc. beside the training metrics.
 
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unsloth_grpo.evaluation.statistics import pass_at_k, pass_ks, sign_test, wilson_interval  # noqa: F401 (their home)
+from unsloth_grpo.grading.copying import copied_quantity
 
 EVAL_FILE = "eval.json"
 EVAL_SAMPLES_FILE = "eval_samples.jsonl"
@@ -237,6 +240,8 @@ def _record(i: int, row: dict[str, Any], prompt: Any, gold: Any, greedy: Any, sa
     }
     if by is not None and by in row:
         rec["category"] = str(row[by])
+    if not rec["correct"] and isinstance(gold, (str, int, float)):
+        rec["copied_quantity"] = copied_quantity(text, prompt, gold)  # a shortcut GRPO can teach (issue 52)
     if sampled is not None:
         texts = [_unpack(s, None)[0] for s in sampled]
         rec["samples"] = texts
@@ -260,6 +265,7 @@ def _metrics(records: list[dict[str, Any]], samples: int, lenient_correct: Calla
         "mean_completion_chars": sum(r["completion_chars"] for r in records) / n,
         "mean_completion_tokens": None if None in tokens else sum(tokens) / n,
         "truncated_ratio": None if None in finished else sum(not f for f in finished) / n,
+        "copied_quantity": sum(bool(r.get("copied_quantity")) for r in records),
     }
     if samples > 1:
         for k in pass_ks(samples):
@@ -283,7 +289,9 @@ def group_by_category(records: list[dict[str, Any]]) -> dict[str, list[dict[str,
 
 def by_category(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Accuracy per kind of problem: ``{category: {n, correct, accuracy, lenient_correct,
-    lenient_accuracy, format_compliance}}`` over the records that carry a ``category``, in sorted order;
+    lenient_accuracy, format_compliance, copied_quantity}}`` over the records that carry a ``category``, in
+    sorted order (``copied_quantity``: the wrong answers that repeat a number of the question, calculated from
+    nothing, :func:`~unsloth_grpo.grading.copying.copied_quantity`);
     empty when none does.
 
     >>> recs = [{"category": "addition", "correct": True, "lenient_correct": True, "format_ok": True},
@@ -299,7 +307,8 @@ def by_category(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             sum(bool(r["lenient_correct"]) for r in recs)
         out[name] = {"n": n, "correct": correct, "accuracy": correct / n,
                      "lenient_correct": lenient, "lenient_accuracy": None if lenient is None else lenient / n,
-                     "format_compliance": sum(bool(r.get("format_ok")) for r in recs) / n}
+                     "format_compliance": sum(bool(r.get("format_ok")) for r in recs) / n,
+                     "copied_quantity": sum(bool(r.get("copied_quantity")) for r in recs)}
     return out
 
 
