@@ -195,7 +195,8 @@ def test_the_everyday_set_shares_no_phrasing_with_training_reworded_or_the_promp
     everyday = make_synthetic_problems(1200, seed=5, subset="everyday", split="test")
     others = (make_synthetic_problems(3000, seed=0) + make_synthetic_problems(3000, seed=0, subset="easy")
               + make_synthetic_problems(1000, seed=1, subset="easy", split="test")
-              + make_synthetic_problems(3000, seed=0, subset="reworded", split="test"))
+              + make_synthetic_problems(3000, seed=0, subset="reworded", split="test")
+              + make_synthetic_problems(3000, seed=0, subset="varied"))
     assert not {r["question"] for r in everyday} & {r["question"] for r in others}
     templates = {t for group in EVERYDAY_TEMPLATES.values() for t, _ in group}
     assert len(templates) == 12 and not templates & {t for group in REWORDED_TEMPLATES.values() for t in group}
@@ -267,3 +268,29 @@ def test_every_reader_of_a_name_takes_a_missing_path_for_a_missing_path(tmp_path
     cfg = load_config({"model": {"name": name}, "rewards": [{"name": "correctness"}]})
     [problem] = recipe_problems(cfg, profile=PROFILES["t4"], env={}, hub_probe=lambda *a: (False, "no"))
     assert "is a path that does not exist" in problem.message
+
+
+def test_the_varied_training_set_is_easy_in_more_wordings_none_of_them_held_out():
+    """Issue 52: GRPO's prompts in more than one wording. ``varied`` is ``easy``'s arithmetic (its split kept:
+    no held-out sum or difference is trained on) in easy's own wording or one of VARIED_TEMPLATES, and shares no
+    run of five words with the held-out wordings (reworded, everyday) or the preset's worked examples."""
+    from unsloth_grpo.tasks.gsm8k import EXAMPLE_SYSTEM_PROMPT, VARIED_TEMPLATES
+
+    varied = make_synthetic_problems(3000, seed=0, subset="varied")
+    assert {(r["category"], r["template"]) for r in varied} == \
+        {(c, t) for c in VARIED_TEMPLATES for t in ["easy", *map(str, range(len(VARIED_TEMPLATES[c])))]}
+    new = [r for r in varied if r["template"] != "easy"]
+    held = (make_synthetic_problems(3000, seed=0, subset="reworded", split="test")
+            + make_synthetic_problems(3000, seed=0, subset="everyday", split="test"))
+    seen = set().union(*(_five_word_runs(r["question"]) for r in held), _five_word_runs(EXAMPLE_SYSTEM_PROMPT))
+    assert [r["question"] for r in new if _five_word_runs(r["question"]) & seen] == []
+    # the same arithmetic as easy's, split the same way: training sums only in the train split, held-out in test
+    sums = lambda rows: {re.search(r"<<(.+)=", r["answer"])[1] for r in rows}  # noqa: E731
+    easy_test = sums(make_synthetic_problems(2000, seed=1, subset="easy", split="test"))
+    assert not sums(varied) & easy_test
+    assert sums(make_synthetic_problems(500, seed=2, subset="varied", split="test")) <= easy_test
+    # each question states the worked answer's two numbers, in order
+    for r in new[:200]:
+        a, b = re.search(r"(\d+) [-+] (\d+)", r["answer"]).groups()
+        assert re.findall(r"\d+", r["question"]) == [a, b], r["question"]
+    assert make_synthetic_problems(5, seed=3, subset="varied") == make_synthetic_problems(5, seed=3, subset="varied")

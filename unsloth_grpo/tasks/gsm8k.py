@@ -159,8 +159,10 @@ def _problem(rng: random.Random) -> dict[str, str]:
 #: ``reworded`` is the ``easy`` arithmetic in phrasings no other set uses (:data:`REWORDED_TEMPLATES`),
 #: half additions and half subtractions: a held-out set for what a model trained on ``easy`` learned;
 #: ``everyday`` is the same arithmetic again, in phrasings of neither (:data:`EVERYDAY_TEMPLATES`).
+#: ``varied`` is ``easy`` (its split of the arithmetic included) with more wordings to train on: each problem in
+#: ``easy``'s own phrasing or one of :data:`VARIED_TEMPLATES`, none of which the held-out sets use.
 #: ``gsm_symbolic`` is reasoning-gym's templated GSM8K problems (the ``reasoning_gym`` extra).
-SYNTHETIC_SUBSETS = ("main", "easy", "reworded", "everyday", "gsm_symbolic")
+SYNTHETIC_SUBSETS = ("main", "easy", "varied", "reworded", "everyday", "gsm_symbolic")
 
 #: The offline sets that are held out whatever the split: evaluated on, never trained on (a training
 #: split of them is refused), so that what they measure was never rewarded.
@@ -234,6 +236,27 @@ EVERYDAY_TEMPLATES = {
     ),
 }
 
+#: The ``varied`` set's wordings beside ``easy``'s own, by operation, for training: containers, counts over
+#: two times, amounts with units, "the rest". Written for issue 52 so that GRPO's prompts have more than one
+#: wording; none shares a run of five words with ``reworded``, ``everyday`` or the preset's worked examples
+#: (tests/test_data.py), whose phrasings stay held out.
+VARIED_TEMPLATES = {
+    "addition": (
+        "{name} counted {a} {thing} in one basket and {b} {thing} in another. What is the number of {thing} in "
+        "both baskets?",
+        "A jar had {a} {thing}. {name} dropped {b} more {thing} into it. What is the count of {thing} in the jar?",
+        "{name} swam {a} laps before noon and {b} laps after noon. What was the total number of laps?",
+        "A van carries {a} {thing} and a truck carries {b} {thing}. What is the sum of {thing} the two carry?",
+    ),
+    "subtraction": (
+        "{name} made {a} {thing} and handed {b} of them to friends. What is the number of {thing} remaining?",
+        "A tank held {a} liters of water. {name} drained {b} liters. What amount of water, in liters, stays in "
+        "the tank?",
+        "A book has {a} pages and {name} has read {b} pages so far. What is the number of pages still to read?",
+        "A row has {a} {thing}: {b} are red and the rest are blue. What is the count of blue {thing}?",
+    ),
+}
+
 #: The ``everyday`` set's people: names no other offline set uses.
 _EVERYDAY_NAMES = ["Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sami", "Tariq", "Uma", "Vera", "Wes"]
 
@@ -274,6 +297,19 @@ def _easy_problem(rng: random.Random, split: str) -> dict[str, str]:
         if _easy_split(op, a, b) == ("train" if split == "train" else "test"):
             return {"question": q, "answer": _worked_answer(a, op, b, result),
                     "category": "addition" if op == "+" else "subtraction"}
+
+
+def _varied_problem(rng: random.Random, split: str) -> dict[str, str]:
+    """An ``easy`` problem of ``split``'s arithmetic, in ``easy``'s wording or one of :data:`VARIED_TEMPLATES`
+    (each wording of an operation equally likely)."""
+    row = _easy_problem(rng, split)
+    number = rng.randrange(len(VARIED_TEMPLATES[row["category"]]) + 1)
+    if number == 0:
+        return {**row, "template": "easy"}
+    a, b = (int(x) for x in re.match(r"(\d+) [-+] (\d+)", row["answer"]).groups())
+    name, _ = rng.sample(_NAMES, 2)
+    q = VARIED_TEMPLATES[row["category"]][number - 1].format(name=name, thing=rng.choice(_THINGS), a=a, b=b)
+    return {**row, "question": q, "template": str(number - 1)}
 
 
 def _worked_answer(a: int, op: str, b: int, result: int) -> str:
@@ -333,6 +369,8 @@ def make_synthetic_problems(n: int, seed: int = 0, *, subset: str = "main",
                         f"--subset {kind}), do not train on it; train on data.subset=easy or main")
     if kind == "easy":
         return [_easy_problem(rng, split) for _ in range(n)]
+    if kind == "varied":
+        return [_varied_problem(rng, split) for _ in range(n)]
     if kind == "reworded":
         return [_reworded_problem(rng, i) for i in range(n)]
     if kind == "everyday":
