@@ -647,6 +647,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     start = time.time()
     runs = []
+    # what --merge and --base-from check two files against: a stopped run's partial file says it too
+    setting = {"held_out": args.held_out, "held_out_seeds": HELD_OUT, "preset": args.preset, "overrides": args.overrides,
+               "arms": args.arms, "headroom": {"prompts": args.headroom_prompts, "samples": args.headroom_samples}}
     for cfg in cfgs:
         runs.append(run_seed(cfg, args.held_out, tuple(args.arms), base=base,
                              headroom=(args.headroom_prompts, args.headroom_samples),
@@ -654,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
         if base is not None:
             runs[-1]["base_from"] = args.base_from
         out.mkdir(parents=True, exist_ok=True)
-        (out / "results.partial.json").write_text(json.dumps({"preset": args.preset, "runs": runs}, indent=1))
+        (out / "results.partial.json").write_text(json.dumps({**setting, "runs": runs}, indent=1))
     wall = time.time() - start
     print()
     report(runs, args.held_out, args.overrides, args.preset)
@@ -663,10 +666,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(load average {load:.1f} at the end), OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"python {platform.python_version()}")
     (out / "results.json").write_text(json.dumps({
-        "seeds": args.seeds, "held_out": args.held_out, "held_out_seeds": HELD_OUT, "runs": runs,
+        "seeds": args.seeds, **setting, "runs": runs,
         "wall_seconds": round(wall, 1), "platform": platform.platform(), "cpus": os.cpu_count(),
-        "preset": args.preset, "overrides": args.overrides, "arms": args.arms,
-        "headroom": {"prompts": args.headroom_prompts, "samples": args.headroom_samples},
     }, indent=1))
     (out / "results.partial.json").unlink(missing_ok=True)
     print(f"wrote {out / 'results.json'}")

@@ -632,6 +632,25 @@ def test_the_benchmark_grades_three_held_out_sets_and_reports_each(tmp_path, mon
     assert "grpo - sft_only easy +5.0, reworded +0.0, everyday -5.0 (none below -3: NO)" in out
     assert "everyday addition +70.0: yes, everyday subtraction +70.0: yes" in out
     assert set(json.loads((tmp_path / "b" / "results.json").read_text())["held_out_seeds"]) == set(bench.HELD_OUT)
+    # a run stopped after its first seed (2) leaves a partial file that says its setting, as results.json does: put
+    # with a run of another setting, --merge refuses it (the partial file used to hold the preset alone, and was
+    # merged beside a run without the override as if it were one)
+    def stopped_at_seed_3(cfg, n, arms, base=None, headroom=None, warmups=None):
+        if cfg.seed == 3:
+            raise KeyboardInterrupt
+        return run_seed(cfg, n, arms, base, headroom, warmups)
+
+    monkeypatch.setattr(bench, "run_seed", stopped_at_seed_3)
+    with pytest.raises(KeyboardInterrupt):
+        bench.main(["--seeds", "2", "3", "--held-out", "32", "--arms", "grpo", "sft_only", "--headroom-prompts", "0",
+                    "--out", str(tmp_path / "c"), "stages.1.training.beta=0.1"])
+    partial = json.loads((tmp_path / "c" / "results.partial.json").read_text())
+    assert [r["seed"] for r in partial["runs"]] == [2]
+    assert (partial["overrides"], partial["held_out"], partial["arms"]) == (["stages.1.training.beta=0.1"], 32,
+                                                                            ["grpo", "sft_only"])
+    assert bench.main(["--merge", str(tmp_path / "c" / "results.partial.json"), str(tmp_path / "b" / "results.json"),
+                       "--out", str(tmp_path / "m")]) == 2
+    assert "were run with different overrides" in capsys.readouterr().err
     one = {"completion": "<reasoning>\n6 minutes\n</reasoning>", "category": "addition", "correct": False}
     table = bench.errors_table([{"seed": 0, "grades": {"base": {s: {"completions": [one]} for s in bench.HELD_OUT}}}])
     assert "everyday addition" in " ".join(table.split())
