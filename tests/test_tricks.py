@@ -305,6 +305,8 @@ NADIA = "Nadia read for 6 minutes before lunch and 9 minutes after lunch. How ma
     ("<reasoning>\n6 + 9 = 15\n</reasoning>\n<answer>\n15\n</answer>", NADIA, "15", None),
     ("<reasoning>\n12 - 6 = 6\n</reasoning>\n<answer>\n6\n</answer>", "had 12 dollars and paid 6", "6", None),
     ("<reasoning>\n17 - 8 = 8\n</reasoning>\n<answer>\n8\n</answer>", "had 17 dollars and paid 8", "9", None),
+    ("<reasoning>\n2 cakes - 4 cakes = 2 cakes\n</reasoning>\n<answer>\n2\n</answer>", "sold 2 cakes, then 4 cakes", "6",
+     None),  # a real GRPO arm's (seed 2): the wrong operation and a slip, with units, not a copy
     ("<reasoning>\n6 + 9 = 14\n</reasoning>\n<answer>\n14\n</answer>", NADIA, "15", None),
     ("<reasoning>\n6 minutes\n</reasoning>", NADIA, "15", None),
     ("<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>", NADIA, None, None),
@@ -407,3 +409,40 @@ def test_only_the_fixes_that_advise_every_kind_and_only_for_kinds_left_out_chang
     assert watcher.fix("one_pattern", "general", []) == "general"  # the one-answer form names no kind
     assert watcher.fix("category_gap", "general", ["subtraction"]).startswith("This run's SFT warm-up trains on addition")
     assert TrickWatcher(lambda w: None).fix("category_gap", "general", ["subtraction"]) == "general"
+
+
+# ---------------------------------------------------------------- the shortcut in a real run's completions (issue 52)
+
+REAL_RUNS = Path(__file__).parents[1] / "docs" / "real_model_results_everyday.json"
+
+
+def test_a_real_grpo_arms_copied_quantities_are_found_and_more_sfts_completions_hold_none():
+    """The smollm2 preset's benchmark on five seeds (`benchmarks/real_model.py --arms grpo sft_only`, graded on the
+    everyday wording too; docs/real_model.md): every completion of every arm is kept. The GRPO arms answered some
+    everyday additions with a number of the question (`<reasoning> 6 minutes </reasoning>` answered 6, `4 cm`); the
+    warm-up and the more-SFT arms never did. The detector the trick watcher and `eval` use finds exactly those, and
+    `eval`'s breakdown counts them by kind."""
+    from unsloth_grpo.evaluation.evaluate import by_category
+
+    runs = json.loads(REAL_RUNS.read_text())["runs"]
+    assert sorted(r["seed"] for r in runs) == [0, 1, 2, 3, 4]
+
+    def copies(arm, name):
+        return [(r["seed"], c["completion"]) for r in runs for c in r["grades"][arm][name]["completions"]
+                if not c["correct"] and copied_quantity(c["completion"], c["question"], c["gold"])]
+
+    grpo = copies("grpo", "everyday")
+    assert ("<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>") in {c for _, c in grpo}
+    assert len({seed for seed, _ in grpo}) >= 2  # not one seed's accident
+    assert all("+" not in c and "-" not in c for _, c in grpo)  # no calculation written: a copy, not a slip
+    for arm in ("sft", "sft_only"):
+        for name in ("easy", "reworded", "everyday"):
+            assert copies(arm, name) == [], (arm, name)
+    # eval's breakdown of one seed's GRPO arm on everyday, from its records
+    seed = grpo[0][0]
+    graded = next(r for r in runs if r["seed"] == seed)["grades"]["grpo"]["everyday"]["completions"]
+    records = [dict(c, copied_quantity=None if c["correct"] else copied_quantity(c["completion"], c["question"], c["gold"]))
+               for c in graded]
+    table = by_category(records)
+    assert table["addition"]["copied_quantity"] == sum(1 for s, _ in grpo if s == seed)
+    assert table["subtraction"]["copied_quantity"] == 0

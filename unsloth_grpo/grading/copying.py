@@ -163,6 +163,9 @@ def copied_share(completion: Any, prompt: Any, gold: Any = None) -> float:
 _QUANTITY = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\d.,])\d+(?:\.\d+)?")
 #: ``a + b = c`` (any of + - * / x, with more terms or brackets): a calculation and its result ``c``.
 _CALCULATION = re.compile(r"\d[\d\s.,()]*[-+*/×÷x][\d\s.,()+\-*/×÷x]*=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)")
+#: The same with a unit after each number (``4 cm + 5 cm = 9 cm``, ``2 cakes - 4 cakes = 2 cakes``).
+_CALCULATION_WITH_UNITS = re.compile(r"\d[\d.,]*\s*[A-Za-z]+\s*[-+*/×÷]\s*\d[\d.,]*\s*[A-Za-z]*\s*=\s*\$?\s*"
+                                     r"(-?\d[\d,]*(?:\.\d+)?)")
 
 
 def copied_quantity(completion: Any, question: Any, gold: Any) -> str | None:
@@ -190,7 +193,9 @@ def copied_quantity(completion: Any, question: Any, gold: Any) -> str | None:
     quantity = next((q for q in _QUANTITY.findall(text) if numbers_equal(answer, q)), None)
     if quantity is None:
         return None
-    if any(numbers_equal(result, quantity) for result in _CALCULATION.findall(completion_text(completion))):
+    text = completion_text(completion)
+    if any(numbers_equal(result, quantity) for pattern in (_CALCULATION, _CALCULATION_WITH_UNITS)
+           for result in pattern.findall(text)):
         return None
     return quantity
 
