@@ -702,7 +702,7 @@ def test_eval_subset_grades_a_held_out_phrasing_set_with_the_runs_prompt_and_see
     add_parser(parser.add_subparsers())
     with pytest.raises(SystemExit):
         parser.parse_args(["eval", "--help"])
-    assert "offline sets (main, easy, reworded, everyday, gsm_symbolic; reworded and everyday are" in " ".join(
+    assert "offline sets (main, easy, varied, reworded, everyday, gsm_symbolic; reworded and everyday are" in " ".join(
         capsys.readouterr().out.split())  # the help names the task's sets, from its table
     args = parser.parse_args(["eval", "--model", str(run), "--subset", subset, "--limit", "6", "--output", "x"])
     rows, _ = _task_setup(args)
