@@ -163,9 +163,9 @@ def copied_share(completion: Any, prompt: Any, gold: Any = None) -> float:
 _QUANTITY = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\d.,])\d+(?:\.\d+)?")
 #: ``a + b = c`` (any of + - * / x, with more terms or brackets): a calculation and its result ``c``.
 _CALCULATION = re.compile(r"\d[\d\s.,()]*[-+*/×÷x][\d\s.,()+\-*/×÷x]*=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)")
-#: The same with a unit after each number (``4 cm + 5 cm = 9 cm``, ``2 cakes - 4 cakes = 2 cakes``).
-_CALCULATION_WITH_UNITS = re.compile(r"\d[\d.,]*\s*[A-Za-z]+\s*[-+*/×÷]\s*\d[\d.,]*\s*[A-Za-z]*\s*=\s*\$?\s*"
-                                     r"(-?\d[\d,]*(?:\.\d+)?)")
+#: A unit written after a number and before an operator or ``=`` (``4 cm + 5 cm = 9 cm``): dropped before
+#: :data:`_CALCULATION` reads the text, so a calculation with units is read as one.
+_UNIT_BEFORE_SIGN = re.compile(r"(?<=\d)\s*[A-Za-z]+(?=\s*[-+*/×÷=])")
 
 
 def copied_quantity(completion: Any, question: Any, gold: Any) -> str | None:
@@ -189,13 +189,12 @@ def copied_quantity(completion: Any, question: Any, gold: Any) -> str | None:
     answer = extract_answer(completion_text(completion))
     if answer is None or numbers_equal(answer, gold):
         return None
-    text = question if isinstance(question, str) else prompt_texts(question)[1]
-    quantity = next((q for q in _QUANTITY.findall(text) if numbers_equal(answer, q)), None)
+    asked = question if isinstance(question, str) else prompt_texts(question)[1]
+    quantity = next((q for q in _QUANTITY.findall(asked) if numbers_equal(answer, q)), None)
     if quantity is None:
         return None
-    text = completion_text(completion)
-    if any(numbers_equal(result, quantity) for pattern in (_CALCULATION, _CALCULATION_WITH_UNITS)
-           for result in pattern.findall(text)):
+    worked = _UNIT_BEFORE_SIGN.sub("", completion_text(completion))
+    if any(numbers_equal(result, quantity) for result in _CALCULATION.findall(worked)):
         return None
     return quantity
 
