@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from unsloth_grpo.grading.calculations import quantity_texts, worked_calculations
 from unsloth_grpo.grading.locate import completion_text, content_text, extract_answer, tag_markers
 from unsloth_grpo.grading.numbers import numbers_equal
 
@@ -159,15 +160,6 @@ def copied_share(completion: Any, prompt: Any, gold: Any = None) -> float:
     return copied / total
 
 
-#: A number as a question states it: ``6``, ``1,200``, ``2.5``.
-_QUANTITY = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\d.,])\d+(?:\.\d+)?")
-#: ``a + b = c`` (any of + - * / x, with more terms or brackets): a calculation and its result ``c``.
-_CALCULATION = re.compile(r"\d[\d\s.,()]*[-+*/×÷x][\d\s.,()+\-*/×÷x]*=\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)")
-#: A unit written after a number and before an operator or ``=`` (``4 cm + 5 cm = 9 cm``): dropped before
-#: :data:`_CALCULATION` reads the text, so a calculation with units is read as one.
-_UNIT_BEFORE_SIGN = re.compile(r"(?<=\d)\s*[A-Za-z]+(?=\s*[-+*/×÷=])")
-
-
 def copied_quantity(completion: Any, question: Any, gold: Any) -> str | None:
     """The quantity of ``question`` that ``completion`` answers with instead of a result, or None.
 
@@ -190,11 +182,10 @@ def copied_quantity(completion: Any, question: Any, gold: Any) -> str | None:
     if answer is None or numbers_equal(answer, gold):
         return None
     asked = question if isinstance(question, str) else prompt_texts(question)[1]
-    quantity = next((q for q in _QUANTITY.findall(asked) if numbers_equal(answer, q)), None)
+    quantity = next((q for q in quantity_texts(asked) if numbers_equal(answer, q)), None)
     if quantity is None:
         return None
-    worked = _UNIT_BEFORE_SIGN.sub("", completion_text(completion))
-    if any(numbers_equal(result, quantity) for result in _CALCULATION.findall(worked)):
+    if any(numbers_equal(c.stated, quantity) for c in worked_calculations(completion, asked)):
         return None
     return quantity
 
