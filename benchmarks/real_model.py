@@ -18,8 +18,9 @@ loaded once and graded greedily on three held-out sets, each half additions and 
 - ``everyday``: the same arithmetic again in 12 phrasings of neither, with units, two days and "in all",
   "together", "altogether" (``gsm8k.EVERYDAY_TEMPLATES``, issue 52).
 
-The model is graded at the start (``base``), after the SFT warm-up (``sft``), and after each arm,
-every arm trained from the same warm-up:
+The model is graded at the start (``base``: once a run, greedy on the same sets, so the later seeds take the
+first seed's grades; ``--base-from`` takes an earlier run's), after the SFT warm-up (``sft``), and after each
+arm, every arm trained from the same warm-up:
 
 - ``grpo``: the preset's GRPO stage, as shipped;
 - ``sft_only``: the warm-up continued with SFT on the same pool of worked answers, for as much CPU time
@@ -650,12 +651,17 @@ def main(argv: list[str] | None = None) -> int:
     # what --merge and --base-from check two files against: a stopped run's partial file says it too
     setting = {"held_out": args.held_out, "held_out_seeds": HELD_OUT, "preset": args.preset, "overrides": args.overrides,
                "arms": args.arms, "headroom": {"prompts": args.headroom_prompts, "samples": args.headroom_samples}}
+    base_from = args.base_from
     for cfg in cfgs:
         runs.append(run_seed(cfg, args.held_out, tuple(args.arms), base=base,
                              headroom=(args.headroom_prompts, args.headroom_samples),
                              warmups=Path(args.warmups) if args.warmups else None))
         if base is not None:
-            runs[-1]["base_from"] = args.base_from
+            runs[-1]["base_from"] = base_from
+        else:
+            # graded greedily on the same held-out sets, the base model's grades are the same for every seed:
+            # the later seeds take the first seed's (6 minutes a seed on one thread, before)
+            base, base_from = runs[-1]["grades"]["base"], f"seed {cfg.seed} of this run"
         out.mkdir(parents=True, exist_ok=True)
         (out / "results.partial.json").write_text(json.dumps({**setting, "runs": runs}, indent=1))
     wall = time.time() - start

@@ -451,6 +451,29 @@ def test_the_benchmark_hands_its_headroom_settings_to_every_seed(tmp_path, monke
         in capsys.readouterr().out
 
 
+def test_the_base_model_is_graded_once_a_run_and_its_grades_serve_the_later_seeds(tmp_path, monkeypatch):
+    """Greedy on the same held-out sets, the base model's grades do not depend on the seed: the first seed grades
+    it, the later seeds of the run take its grades (and say where from), where each graded it again before."""
+    import json
+
+    bench = _bench()
+    given = []
+
+    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None):
+        given.append(base)
+        run = _fake_run(cfg.seed, (0.9, 0.9), None, None)
+        if base is not None:
+            run["grades"]["base"] = base
+        return run
+
+    monkeypatch.setattr(bench, "run_seed", run_seed)
+    assert bench.main(["--seeds", "3", "5", "6", "--arms", "grpo", "--headroom-prompts", "0",
+                       "--out", str(tmp_path / "b")]) == 0
+    runs = json.loads((tmp_path / "b" / "results.json").read_text())["runs"]
+    assert given[0] is None and given[1] == given[2] == runs[0]["grades"]["base"]
+    assert "base_from" not in runs[0] and runs[1]["base_from"] == runs[2]["base_from"] == "seed 3 of this run"
+
+
 def test_a_kept_warm_up_is_taken_back_only_for_the_same_sft_stage():
     """--warmups keys a trained warm-up by the SFT stage's configuration, the held-out size and the headroom's
     sampling: a sweep of the GRPO stage reuses it, anything that changes the warm-up or its grading does not."""
