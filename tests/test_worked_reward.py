@@ -100,3 +100,15 @@ def test_on_the_real_runs_copies_and_wrong_workings_are_not_paid_and_the_warm_up
     assert sft_right > 500 and sft_right_worked == sft_right  # every right answer of the SFT arms is worked
     # GRPO's right answers that correctness pays and this reward does not: "18 + 5 = 13", answered 13
     assert right_but_unworked and all("18 + 5 = 13" in c for c in right_but_unworked)
+
+
+@pytest.mark.parametrize("completion, paid", [
+    ("<reasoning>6 + 9 = 15</reasoning><answer>15</answer>", True),
+    ("<reasoning>6 + 9 = 14</reasoning><answer>14</answer>", True),      # a slip: the answer follows it
+    ("<reasoning>6 + 9 = 14\n14 + 1 = 15</reasoning><answer>15</answer>", False),  # 1 is not the question's
+    ("<reasoning>6 + 9 = 14\n14 - 6 = 8</reasoning><answer>8</answer>", True),    # an earlier stated result
+    ("<reasoning>\n6 minutes\n</reasoning>\n<answer>\n6\n</answer>", False),
+    ("<reasoning>6 + 9 = 14</reasoning><answer>15</answer>", False),
+])
+def test_with_arithmetic_off_only_an_answer_no_calculation_leads_to_goes_unpaid(completion, paid):
+    assert _score([completion], arithmetic=False) == [0.5 if paid else 0.0]

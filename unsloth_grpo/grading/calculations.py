@@ -79,9 +79,10 @@ def question_quantities(question: str) -> set[Fraction]:
     return {_value(q) for q in quantity_texts(question)}
 
 
-def worked_calculations(completion: Any, question: str) -> list[Calculation]:
+def worked_calculations(completion: Any, question: str, *, arithmetic: bool = True) -> list[Calculation]:
     """Every calculation ``completion`` writes, in order. ``grounded``: each operand is a number of
-    ``question`` or the stated result of an earlier right, grounded calculation."""
+    ``question`` or the stated result of an earlier grounded calculation, a right one unless ``arithmetic``
+    is off."""
     text = _UNIT_BEFORE_SIGN.sub("", completion_text(completion))
     known = question_quantities(question)
     out = []
@@ -92,22 +93,23 @@ def worked_calculations(completion: Any, question: str) -> list[Calculation]:
         computed = _arithmetic(left)
         grounded = all(o in known for o in operands)
         calculation = Calculation(left, operands, stated, computed, grounded)
-        if calculation.right and grounded:
+        if grounded and (calculation.right or not arithmetic):
             known.add(stated)
         out.append(calculation)
     return out
 
 
 def answer_is_worked(completion: Any, question: str, *, tag: str | tuple[str, str] = "answer",
-                     from_question: bool = True, **locate: Any) -> bool:
-    """True when the final answer (read as the grader reads it) is the stated result of a right
-    calculation the completion writes, grounded in the question's numbers unless ``from_question`` is off."""
+                     from_question: bool = True, arithmetic: bool = True, **locate: Any) -> bool:
+    """True when the final answer (read as the grader reads it) is the stated result of a calculation the
+    completion writes: a right one (any, with ``arithmetic`` off: ``18 + 5 = 13`` answered 13 then counts),
+    grounded in the question's numbers unless ``from_question`` is off."""
     answer = extract_answer(completion_text(completion), tag, **locate)
     value = None if answer is None else read_answer(answer)[0]
     if value is None:
         return False
-    return any(c.right and (c.grounded or not from_question) and c.stated == value
-               for c in worked_calculations(completion, question))
+    return any((c.right or not arithmetic) and (c.grounded or not from_question) and c.stated == value
+               for c in worked_calculations(completion, question, arithmetic=arithmetic))
 
 
 __all__ = ["Calculation", "answer_is_worked", "quantity_texts", "question_quantities", "worked_calculations"]

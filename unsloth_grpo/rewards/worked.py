@@ -42,6 +42,7 @@ def worked_calculation(
     *,
     reward: float = 0.5,
     from_question: bool = True,
+    arithmetic: bool = True,
     tag: str | Sequence[str] = "answer",
     ignore_inside: Sequence[str] = DEFAULT_IGNORE_INSIDE,
 ) -> RewardFunc:
@@ -49,8 +50,10 @@ def worked_calculation(
 
     Every number the calculation uses must be one the question states, or the result of an earlier right
     calculation in the completion (``from_question``; off, any right calculation counts). The question is
-    the prompt's user text (or a ``question`` column). It pays consistency, not the right operation: keep
-    ``correctness`` beside it, with the larger weight.
+    the prompt's user text (or a ``question`` column). With ``arithmetic`` off the calculation's own
+    arithmetic is not checked: the answer need only be the result it states (``18 + 5 = 13`` answered 13 is
+    paid), so only an answer that no calculation leads to goes unpaid. It pays consistency, not the right
+    operation: keep ``correctness`` beside it, with the larger weight.
     """
     if isinstance(tag, list):
         tag = tuple(tag)
@@ -59,7 +62,8 @@ def worked_calculation(
     def reward_fn(completions, prompts=None, question=None, **kwargs) -> list[float]:
         n = len(completions)
         asked = _questions(prompts, question, n) if from_question else [""] * n
-        return [reward if answer_is_worked(t, q, tag=tag, from_question=from_question, ignore_inside=ignore)
+        return [reward if answer_is_worked(t, q, tag=tag, from_question=from_question, arithmetic=arithmetic,
+                                           ignore_inside=ignore)
                 else 0.0 for t, q in zip(texts(completions), asked)]
 
     return reward_fn
