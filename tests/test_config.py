@@ -119,6 +119,24 @@ def test_overrides_parse_yaml_values():
         parse_override("training.max_steps")
 
 
+def test_a_stages_reward_params_get_yamls_reading_as_the_recipes_do():
+    """`stages.1.rewards=[{..., params: {arithmetic: false}}]` kept `false` as YAML's text object inside the stage
+    (a str that cannot be copied): the reward got the string 'false', and the run stopped with a TypeError when it
+    copied the config. A stage's rewards now read their params as the recipe's own rewards do."""
+    from unsloth_grpo.config import config_to_dict
+
+    spec = "[{name: worked_calculation, weight: 2, params: {arithmetic: false, reward: 1e-1}}]"
+    for override in (f"rewards={spec}", f"stages.0.rewards={spec}"):
+        cfg = load_config({"stages": [{"name": "g", "kind": "grpo"}]}, overrides=[override])
+        reward = (cfg.stages[0].rewards or cfg.rewards)[0]
+        assert reward.params == {"arithmetic": False, "reward": 0.1} and reward.weight == 2.0
+        assert type(reward.params["arithmetic"]) is bool
+        assert config_to_dict(cfg)  # a deep copy: the old text object refused it
+    # a stage's string field keeps the text as typed, as the recipe's do
+    assert load_config({"stages": [{"name": "007", "kind": "grpo"}]}, overrides=["rewards=[{name: correctness}]"]
+                       ).stages[0].name == "007"
+
+
 def _cfg(**training):
     cfg = load_config({"rewards": [{"name": "correctness", "weight": 2.0}], "training": training})
     return cfg

@@ -60,6 +60,13 @@ def _as_typed(value: Any, tp: Any) -> Any:
     if isinstance(value, _Typed):  # YAML's yes/on is no number: a number field gets the text, and refuses it
         text = str in (tp, *get_args(tp)) or (isinstance(value.parsed, bool) and bool not in (tp, *get_args(tp)))
         return None if value.parsed is None else (str(value) if text else value.parsed)
+    section = next((a for a in get_args(tp) if dataclasses.is_dataclass(a)), None) if get_origin(tp) is list else None
+    if section is not None and isinstance(value, list):
+        # a list of sections inside a section (a stage's rewards): pydantic does not call the inner section's own
+        # step, so its values are given their types here, or a param typed `false` stays YAML's text object
+        hints = get_type_hints(section)
+        return [{k: _as_typed(v, hints[k]) if k in hints else v for k, v in item.items()} if isinstance(item, dict)
+                else item for item in value]
     return _plain(value) if get_origin(tp) is dict or tp is Any else value
 
 
