@@ -60,13 +60,10 @@ def _as_typed(value: Any, tp: Any) -> Any:
     if isinstance(value, _Typed):  # YAML's yes/on is no number: a number field gets the text, and refuses it
         text = str in (tp, *get_args(tp)) or (isinstance(value.parsed, bool) and bool not in (tp, *get_args(tp)))
         return None if value.parsed is None else (str(value) if text else value.parsed)
-    section = next((a for a in get_args(tp) if dataclasses.is_dataclass(a)), None) if get_origin(tp) is list else None
-    if section is not None and isinstance(value, list):
-        # a list of sections inside a section (a stage's rewards): pydantic does not call the inner section's own
-        # step, so its values are given their types here, or a param typed `false` stays YAML's text object
-        hints = get_type_hints(section)
-        return [{k: _as_typed(v, hints[k]) if k in hints else v for k, v in item.items()} if isinstance(item, dict)
-                else item for item in value]
+    inner = [get_type_hints(a) for a in get_args(tp) if dataclasses.is_dataclass(a)] if get_origin(tp) is list else []
+    if inner and isinstance(value, list):  # a stage's rewards: pydantic skips their section's step (`false` stayed text)
+        return [{k: _as_typed(v, inner[0][k]) if k in inner[0] else v for k, v in d.items()} if isinstance(d, dict)
+                else d for d in value]
     return _plain(value) if get_origin(tp) is dict or tp is Any else value
 
 
@@ -99,8 +96,7 @@ class ModelConfig:
     max_seq_length: int = _f(1024, help="Longest prompt + completion, in tokens.")
     load_in_4bit: bool = _f(True, help="Load the base weights in 4-bit NF4 (needs CUDA and bitsandbytes).")
     fast_inference: str = _f(
-        "auto", help="vLLM generation: 'auto' (when vllm is installed and CUDA present), 'on' or 'off'."
-    )
+        "auto", help="vLLM generation: 'auto' (when vllm is installed and CUDA present), 'on' or 'off'.")
     gpu_memory_utilization: float = _f(
         0.6, help="Share of GPU memory vLLM may take (its weights and KV cache) when standby is off; with "
                   "standby Unsloth sets it from the card's size.")
@@ -108,8 +104,8 @@ class ModelConfig:
         "auto", help="Unsloth's vLLM standby (weights shared with training, vLLM asleep while training): "
                      "'auto' (on with Unsloth + vLLM), 'on' or 'off'.")
     vllm_server: str | None = _f(
-        None, help="host:port of a vLLM server to generate on (TRL vllm_mode='server'; on a CPU the LoRA adapter is sent each step)."
-    )
+        None, help="host:port of a vLLM server to generate on (TRL vllm_mode='server'; on a CPU the LoRA adapter "
+                   "is sent each step).")
     dtype: str = _f("auto", help="'auto' (bf16 where the GPU supports it, fp16 otherwise, fp32 on CPU), or bf16/fp16/fp32.")
     device: str = _f("auto", help="'auto' (CUDA when present), 'cuda' or 'cpu'.")
     trust_remote_code: bool = _f(False, help="Allow model code from the hub repository.")
@@ -132,8 +128,7 @@ class LoraSettings:
     dropout: float = _f(0.0, help="LoRA dropout.")
     target_modules: list[str] = _f(
         help="Linear layers that get adapters ('all-linear' allowed as a single entry).",
-        factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-    )
+        factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     max_lora_rank: int | None = _f(None, help="vLLM's largest LoRA rank (Unsloth fast inference); defaults to r.")
 
     def problems(self) -> list[str]:
@@ -340,12 +335,10 @@ class EvalConfig:
 class ToolsConfig:
     functions: list[str] = _f(
         help="Tools the model may call between turns: names from unsloth_grpo.tools or import paths 'pkg.module:fn'.",
-        factory=list,
-    )
+        factory=list)
     environment: str | None = _f(
         None, help="A stateful environment (one instance per rollout; its public methods are its tools): a name from "
-                   "unsloth_grpo.tools or an import path 'pkg.module:Factory'.",
-    )
+                   "unsloth_grpo.tools or an import path 'pkg.module:Factory'.")
     max_tool_calling_iterations: int = _f(4, help="Tool rounds per completion: call, result, continue (TRL's field).")
     timeout: float = _f(5.0, help="Seconds one tool call may take; a slower call returns an error to the model.")
 
