@@ -15,6 +15,7 @@ from unsloth_grpo.grading.copying import (
     copied_share,
     prompt_placeholders,
 )
+from unsloth_grpo.rewards import get_reward
 from unsloth_grpo.rewards.format import soft_format, strict_format, xml_count
 from unsloth_grpo.tasks.gsm8k import EXAMPLE_SYSTEM_PROMPT, make_synthetic_problems
 from unsloth_grpo.training.monitor import TRICK_WARNINGS, HealthChecker, HealthThresholds
@@ -346,7 +347,8 @@ def test_answers_copied_from_the_question_are_named_by_category_with_share_and_e
                                              "subtraction": {"copied": 1, "completions": 8, "share": 0.125}}
     assert (warning.values["quantity"], warning.values["gold"], warning.values["question"]) == ("6", "15", NADIA)
     # the task's own fix: where to check it and what to change, in gsm8k's terms
-    assert "--subset everyday" in warning.fix and "a + b = c" in warning.fix and "learning_rate" in warning.fix
+    assert "--subset everyday" in warning.fix and "learning_rate" in warning.fix and "subset=varied" in warning.fix
+    assert "worked_calculation" in warning.fix and get_reward("worked_calculation")  # the reward it names exists
 
 
 def test_copied_quantities_are_named_one_prompt_a_step_and_healthy_completions_are_left_alone():

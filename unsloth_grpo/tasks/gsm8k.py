@@ -401,10 +401,12 @@ class Gsm8k(Task):
         **Task.trick_fixes,
         "copies_quantity": "Grade the run on phrasings it never trained on, by operation, beside its warm-up or a "
                            "run without GRPO: unsloth-grpo eval --model RUN --subset reworded, and --subset everyday "
-                           "(units, two days, 'altogether'). correctness pays the number in the answer block only: "
-                           "pay the calculation too (a reward of your own that checks 'a + b = c' in the reasoning, "
-                           "docs/rewards.md), give GRPO's prompts more than one wording (a data file of your own "
-                           "phrasings), or lower the GRPO stage's learning_rate or max_steps.",
+                           "(units, two days, 'altogether'). correctness pays the number in the answer block only. "
+                           "Give GRPO's prompts more than one wording (stages.1.data.subset=varied, or a data file of "
+                           "your own phrasings), lower the GRPO stage's learning_rate or max_steps, or pay the "
+                           "calculation too (the worked_calculation reward pays an answer that 'a + b = c' in the "
+                           "reasoning leads to; on the smollm2 preset it kept the additions only where GRPO learned "
+                           "no subtraction: docs/real_model.md).",
     }
 
     def grade(self, completion, gold, **settings) -> Verdict:
