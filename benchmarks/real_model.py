@@ -172,7 +172,8 @@ def kept_headroom(saved: dict, key: str | None) -> dict | None:
 
 
 def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=print, base: dict | None = None,
-             headroom: tuple[int, int] = (HEADROOM_PROMPTS, HEADROOM_SAMPLES), warmups: Path | None = None) -> dict:
+             headroom: tuple[int, int] = (HEADROOM_PROMPTS, HEADROOM_SAMPLES), warmups: Path | None = None,
+             sft_budgets: dict | None = None) -> dict:
     """Base, the SFT warm-up, then each arm from the warm-up, graded on the same held-out problems, and GRPO's
     headroom (``headroom``: prompts, samples; 0 prompts: not measured) on the same training prompts after the
     warm-up and after each arm. ``base``: the base model's grades from an earlier run of the same sets (greedy:
@@ -242,7 +243,7 @@ def run_seed(cfg: RecipeConfig, n_held_out: int, arms: tuple[str, ...], log=prin
         arm_dir = str(Path(cfg.output_dir) / arm)
         t0, c0 = time.perf_counter(), time.process_time()
         if arm == "sft_only":
-            budget = out["cpu_seconds"].get("grpo")
+            budget = out["cpu_seconds"].get("grpo") or (sft_budgets or {}).get(cfg.seed)
             if budget is None:
                 raise ConfigError("the sft_only arm is matched to the grpo arm's CPU time: run it with --arms grpo sft_only")
             more = dataclasses.replace(sft_cfg, output_dir=arm_dir, training=sft_cfg.training.updated(max_steps=500))
@@ -583,6 +584,25 @@ def _base_grades(path: str, held_out: int, overrides: list[str], preset: str = D
     return base
 
 
+def _grpo_budgets(path: str, held_out: int, overrides: list[str], preset: str, seeds: list[int]) -> dict:
+    """Each seed's grpo arm's CPU seconds in an earlier results file of the same preset, held-out size and
+    overrides (stages' included: they are what the grpo arm trained): the budget of an sft_only arm run in
+    another process (``--arms sft_only --sft-budget-from``), which ``--merge`` then puts beside that grpo arm."""
+    try:
+        earlier = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--sft-budget-from {path}: cannot read it ({exc})") from None
+    if (earlier.get("preset", DEFAULT_PRESET), earlier.get("held_out"), earlier.get("overrides")) != \
+            (preset, held_out, overrides):
+        raise ConfigError(f"--sft-budget-from {path}: made with another preset, --held-out or overrides "
+                          f"({earlier.get('overrides')}); its grpo arm is not the one this sft_only arm is matched to")
+    budgets = {r["seed"]: r["cpu_seconds"]["grpo"] for r in earlier.get("runs") or [] if "grpo" in r.get("cpu_seconds", {})}
+    missing = [s for s in seeds if s not in budgets]
+    if missing:
+        raise ConfigError(f"--sft-budget-from {path}: no grpo arm of seed {', '.join(map(str, missing))} in it")
+    return budgets
+
+
 def earlier_runs(cfgs: list[RecipeConfig], arms: list[str]) -> list[str]:
     """The arms' training folders under ``--out`` that hold checkpoints already (a run that was stopped): a
     training refuses such a folder, which the benchmark would only hear when it reaches that arm."""
@@ -617,6 +637,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="Keep each seed's trained SFT warm-up (adapter, grades, headroom) in DIR and take it back "
                         "in a later run whose SFT stage, held-out size and headroom sampling are the same: a sweep "
                         "of the GRPO stage then trains the warm-up once per seed.")
+    p.add_argument("--sft-budget-from", metavar="RESULTS", default=None,
+                   help="Give each seed's sft_only arm the CPU time of the grpo arm in an earlier results.json of the "
+                        "same overrides (--arms sft_only in a process of its own; --merge puts the two together).")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="Overrides of the gsm8k preset (--preset).")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -636,8 +659,11 @@ def main(argv: list[str] | None = None) -> int:
                 problems.append("the benchmark needs the preset's two stages, sft then grpo")
             if problems:
                 raise ConfigError("; ".join(problems))
-        if "sft_only" in args.arms and "grpo" not in args.arms:
-            raise ConfigError("the sft_only arm gets the grpo arm's CPU time: give --arms grpo sft_only")
+        if "sft_only" in args.arms and "grpo" not in args.arms and not args.sft_budget_from:
+            raise ConfigError("the sft_only arm gets the grpo arm's CPU time: give --arms grpo sft_only, or "
+                              "--sft-budget-from an earlier run's results.json")
+        budgets = _grpo_budgets(args.sft_budget_from, args.held_out, args.overrides, args.preset, args.seeds) \
+            if args.sft_budget_from else None
         earlier = earlier_runs(cfgs, args.arms)
         if earlier:
             raise ConfigError(f"{', '.join(earlier)} hold(s) checkpoints of an earlier run of this benchmark, "
@@ -655,7 +681,9 @@ def main(argv: list[str] | None = None) -> int:
     for cfg in cfgs:
         runs.append(run_seed(cfg, args.held_out, tuple(args.arms), base=base,
                              headroom=(args.headroom_prompts, args.headroom_samples),
-                             warmups=Path(args.warmups) if args.warmups else None))
+                             warmups=Path(args.warmups) if args.warmups else None, sft_budgets=budgets))
+        if budgets is not None:
+            runs[-1]["sft_budget_from"] = args.sft_budget_from
         if base is not None:
             runs[-1]["base_from"] = base_from
         else:

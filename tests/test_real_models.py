@@ -245,6 +245,32 @@ def test_the_benchmark_reuses_a_base_grading_only_of_the_same_sets(tmp_path):
         bench._base_grades(str(older), 64, [])
 
 
+def test_an_sft_only_arm_in_its_own_process_takes_the_cpu_time_of_the_grpo_arm_it_is_matched_to(tmp_path, capsys):
+    import json
+
+    from unsloth_grpo.config import ConfigError
+
+    bench = _bench()
+    setting = {"preset": "smollm2", "held_out": 64, "overrides": ["stages.1.training.sft_replay=1.0"]}
+    earlier = tmp_path / "results.json"
+    earlier.write_text(json.dumps({**setting, "runs": [{"seed": 0, "cpu_seconds": {"sft": 280.0, "grpo": 885.4}},
+                                                       {"seed": 1, "cpu_seconds": {"sft": 280.0}}]}))
+    assert bench._grpo_budgets(str(earlier), 64, setting["overrides"], "smollm2", [0]) == {0: 885.4}
+    with pytest.raises(ConfigError, match="no grpo arm of seed 1"):
+        bench._grpo_budgets(str(earlier), 64, setting["overrides"], "smollm2", [0, 1])
+    # another GRPO stage (the stages' overrides count here: they are what the grpo arm trained)
+    with pytest.raises(ConfigError, match="another preset, --held-out or overrides"):
+        bench._grpo_budgets(str(earlier), 64, [], "smollm2", [0])
+    with pytest.raises(ConfigError, match="another preset, --held-out or overrides"):
+        bench._grpo_budgets(str(earlier), 32, setting["overrides"], "smollm2", [0])
+    # without a budget the sft_only arm alone is refused before any model loads, naming both ways to give one
+    assert bench.main(["--arms", "sft_only", "--out", str(tmp_path / "o")]) == 2
+    assert "--sft-budget-from" in capsys.readouterr().err
+    assert bench.main(["--arms", "sft_only", "--seeds", "1", "--sft-budget-from", str(earlier), *setting["overrides"],
+                       "--out", str(tmp_path / "o")]) == 2
+    assert "no grpo arm of seed 1" in capsys.readouterr().err
+
+
 def test_merging_a_results_file_that_is_not_there_is_one_clear_error(tmp_path, capsys):
     bench = _bench()
     assert bench.main(["--merge", str(tmp_path / "A" / "results.json"), "--out", str(tmp_path / "m")]) == 2

@@ -126,8 +126,7 @@ class LoraSettings:
     r: int = _f(16, help="LoRA rank.")
     alpha: int = _f(32, help="LoRA alpha (scale = alpha / r).")
     dropout: float = _f(0.0, help="LoRA dropout.")
-    target_modules: list[str] = _f(
-        help="Linear layers that get adapters ('all-linear' allowed as a single entry).",
+    target_modules: list[str] = _f(help="Linear layers that get adapters ('all-linear' allowed as a single entry).",
         factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     max_lora_rank: int | None = _f(None, help="vLLM's largest LoRA rank (Unsloth fast inference); defaults to r.")
 
@@ -227,6 +226,7 @@ class TrainingConfig:
     max_sampling_rounds: int = _f(
         3, help="dynamic_sampling=refill: most generation rounds per step, the first included; a batch still "
                 "short after them trains on the informative groups it has.")
+    sft_replay: float = _f(0.0, help="GRPO: weight of an SFT loss on worked examples of the warm-up's kinds (0: off).")
     trl: dict[str, Any] = _f(help="TRL's own fields, by name, as the config sets them.",
                              factory=lambda: dict(TRAINING_DEFAULTS))
 
@@ -290,6 +290,8 @@ class TrainingConfig:
         if self.max_sampling_rounds < 1:
             p.append(f"training.max_sampling_rounds={self.max_sampling_rounds}: a step needs at least 1 generation "
                      "round (3 is typical for refill)")
+        if not self.sft_replay >= 0:
+            p.append(f"training.sft_replay={self.sft_replay} must be >= 0 (0: off)")
         return p
 
 

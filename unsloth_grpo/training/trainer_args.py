@@ -32,10 +32,8 @@ GRPO, SFT = "GRPOConfig", "SFTConfig"
 #: TRL fields the toolkit sets itself, and the config key that decides each.
 OWNED_ELSEWHERE = {
     "output_dir": "output_dir (top level, or --output-dir)",
-    "seed": "seed (top level)",
-    "data_seed": "seed (top level)",
-    "bf16": "model.dtype",
-    "fp16": "model.dtype",
+    "seed": "seed (top level)", "data_seed": "seed (top level)",
+    "bf16": "model.dtype", "fp16": "model.dtype",
     "use_cpu": "model.device",
     "reward_weights": "rewards[].weight",
     "save_total_limit": "run.keep_last",
