@@ -32,7 +32,7 @@ POOL = 256
 
 def replay_examples(cfg, warmup_categories: list[str] | None):
     """The task's worked examples for the replay of ``cfg`` (a GRPO stage or run): ``POOL`` of them, of the
-    kinds ``warmup_categories`` names (every kind when None). Raises the task's DataError when it has none."""
+    kinds ``warmup_categories`` names (when None, those ``cfg.data`` keeps). Raises the task's DataError when it has none."""
     import dataclasses
 
     from unsloth_grpo.tasks import get_task
