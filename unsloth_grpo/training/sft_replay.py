@@ -32,7 +32,8 @@ POOL = 256
 
 def replay_examples(cfg, warmup_categories: list[str] | None):
     """The task's worked examples for the replay of ``cfg`` (a GRPO stage or run): ``POOL`` of them, of the
-    kinds ``warmup_categories`` names (when None, those ``cfg.data`` keeps). Raises the task's DataError when it has none."""
+    kinds ``warmup_categories`` names (when None, those ``cfg.data`` keeps). Raises the task's DataError when it
+    has none."""
     import dataclasses
 
     from unsloth_grpo.tasks import get_task
@@ -43,10 +44,13 @@ def replay_examples(cfg, warmup_categories: list[str] | None):
 
 def tokenize(rows, tokenizer) -> list[tuple[list[int], int]]:
     """Each prompt/completion chat pair as (token ids of the whole conversation, tokens of the prompt),
-    written by the tokenizer's chat template as generation sees it."""
+    written by the tokenizer's chat template as generation sees it
+    (:func:`~unsloth_grpo.evaluation.generation.render_prompts`)."""
+    from unsloth_grpo.evaluation.generation import render_prompts
+
     out = []
     for row in rows:
-        prompt = tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+        [prompt] = render_prompts(tokenizer, [row["prompt"]])
         whole = tokenizer.apply_chat_template(row["prompt"] + row["completion"], tokenize=False)
         if not whole.startswith(prompt):  # a template that writes the turn otherwise: the completion's text
             whole = prompt + row["completion"][-1]["content"] + (tokenizer.eos_token or "")
