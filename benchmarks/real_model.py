@@ -681,8 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     for cfg in cfgs:
         runs.append(run_seed(cfg, args.held_out, tuple(args.arms), base=base,
                              headroom=(args.headroom_prompts, args.headroom_samples),
-                             warmups=Path(args.warmups) if args.warmups else None,
-                             **({"sft_budgets": budgets} if budgets else {})))
+                             warmups=Path(args.warmups) if args.warmups else None, sft_budgets=budgets))
         if budgets is not None:
             runs[-1]["sft_budget_from"] = args.sft_budget_from
         if base is not None:

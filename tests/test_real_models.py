@@ -462,7 +462,7 @@ def test_the_benchmark_hands_its_headroom_settings_to_every_seed(tmp_path, monke
     bench = _bench()
     seen = []
 
-    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None):
+    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None, sft_budgets=None):
         seen.append((cfg.seed, cfg.evaluation.headroom, headroom, warmups))
         return _fake_run(cfg.seed, (0.9, 0.9), None, None, headroom={"sft": _h(0.5, 0.9), "grpo": _h(0.8, 0.9)})
 
@@ -485,7 +485,7 @@ def test_the_base_model_is_graded_once_a_run_and_its_grades_serve_the_later_seed
     bench = _bench()
     given = []
 
-    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None):
+    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None, sft_budgets=None):
         given.append(base)
         run = _fake_run(cfg.seed, (0.9, 0.9), None, None)
         if base is not None:
@@ -664,7 +664,7 @@ def test_the_benchmark_grades_three_held_out_sets_and_reports_each(tmp_path, mon
     assert list(sets["everyday"]["category"]) == ["addition", "subtraction"] * 2
     seen = []
 
-    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None):
+    def run_seed(cfg, n, arms, base=None, headroom=None, warmups=None, sft_budgets=None):
         seen.append(n)
         run = _fake_run(cfg.seed, (0.9, 0.8), (0.85, 0.8), None)
         for arm, acc in (("base", 0.0), ("sft", 0.5), ("grpo", 0.7), ("sft_only", 0.75)):
@@ -684,7 +684,7 @@ def test_the_benchmark_grades_three_held_out_sets_and_reports_each(tmp_path, mon
     # a run stopped after its first seed (2) leaves a partial file that says its setting, as results.json does: put
     # with a run of another setting, --merge refuses it (the partial file used to hold the preset alone, and was
     # merged beside a run without the override as if it were one)
-    def stopped_at_seed_3(cfg, n, arms, base=None, headroom=None, warmups=None):
+    def stopped_at_seed_3(cfg, n, arms, base=None, headroom=None, warmups=None, sft_budgets=None):
         if cfg.seed == 3:
             raise KeyboardInterrupt
         return run_seed(cfg, n, arms, base, headroom, warmups)
