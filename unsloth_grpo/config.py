@@ -95,8 +95,7 @@ class ModelConfig:
     backend: str = _f("auto", help="'unsloth', 'transformers', or 'auto' (Unsloth when importable).")
     max_seq_length: int = _f(1024, help="Longest prompt + completion, in tokens.")
     load_in_4bit: bool = _f(True, help="Load the base weights in 4-bit NF4 (needs CUDA and bitsandbytes).")
-    fast_inference: str = _f(
-        "auto", help="vLLM generation: 'auto' (when vllm is installed and CUDA present), 'on' or 'off'.")
+    fast_inference: str = _f("auto", help="vLLM generation: 'auto' (when vllm is installed and CUDA present), 'on' or 'off'.")
     gpu_memory_utilization: float = _f(
         0.6, help="Share of GPU memory vLLM may take (its weights and KV cache) when standby is off; with "
                   "standby Unsloth sets it from the card's size.")
@@ -227,6 +226,8 @@ class TrainingConfig:
         3, help="dynamic_sampling=refill: most generation rounds per step, the first included; a batch still "
                 "short after them trains on the informative groups it has.")
     sft_replay: float = _f(0.0, help="GRPO: weight of an SFT loss on worked examples of the warm-up's kinds (0: off).")
+    skip_flat_steps: bool = _f(False, help="GRPO: a step whose gradients are all zero (no group's rewards differed) "
+                                           "changes nothing, where Adam would still move the weights on its momentum.")
     trl: dict[str, Any] = _f(help="TRL's own fields, by name, as the config sets them.",
                              factory=lambda: dict(TRAINING_DEFAULTS))
 
@@ -379,8 +380,7 @@ class RecipeConfig:
     monitor: dict[str, Any] = _f(
         help="Health monitor thresholds and windows (see unsloth_grpo.training.monitor.HealthThresholds).", factory=dict)
     evaluation: EvalConfig = _f(help="Held-out evaluation during and around training.", factory=EvalConfig)
-    tools: ToolsConfig = _f(help="Functions the model may call during generation (see docs/tools.md).",
-                            factory=ToolsConfig)
+    tools: ToolsConfig = _f(help="Functions the model may call during generation (see docs/tools.md).", factory=ToolsConfig)
     stages: list[StageConfig] = _f(
         help="Stages run in order on one adapter, each with its own rewards/steps/lr (empty: a single GRPO run). "
              "See unsloth_grpo.training.stages.", factory=list)
