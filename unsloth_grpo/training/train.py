@@ -24,7 +24,7 @@ from unsloth_grpo.config import ConfigError, RecipeConfig, dump_config
 from unsloth_grpo.data import DataError
 from unsloth_grpo.hardware.launch import detect
 from unsloth_grpo.runs import package_versions
-from unsloth_grpo.training import flat_steps, generation_hooks, sft_replay
+from unsloth_grpo.training import generation_hooks, sft_replay
 from unsloth_grpo.training.checks import check_before_loading, check_rewards_on_data
 from unsloth_grpo.training.held_out import (eval_kwargs, evaluate_held_out, headroom_end, headroom_start,
                                             held_out_rows, load_task_dataset, report_before_after)
@@ -244,7 +244,9 @@ def train_grpo(cfg: RecipeConfig, *, decision=None, callbacks=None, log: Callabl
     if replay is not None:
         sft_replay.attach(trainer, replay, weight=cfg.training.sft_replay, seed=cfg.seed, log=log,
                           batch_size=cfg.training.get("per_device_train_batch_size", 8))
-    if cfg.training.skip_flat_steps:
+    if cfg.training.skip_flat_steps:  # imported here: it imports transformers
+        from unsloth_grpo.training import flat_steps
+
         flat_steps.attach(trainer, log=log if main_process else None)
     held_out, before = _held_out_start(cfg, trainer, loaded, stage, main_process)
     headroom = headroom_start(cfg, trainer.model, loaded.tokenizer, dataset, out, log,
