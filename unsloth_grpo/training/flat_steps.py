@@ -38,7 +38,6 @@ class SkipFlatSteps(TrainerCallback):
     def __init__(self, trainer, log: Callable[[str], None] | None = None) -> None:
         self.trainer, self.log = trainer, log
         self.skipped = 0
-        self.steps = 0
         self.reason = _why_not(trainer)
         if self.reason and log is not None:
             log(f"skip_flat_steps: off for this run ({self.reason})")
@@ -57,7 +56,6 @@ class SkipFlatSteps(TrainerCallback):
                 for p in group["params"]:
                     p.grad = None
             self.skipped += 1
-        self.steps += 1
         metrics = getattr(self.trainer, "_metrics", None)
         if isinstance(metrics, dict) and "train" in metrics:
             metrics["train"]["flat_steps/skipped"].append(float(flat))
