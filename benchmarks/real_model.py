@@ -454,6 +454,38 @@ def errors_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def misses_by_numbers(runs: list[dict], top: int = 4) -> list[str]:
+    """Per trained arm and operation, over every held-out set and seed: how many distinct pairs of numbers
+    the questions ask (``9 + 2``, in the question's order), and the pairs missed most, with the seeds that
+    missed them. A held-out set repeats a few pairs, so one pair a seed gets wrong costs it several problems:
+    this says whether an arm's lost points are many problems or one fact."""
+    lines = []
+    for arm in ("sft", *ARMS):
+        graded = [r for r in runs if arm in r["grades"]]
+        for cat, sign in (("addition", "+"), ("subtraction", "-")):
+            asked: Counter = Counter()
+            missed: Counter = Counter()
+            seeds: dict[str, set] = {}
+            for r in graded:
+                for s in graded_sets(runs):
+                    for c in r["grades"][arm].get(s, {}).get("completions", []):
+                        numbers = re.findall(r"\d+", c.get("question", ""))
+                        if c.get("category") != cat or len(numbers) != 2:
+                            continue
+                        pair = f"{numbers[0]} {sign} {numbers[1]}"
+                        asked[pair] += 1
+                        if not c["correct"]:
+                            missed[pair] += 1
+                            seeds.setdefault(pair, set()).add(r["seed"])
+            if not asked:
+                continue
+            worst = ", ".join(f"{p} {n}/{asked[p]} (seed{'s' if len(seeds[p]) > 1 else ''} "
+                              f"{', '.join(map(str, sorted(seeds[p])))})" for p, n in missed.most_common(top))
+            lines.append(f"{LABELS[arm]:36s} {cat:11s} {sum(missed.values()):4d} wrong of {sum(asked.values())}, "
+                         f"{len(asked)} pairs asked; most missed: {worst or 'none'}")
+    return lines
+
+
 def report(runs: list[dict], held_out: int, overrides: list[str] | None = None, preset: str = DEFAULT_PRESET) -> None:
     if preset != DEFAULT_PRESET:
         print(f"preset: gsm8k {preset}")
@@ -477,6 +509,9 @@ def report(runs: list[dict], held_out: int, overrides: list[str] | None = None, 
         print(line)
     print("\nhow the completions went wrong (all seeds of each arm together; read them in results.json):")
     print(errors_table(runs))
+    print("\nthe misses by the question's two numbers (all sets and seeds together; wrong / asked):")
+    for line in misses_by_numbers(runs):
+        print(line)
 
 
 #: A run's entries that hold one value per arm (and the warm-up's, under "sft").

@@ -319,6 +319,31 @@ def test_the_benchmark_says_how_each_wrong_completion_went_wrong():
     assert "base model (1 seed)" in table and table.count("addition") == 2
 
 
+def test_the_benchmark_says_which_pairs_of_numbers_the_misses_are_on():
+    """Issue 52's measure: the held-out sets repeat a few sums, so a seed's lost points can be one fact
+    (9 + 2) missed in every wording. The report counts the misses by the question's two numbers, with the
+    seeds that missed them, per arm and operation, over all sets."""
+    bench = _bench()
+
+    def c(question, correct, category="addition"):
+        return {"question": question, "category": category, "correct": correct, "completion": ""}
+
+    def seed(n, easy, everyday):
+        return {"seed": n, "grades": {"grpo": {"easy": {"completions": easy}, "everyday": {"completions": everyday}}}}
+
+    nine_two, two_six = "Ivo has 9 coins. Ann gives Ivo 2 more.", "The bakery sold 2 pies, then 6 pies."
+    runs = [seed(0, [c(nine_two, False), c(two_six, True)], [c(nine_two, False), c("Cara had 15 cards, gave 6.", False,
+                                                                                   "subtraction")]),
+            seed(1, [c(nine_two, True), c(two_six, False)], [c(nine_two, False), c("no numbers here", False)])]
+    add, sub = bench.misses_by_numbers(runs)
+    # the question without two numbers is not counted; 9 + 2 is missed 3 times of 4, on both seeds
+    assert "addition" in add and "4 wrong of 6, 2 pairs asked" in add
+    assert add.index("9 + 2 3/4 (seeds 0, 1)") < add.index("2 + 6 1/2 (seed 1)")
+    assert "subtraction" in sub and "15 - 6 1/1 (seed 0)" in sub and "1 pairs asked" in sub
+    assert bench.misses_by_numbers([seed(0, [c(two_six, True)], [])]) == [
+        f"{bench.LABELS['grpo']:36s} addition       0 wrong of 1, 1 pairs asked; most missed: none"]
+
+
 def test_the_real_model_preset_warms_up_with_sft_then_grpo_and_grades_before_and_after():
     from unsloth_grpo.recipes.gsm8k import RECIPE
 
